@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what autocompress needs on Debian 12 (safe to rerun: installs only what is missing).
+#   libtorch-dev + libopenblas0-openmp (NOT libopenblas-dev: it would make the pthread OpenBLAS
+#   the default and torch 1.13 would run its BLAS single-threaded), nlohmann-json, CLI11, fmt,
+#   GoogleTest, cmake, ninja, ccache, and python3-torch (the float64 reference of the tests).
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build ccache pkg-config
+          libtorch-dev libopenblas0-openmp nlohmann-json3-dev libcli11-dev libfmt-dev
+          libgtest-dev python3-torch python3-numpy nodejs npm)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "[setup] installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "[setup] all Debian packages present"
+fi
+
+# torch must use the OpenMP OpenBLAS (the reference BLAS is ~50x slower).
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 || true)
+case "$blas" in
+  *openblas-openmp*) ;;
+  *) echo "[setup] warning: libblas.so.3 is $blas, expected the openblas-openmp build" >&2 ;;
+esac

@@ -1,0 +1,41 @@
+// Files written so that nothing is ever half-written: write to a temporary name, then rename.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace ac {
+namespace fs = std::filesystem;
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync, rename.
+/// Throws FormatError naming the path if the folder is missing or the write fails.
+void write_file_atomic(const fs::path& path, std::string_view bytes);
+
+/// Reads a whole file. Throws FormatError("[read_file] PATH: no such file") when absent.
+std::string read_file(const fs::path& path);
+
+/// An output folder built under a temporary sibling name and renamed into place on commit().
+/// If destroyed without commit() (an exception, a failed stage) the temporary folder is
+/// removed, so no partial output directory is ever left behind. An existing `final_dir` is
+/// replaced only at commit() time, so a failed run leaves the previous output intact.
+class StagingDir {
+ public:
+  explicit StagingDir(fs::path final_dir);
+  ~StagingDir();
+  StagingDir(const StagingDir&) = delete;
+  StagingDir& operator=(const StagingDir&) = delete;
+  /// The temporary folder to write into.
+  const fs::path& path() const { return tmp_; }
+  /// Renames the temporary folder to the final one (replacing an older output).
+  void commit();
+
+ private:
+  fs::path final_, tmp_;
+  bool committed_ = false;
+};
+
+/// Throws ConfigError if `out` is, contains, or lies inside `input` (refuse to overwrite input).
+void check_not_overwriting_input(const fs::path& input, const fs::path& out, const char* where);
+
+
+}  // namespace ac

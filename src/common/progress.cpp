@@ -1,0 +1,51 @@
+#include "common/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "common/runtime.h"
+
+namespace ac {
+
+static std::string fmt_eta(double s) {
+  if (s < 0 || s > 1e7) return "?";
+  int t = int(s + 0.5);
+  return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60)
+                   : fmt::format("{}m{:02}s", t / 60, t % 60);
+}
+
+Progress::Progress(std::string stage, int64_t total, std::string unit)
+    : stage_(std::move(stage)), unit_(std::move(unit)), total_(std::max<int64_t>(total, 1)),
+      t0_(now_s()), tty_(::isatty(2) && !std::getenv("CI")) {}
+
+void Progress::update(int64_t done, const std::string& extra) {
+  if (std::getenv("AC_QUIET")) return;
+  double t = now_s() - t0_, rate = done / std::max(t, 1e-9);
+  double pct = 100.0 * double(done) / double(total_);
+  std::string line = fmt::format("[{}] {:5.1f}% {}/{} {} | {:.1f} {}/s | ETA {}{}{}", stage_,
+                                 pct, done, total_, unit_, rate, unit_,
+                                 fmt_eta((total_ - done) / std::max(rate, 1e-9)),
+                                 extra.empty() ? "" : " | ", extra);
+  if (tty_) {
+    if (now_s() - last_draw_ < 0.2 && done < total_) return;
+    last_draw_ = now_s();
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+  } else {
+    int decile = int(pct / 10);
+    if (decile == last_decile_) return;
+    last_decile_ = decile;
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+
+void Progress::finish(const std::string& extra) {
+  if (finished_) return;
+  finished_ = true;
+  last_decile_ = -1;
+  update(total_, extra);
+  if (tty_ && !std::getenv("AC_QUIET")) std::fprintf(stderr, "\n");
+}
+
+}  // namespace ac

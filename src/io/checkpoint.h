@@ -1,0 +1,23 @@
+// A Hugging Face-layout checkpoint folder: config.json, *.safetensors, tokenizer files.
+#pragma once
+#include "common/fs.h"
+#include "model/llama.h"
+
+namespace ac {
+
+/// Loads config.json + weights (fp32 in memory) from a checkpoint folder.
+/// Throws FormatError naming the file, tensor or field (missing files, shape mismatch, ...).
+LlamaModel load_checkpoint(const fs::path& dir);
+
+/// Writes config.json + model.safetensors (fp32) into `dir` (which must exist; callers use a
+/// StagingDir for atomicity). `tokenizer_from`: a checkpoint folder whose tokenizer files
+/// (tokenizer.bin, tokenizer.json, tokenizer.model, tokenizer_config.json,
+/// special_tokens_map.json) are copied byte for byte, if present.
+void save_checkpoint(const fs::path& dir, const LlamaModel& m,
+                     const fs::path& tokenizer_from = {});
+
+/// Writes a checkpoint folder atomically (built in a staging folder, renamed into place).
+void save_checkpoint_atomic(const fs::path& dir, const LlamaModel& m,
+                            const fs::path& tokenizer_from = {});
+
+}  // namespace ac

@@ -1,0 +1,54 @@
+// Tokenizer of the Llama / SentencePiece-BPE family with byte fallback, read from llama2.c's
+// tokenizer.bin.
+//
+// tokenizer.bin layout (llama2.c, run.c build_tokenizer):
+//   int32 max_token_length; then for each of vocab_size tokens:
+//   float32 score, int32 len, len bytes of the piece.
+// Ids 0/1/2 are <unk>/<s>/</s>; ids 3..258 are the byte-fallback tokens <0x00>..<0xFF> (stored
+// in stories15M's file as single raw bytes). Encoding follows SentencePiece BPE as llama2.c does
+// it: a leading space is added (the "dummy prefix", spaces are plain ' ' in pieces, not U+2581),
+// characters without a piece fall back to their UTF-8 bytes, then the highest-score merge is
+// applied repeatedly.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/fs.h"
+
+namespace ac {
+
+class Tokenizer {
+ public:
+  /// Reads tokenizer.bin for a model with `vocab_size` tokens. Throws FormatError on a truncated
+  /// file, a negative or huge length, or a vocab size that disagrees.
+  static Tokenizer from_llama2c(const fs::path& path, int64_t vocab_size);
+  /// Looks for tokenizer.bin in a checkpoint folder.
+  static Tokenizer from_checkpoint(const fs::path& dir, int64_t vocab_size);
+
+  /// Text -> ids. `bos` prepends id 1.
+  std::vector<int64_t> encode(const std::string& text, bool bos) const;
+  /// One id -> its text piece (byte tokens become their byte; the leading space after BOS is
+  /// dropped as in llama2.c). `prev` is the previous id.
+  std::string decode_piece(int64_t prev, int64_t id) const;
+  /// Ids -> text.
+  std::string decode(const std::vector<int64_t>& ids) const;
+
+  int64_t vocab_size() const { return int64_t(pieces_.size()); }
+  const std::string& piece(int64_t id) const { return pieces_.at(size_t(id)); }
+  float score(int64_t id) const { return scores_.at(size_t(id)); }
+  int64_t bos_id() const { return 1; }
+  int64_t eos_id() const { return 2; }
+  int64_t unk_id() const { return 0; }
+  /// True for ids 3..258 (byte fallback); `byte` receives the byte value.
+  bool is_byte_token(int64_t id, uint8_t* byte = nullptr) const;
+
+ private:
+  std::vector<std::string> pieces_;
+  std::vector<float> scores_;
+  std::unordered_map<std::string, int64_t> lookup_;
+  int32_t max_token_length_ = 0;
+};
+
+}  // namespace ac

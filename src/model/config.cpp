@@ -1,0 +1,291 @@
+#include "model/config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <set>
+
+#include "common/error.h"
+
+namespace ac {
+using json = nlohmann::json;
+
+bool LayerConfig::operator==(const LayerConfig& o) const {
+  return num_attention_heads == o.num_attention_heads &&
+         num_key_value_heads == o.num_key_value_heads && head_dim == o.head_dim &&
+         intermediate_size == o.intermediate_size && attention_no_op == o.attention_no_op &&
+         ffn_no_op == o.ffn_no_op;
+}
+
+bool ModelConfig::is_homogeneous() const {
+  for (const auto& l : layers)
+    if (l != layers.front()) return false;
+  return true;
+}
+
+int64_t ModelConfig::num_parameters() const {
+  const int64_t D = hidden_size;
+  int64_t n = vocab_size * D * (tie_word_embeddings ? 1 : 2) + D;  // embed (+ head) + final norm
+  for (const auto& l : layers) {
+    if (l.has_attention()) {
+      int64_t q = l.num_attention_heads * l.head_dim, kv = l.num_key_value_heads * l.head_dim;
+      n += D + D * q + 2 * D * kv + q * D + (attention_bias ? q + 2 * kv : 0);
+    }
+    if (l.has_ffn()) n += D + 3 * D * l.intermediate_size;
+  }
+  return n;
+}
+
+void ModelConfig::validate(const std::string& where) const {
+  auto bad = [&](const std::string& m) { throw ConfigError(fmt::format("[{}] {}", where, m)); };
+  if (vocab_size <= 0) bad(fmt::format("vocab_size must be positive, found {}", vocab_size));
+  if (hidden_size <= 0) bad(fmt::format("hidden_size must be positive, found {}", hidden_size));
+  if (layers.empty()) bad("num_hidden_layers must be positive, found 0");
+  if (rms_norm_eps <= 0) bad(fmt::format("rms_norm_eps must be positive, found {}", rms_norm_eps));
+  if (rope_theta <= 0) bad(fmt::format("rope_theta must be positive, found {}", rope_theta));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto& l = layers[i];
+    if (l.has_attention()) {
+      if (l.num_key_value_heads <= 0 || l.head_dim <= 0 || l.head_dim % 2)
+        bad(fmt::format("layer {}: num_key_value_heads {} and head_dim {} must be positive "
+                        "(head_dim even for RoPE)",
+                        i, l.num_key_value_heads, l.head_dim));
+      if (l.num_attention_heads % l.num_key_value_heads)
+        bad(fmt::format("layer {}: num_attention_heads {} is not a multiple of "
+                        "num_key_value_heads {}",
+                        i, l.num_attention_heads, l.num_key_value_heads));
+    }
+    if (!l.ffn_no_op && l.intermediate_size < 0)
+      bad(fmt::format("layer {}: intermediate_size {} is negative", i, l.intermediate_size));
+  }
+}
+
+ModelConfig ModelConfig::uniform(int64_t vocab, int64_t hidden, int64_t num_layers,
+                                 const LayerConfig& layer) {
+  ModelConfig c;
+  c.vocab_size = vocab;
+  c.hidden_size = hidden;
+  c.layers.assign(size_t(num_layers), layer);
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// config.json
+
+namespace {
+
+// Fields this struct models; everything else goes to `extra` and is written back verbatim.
+const std::set<std::string> kModelled = {
+    "architectures", "model_type", "vocab_size", "hidden_size", "intermediate_size",
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "max_position_embeddings", "rope_theta", "rope_scaling", "rms_norm_eps",
+    "tie_word_embeddings", "attention_bias", "bos_token_id", "eos_token_id", "torch_dtype",
+    "block_configs"};
+
+template <typename T>
+T get(const json& j, const char* key, const std::string& file) {
+  if (!j.contains(key) || j[key].is_null())
+    throw FormatError(fmt::format("[load_config] {}: missing field '{}'", file, key));
+  try {
+    return j[key].get<T>();
+  } catch (const json::exception&) {
+    throw FormatError(fmt::format("[load_config] {}: field '{}' has the wrong type: found {}",
+                                  file, key, j[key].dump()));
+  }
+}
+template <typename T>
+T get_or(const json& j, const char* key, T fallback, const std::string& file) {
+  return (!j.contains(key) || j[key].is_null()) ? fallback : get<T>(j, key, file);
+}
+
+int64_t first_id(const json& j, const char* key, int64_t fallback, const std::string& file) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (j[key].is_array()) {
+    if (j[key].empty()) return fallback;
+    return j[key][0].get<int64_t>();
+  }
+  return get<int64_t>(j, key, file);
+}
+
+// DeciLM's rule (transformers DeciLM / llama.cpp convert_hf_to_gguf.py DeciModel):
+// intermediate = find_multiple(int(2 * ffn_mult * n_embd / 3), 256).
+int64_t decilm_ffn_width(double ffn_mult, int64_t hidden) {
+  int64_t n = int64_t(2.0 * ffn_mult * double(hidden) / 3.0);
+  return n % 256 == 0 ? n : n + 256 - n % 256;
+}
+
+std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int64_t Hd,
+                                                   int64_t D, const std::string& file) {
+  const json& blocks = j["block_configs"];
+  if (!blocks.is_array())
+    throw FormatError(fmt::format("[load_config] {}: block_configs must be an array", file));
+  std::vector<LayerConfig> out;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const json& b = blocks[i];
+    std::string where = fmt::format("{} block_configs[{}]", file, i);
+    if (!b.is_object() || !b.contains("attention") || !b.contains("ffn"))
+      throw FormatError(fmt::format("[load_config] {}: needs 'attention' and 'ffn'", where));
+    const json& a = b["attention"];
+    const json& f = b["ffn"];
+    if (get_or<bool>(a, "replace_with_linear", false, where) ||
+        get_or<bool>(f, "replace_with_linear", false, where))
+      throw FormatError(fmt::format("[load_config] {}: replace_with_linear is not supported",
+                                    where));
+    LayerConfig l;
+    l.head_dim = Hd;
+    l.attention_no_op = get_or<bool>(a, "no_op", false, where);
+    if (!l.attention_no_op) {
+      // Our own writer adds num_attention_heads per block when it differs from the global one.
+      l.num_attention_heads = get_or<int64_t>(a, "num_attention_heads", H, where);
+      int64_t group = get<int64_t>(a, "n_heads_in_group", where);
+      if (group <= 0 || l.num_attention_heads % group)
+        throw FormatError(fmt::format("[load_config] {}: n_heads_in_group {} does not divide "
+                                      "num_attention_heads {}",
+                                      where, group, l.num_attention_heads));
+      l.num_key_value_heads = l.num_attention_heads / group;
+    }
+    l.ffn_no_op = get_or<bool>(f, "no_op", false, where);
+    if (!l.ffn_no_op) {
+      l.intermediate_size = f.contains("intermediate_size")
+                                ? get<int64_t>(f, "intermediate_size", where)
+                                : decilm_ffn_width(get<double>(f, "ffn_mult", where), D);
+    }
+    out.push_back(l);
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelConfig config_from_hf_json(const json& j, const std::string& file) {
+  if (!j.is_object())
+    throw FormatError(fmt::format("[load_config] {}: expected a JSON object", file));
+  ModelConfig c;
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty())
+    c.architecture = j["architectures"][0].get<std::string>();
+  c.model_type = get_or<std::string>(j, "model_type", "llama", file);
+  c.vocab_size = get<int64_t>(j, "vocab_size", file);
+  c.hidden_size = get<int64_t>(j, "hidden_size", file);
+  c.max_position_embeddings = get_or<int64_t>(j, "max_position_embeddings", 2048, file);
+  c.rope_theta = get_or<double>(j, "rope_theta", 10000.0, file);
+  c.rms_norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, file);
+  c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, file);
+  c.attention_bias = get_or<bool>(j, "attention_bias", c.model_type == "qwen2", file);
+  c.bos_token_id = first_id(j, "bos_token_id", 1, file);
+  c.eos_token_id = first_id(j, "eos_token_id", 2, file);
+  c.torch_dtype = get_or<std::string>(j, "torch_dtype", "float32", file);
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    const json& r = j["rope_scaling"];
+    RopeScaling s;
+    s.raw = r;
+    s.rope_type = r.contains("rope_type") ? get<std::string>(r, "rope_type", file)
+                                          : get_or<std::string>(r, "type", "linear", file);
+    s.factor = get_or<double>(r, "factor", 1.0, file);
+    s.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0, file);
+    s.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0, file);
+    s.original_max_position_embeddings =
+        get_or<int64_t>(r, "original_max_position_embeddings", 8192, file);
+    if (s.rope_type != "llama3" && s.rope_type != "linear" && s.rope_type != "default")
+      throw FormatError(fmt::format("[load_config] {}: rope_scaling type '{}' is not supported "
+                                    "(supported: llama3, linear)",
+                                    file, s.rope_type));
+    c.rope_scaling = s;
+  }
+  const int64_t H = get<int64_t>(j, "num_attention_heads", file);
+  if (H <= 0)
+    throw FormatError(fmt::format("[load_config] {}: num_attention_heads must be positive, "
+                                  "found {}", file, H));
+  const int64_t Hd = get_or<int64_t>(j, "head_dim", c.hidden_size / H, file);
+  if (j.contains("block_configs")) {
+    c.layers = layers_from_block_configs(j, H, Hd, c.hidden_size, file);
+  } else {
+    LayerConfig l;
+    l.num_attention_heads = H;
+    l.num_key_value_heads = get_or<int64_t>(j, "num_key_value_heads", H, file);
+    l.head_dim = Hd;
+    l.intermediate_size = get<int64_t>(j, "intermediate_size", file);
+    int64_t L = get<int64_t>(j, "num_hidden_layers", file);
+    if (L <= 0 || L > 100000)
+      throw FormatError(fmt::format("[load_config] {}: num_hidden_layers {} out of range",
+                                    file, L));
+    c.layers.assign(size_t(L), l);
+  }
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!kModelled.count(it.key())) c.extra[it.key()] = it.value();
+  try {
+    c.validate("load_config");
+  } catch (const ConfigError& e) {
+    throw FormatError(fmt::format("{} (in {})", e.what(), file));
+  }
+  return c;
+}
+
+json config_to_hf_json(const ModelConfig& c) {
+  json j = c.extra;
+  const LayerConfig* first_attn = nullptr;
+  int64_t max_F = 0;
+  for (const auto& l : c.layers) {
+    if (l.has_attention() && !first_attn) first_attn = &l;
+    max_F = std::max(max_F, l.intermediate_size);
+  }
+  LayerConfig ref = first_attn ? *first_attn : c.layers.front();
+  const bool homogeneous = c.is_homogeneous() && ref.has_attention() && ref.has_ffn();
+  j["model_type"] = homogeneous ? (c.model_type == "nemotron-nas" ? "llama" : c.model_type)
+                                : "nemotron-nas";
+  j["architectures"] = {homogeneous ? (c.architecture == "DeciLMForCausalLM" ? "LlamaForCausalLM"
+                                                                             : c.architecture)
+                                    : "DeciLMForCausalLM"};
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["num_hidden_layers"] = c.num_layers();
+  j["num_attention_heads"] = ref.num_attention_heads;
+  j["num_key_value_heads"] = ref.num_key_value_heads;
+  j["head_dim"] = ref.head_dim;
+  j["intermediate_size"] = homogeneous ? ref.intermediate_size : max_F;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rope_theta"] = c.rope_theta;
+  j["rope_scaling"] = c.rope_scaling ? c.rope_scaling->raw : json(nullptr);
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["attention_bias"] = c.attention_bias;
+  j["bos_token_id"] = c.bos_token_id;
+  j["eos_token_id"] = c.eos_token_id;
+  j["torch_dtype"] = c.torch_dtype;
+  j["hidden_act"] = j.value("hidden_act", "silu");
+  if (!homogeneous) {
+    json blocks = json::array();
+    for (const auto& l : c.layers) {
+      json a = {{"no_op", !l.has_attention()}, {"replace_with_linear", false}};
+      if (l.has_attention()) {
+        a["n_heads_in_group"] = l.num_attention_heads / l.num_key_value_heads;
+        if (l.num_attention_heads != ref.num_attention_heads)
+          a["num_attention_heads"] = l.num_attention_heads;  // our extension; see docs/formats.md
+      }
+      json f = {{"no_op", !l.has_ffn()}, {"replace_with_linear", false}};
+      if (l.has_ffn()) {
+        f["ffn_mult"] = 1.5 * double(l.intermediate_size) / double(c.hidden_size);
+        f["intermediate_size"] = l.intermediate_size;
+      }
+      blocks.push_back({{"attention", a}, {"ffn", f}});
+    }
+    j["block_configs"] = blocks;
+  }
+  return j;
+}
+
+std::string describe(const ModelConfig& c) {
+  auto layer = [](const LayerConfig& l) {
+    std::string a = l.has_attention()
+                        ? fmt::format("H{}/G{}", l.num_attention_heads, l.num_key_value_heads)
+                        : "no-attn";
+    std::string f = l.has_ffn() ? fmt::format("F{}", l.intermediate_size) : "no-ffn";
+    return a + " " + f;
+  };
+  if (c.is_homogeneous())
+    return fmt::format("D={} L={} [{}]", c.hidden_size, c.num_layers(), layer(c.layers[0]));
+  std::vector<std::string> parts;
+  for (const auto& l : c.layers) parts.push_back(layer(l));
+  return fmt::format("D={} L={} [{}]", c.hidden_size, c.num_layers(), fmt::join(parts, " | "));
+}
+
+}  // namespace ac

@@ -1,0 +1,91 @@
+// ModelConfig: the heterogeneous architecture every stage works on (DESIGN.md, "The
+// architecture space").
+//
+// Letters used in shape comments across the project:
+//   B batch, T tokens, D hidden_size, H query heads, G KV heads (GQA groups), Hd head_dim,
+//   F FFN width (intermediate_size), V vocab_size, L layers.
+//
+// A homogeneous Llama model is the special case where every LayerConfig is equal. Nothing
+// derives head_dim from hidden_size / heads: every layer carries its own.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ac {
+
+/// One decoder block. A removed attention has attention_no_op = true and H = G = 0;
+/// a removed FFN has ffn_no_op = true and F = 0. A removed block has both.
+struct LayerConfig {
+  int64_t num_attention_heads = 0;  // H
+  int64_t num_key_value_heads = 0;  // G; H % G == 0 unless attention is a no-op
+  int64_t head_dim = 0;             // Hd
+  int64_t intermediate_size = 0;    // F
+  bool attention_no_op = false;
+  bool ffn_no_op = false;
+
+  bool has_attention() const { return !attention_no_op && num_attention_heads > 0; }
+  bool has_ffn() const { return !ffn_no_op && intermediate_size > 0; }
+  bool operator==(const LayerConfig& o) const;
+  bool operator!=(const LayerConfig& o) const { return !(*this == o); }
+};
+
+/// RoPE scaling as in HF config.json "rope_scaling" (type "llama3" implemented; others kept
+/// verbatim in `raw` so that export carries them over).
+struct RopeScaling {
+  std::string rope_type;  // "llama3", "linear", ...
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+  nlohmann::json raw;  // the object exactly as read
+};
+
+/// The global part of the model plus one LayerConfig per layer.
+struct ModelConfig {
+  std::string architecture = "LlamaForCausalLM";  // HF "architectures"[0]
+  std::string model_type = "llama";               // "llama", "mistral", "qwen2", "nemotron-nas"
+  int64_t vocab_size = 0;                         // V
+  int64_t hidden_size = 0;                        // D
+  int64_t max_position_embeddings = 2048;
+  double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling;
+  double rms_norm_eps = 1e-5;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v biases (Qwen2)
+  int64_t bos_token_id = 1;
+  int64_t eos_token_id = 2;
+  std::string torch_dtype = "float32";
+  std::vector<LayerConfig> layers;  // L entries
+  /// Every config.json field we do not model, carried over verbatim on export.
+  nlohmann::json extra = nlohmann::json::object();
+
+  int64_t num_layers() const { return int64_t(layers.size()); }
+  bool is_homogeneous() const;
+  /// Parameter count of the weights this config implies (tied head counted once).
+  int64_t num_parameters() const;
+  /// Throws ConfigError naming `where` and the layer/field if the config is inconsistent
+  /// (H % G != 0, non-positive sizes, ...).
+  void validate(const std::string& where) const;
+  /// A homogeneous config: every layer gets `layer`.
+  static ModelConfig uniform(int64_t vocab, int64_t hidden, int64_t num_layers,
+                             const LayerConfig& layer);
+};
+
+/// Parses a Hugging Face config.json (Llama, Mistral, Qwen2, and DeciLM / nemotron-nas with
+/// "block_configs"). `file` is used in error messages.
+/// Throws FormatError naming the file and field on missing or inconsistent fields.
+ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& file);
+
+/// Writes config.json. Homogeneous configs use the parent's class (Llama/Mistral/Qwen2);
+/// heterogeneous ones are written as DeciLMForCausalLM / "nemotron-nas" with block_configs.
+/// head_dim is always explicit.
+nlohmann::json config_to_hf_json(const ModelConfig& c);
+
+/// A short human description, e.g. "D=288 L=6 [H6/G6 F768] x6" or per-layer when heterogeneous.
+std::string describe(const ModelConfig& c);
+
+}  // namespace ac

@@ -1,0 +1,248 @@
+#include "model/llama.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+
+namespace ac {
+
+namespace {
+
+// RMSNorm (Zhang & Sennrich 2019) as in HF LlamaRMSNorm. With a hidden mask, the mean of squares
+// runs over the kept channels only, so the masked model equals the physically narrower one.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, const at::Tensor& mask) {
+  if (!mask.defined()) return x * at::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
+  at::Tensor ms = (x.pow(2) * mask).sum(-1, true) / mask.sum();
+  return x * at::rsqrt(ms + eps) * (w * mask);
+}
+
+// rotate_half(x) = cat(-x[..., Hd/2:], x[..., :Hd/2])  (HF modeling_llama.py)
+at::Tensor rotate_half(const at::Tensor& x) {
+  int64_t h = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
+}
+
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return x * cos + rotate_half(x) * sin;  // x [B, heads, T, Hd]; cos/sin [T, Hd]
+}
+
+// inv_freq [Hd/2] in float64, with rope_scaling applied (transformers modeling_rope_utils.py:
+// _compute_default_rope_parameters, _compute_linear_scaling_rope_parameters,
+// _compute_llama3_parameters).
+at::Tensor inv_freq(const ModelConfig& c, int64_t head_dim) {
+  auto opt = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor f = 1.0 / at::pow(c.rope_theta, at::arange(0, head_dim, 2, opt) / double(head_dim));
+  if (!c.rope_scaling) return f;
+  const RopeScaling& s = *c.rope_scaling;
+  if (s.rope_type == "linear") return f / s.factor;
+  if (s.rope_type != "llama3") return f;
+  const double old_len = double(s.original_max_position_embeddings);
+  const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
+  at::Tensor wavelen = 2.0 * M_PI / f;
+  at::Tensor scaled = at::where(wavelen > low_wavelen, f / s.factor, f);
+  at::Tensor smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  at::Tensor smoothed = (1.0 - smooth) * scaled / s.factor + smooth * scaled;
+  at::Tensor medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+  return at::where(medium, smoothed, scaled);
+}
+
+void check_tokens(const ModelConfig& c, const at::Tensor& tokens) {
+  if (tokens.dim() != 2 || tokens.scalar_type() != at::kLong)
+    throw ConfigError(fmt::format("[forward] tokens must be int64 [B, T], found {} {}",
+                                  c10::toString(tokens.scalar_type()), tokens.sizes().vec()));
+  if (tokens.numel() == 0) throw ConfigError("[forward] tokens is empty");
+  int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
+  if (lo < 0 || hi >= c.vocab_size)
+    throw ConfigError(fmt::format("[forward] token id {} outside the vocabulary [0, {})",
+                                  lo < 0 ? lo : hi, c.vocab_size));
+}
+
+const at::Tensor kNone;
+
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& c, int64_t head_dim, int64_t pos0,
+                                              int64_t T) {
+  at::Tensor pos = at::arange(pos0, pos0 + T, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor freqs = at::outer(pos, inv_freq(c, head_dim));  // [T, Hd/2]
+  at::Tensor emb = at::cat({freqs, freqs}, -1);              // [T, Hd]
+  return {emb.cos().to(at::kFloat), emb.sin().to(at::kFloat)};
+}
+
+KVCache KVCache::allocate(const ModelConfig& c, int64_t batch, int64_t capacity) {
+  KVCache kv;
+  kv.capacity = capacity;
+  for (const auto& l : c.layers) {
+    if (!l.has_attention()) {
+      kv.k.emplace_back();
+      kv.v.emplace_back();
+      continue;
+    }
+    kv.k.push_back(at::zeros({batch, l.num_key_value_heads, capacity, l.head_dim}, at::kFloat));
+    kv.v.push_back(at::zeros({batch, l.num_key_value_heads, capacity, l.head_dim}, at::kFloat));
+  }
+  return kv;
+}
+
+int64_t KVCache::bytes() const {
+  int64_t n = 0;
+  for (size_t i = 0; i < k.size(); ++i)
+    if (k[i].defined()) n += k[i].nbytes() + v[i].nbytes();
+  return n;
+}
+
+at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOptions& opt) const {
+  const ModelConfig& c = config;
+  const ModelWeights& w = weights;
+  check_tokens(c, tokens);
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  const int64_t pos0 = opt.cache ? opt.cache->length : 0, S = pos0 + T;  // S: keys visible
+  if (opt.cache && S > opt.cache->capacity)
+    throw ConfigError(fmt::format("[forward] KV cache holds {} positions, {} needed",
+                                  opt.cache->capacity, S));
+  const at::Tensor& hmask = opt.masks ? opt.masks->hidden : kNone;
+
+  at::Tensor x = at::embedding(w.embed_tokens, tokens);  // [B, T, D]
+  if (hmask.defined()) x = x * hmask;
+  if (opt.observer) opt.observer->on_embedding(x);
+
+  // allowed[t, s]: query t (absolute pos0 + t) may attend key s. Decode of one token sees all.
+  at::Tensor allowed;
+  if (T > 1 || opt.attention_mask) {
+    at::Tensor q_pos = at::arange(pos0, S, at::kLong).unsqueeze(1);
+    allowed = at::arange(0, S, at::kLong).unsqueeze(0) <= q_pos;  // [T, S]
+    if (opt.attention_mask) {
+      at::Tensor keys = opt.attention_mask->to(at::kBool);          // [B, S]
+      allowed = allowed.unsqueeze(0).logical_and(keys.view({B, 1, S}));  // [B, T, S]
+      allowed = allowed.view({B, 1, 1, T, S});
+    }
+  }
+  std::map<int64_t, std::pair<at::Tensor, at::Tensor>> rope;  // by head_dim
+
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    const LayerConfig& lc = c.layers[size_t(i)];
+    const LayerWeights& lw = w.layers[size_t(i)];
+    const LayerMasks* lm = opt.masks && !opt.masks->layers.empty() ? &opt.masks->layers[size_t(i)]
+                                                                   : nullptr;
+    at::Tensor block_in = x;
+    if (lc.has_attention()) {
+      const int64_t H = lc.num_attention_heads, G = lc.num_key_value_heads, Hd = lc.head_dim;
+      at::Tensor h = rms_norm(x, lw.input_layernorm, c.rms_norm_eps, hmask);
+      if (opt.observer) opt.observer->on_norm(i, 0, h);
+      at::Tensor q = at::linear(h, lw.q_proj, lw.q_bias).view({B, T, H, Hd}).transpose(1, 2);
+      at::Tensor k = at::linear(h, lw.k_proj, lw.k_bias).view({B, T, G, Hd}).transpose(1, 2);
+      at::Tensor v = at::linear(h, lw.v_proj, lw.v_bias).view({B, T, G, Hd}).transpose(1, 2);
+      auto it = rope.find(Hd);
+      if (it == rope.end()) it = rope.emplace(Hd, rope_tables(c, Hd, pos0, T)).first;
+      q = apply_rope(q, it->second.first, it->second.second);  // [B, H, T, Hd]
+      k = apply_rope(k, it->second.first, it->second.second);  // [B, G, T, Hd]
+      if (opt.cache) {
+        opt.cache->k[size_t(i)].narrow(2, pos0, T).copy_(k);
+        opt.cache->v[size_t(i)].narrow(2, pos0, T).copy_(v);
+        k = opt.cache->k[size_t(i)].narrow(2, 0, S);
+        v = opt.cache->v[size_t(i)].narrow(2, 0, S);
+      }
+      // GQA: query head h uses KV group h / (H/G), as HF repeat_kv; broadcast, no copy.
+      at::Tensor qg = q.reshape({B, G, H / G, T, Hd});
+      at::Tensor scores = at::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) /
+                          std::sqrt(double(Hd));  // [B, G, H/G, T, S]
+      if (allowed.defined())
+        scores = scores.masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest());
+      at::Tensor attn = at::matmul(at::softmax(scores, -1), v.unsqueeze(2));  // [B,G,H/G,T,Hd]
+      attn = attn.reshape({B, H, T, Hd}).transpose(1, 2);                    // [B, T, H, Hd]
+      if (lm && lm->heads.defined()) attn = attn * lm->heads.view({1, 1, H, 1});
+      if (opt.observer) opt.observer->on_attn_heads(i, attn);
+      at::Tensor out = at::linear(attn.reshape({B, T, H * Hd}), lw.o_proj);  // [B, T, D]
+      if (hmask.defined()) out = out * hmask;
+      if (lm && lm->attn_gate.defined()) out = out * lm->attn_gate;
+      x = x + out;
+    }
+    if (lc.has_ffn()) {
+      at::Tensor h = rms_norm(x, lw.post_attention_layernorm, c.rms_norm_eps, hmask);
+      if (opt.observer) opt.observer->on_norm(i, 1, h);
+      at::Tensor act = at::silu(at::linear(h, lw.gate_proj)) * at::linear(h, lw.up_proj);  // [B,T,F]
+      if (lm && lm->ffn.defined()) act = act * lm->ffn;
+      if (opt.observer) opt.observer->on_ffn_act(i, act);
+      at::Tensor out = at::linear(act, lw.down_proj);  // [B, T, D]
+      if (hmask.defined()) out = out * hmask;
+      if (lm && lm->ffn_gate.defined()) out = out * lm->ffn_gate;
+      x = x + out;
+    }
+    if (opt.observer) opt.observer->on_block(i, block_in, x);
+  }
+  if (opt.cache) opt.cache->length = S;
+  if (opt.last_logits_only) x = x.narrow(1, T - 1, 1);
+  at::Tensor h = rms_norm(x, w.norm, c.rms_norm_eps, hmask);
+  if (opt.observer) opt.observer->on_norm(c.num_layers(), 2, h);
+  return h;
+}
+
+at::Tensor LlamaModel::forward(const at::Tensor& tokens, const ForwardOptions& opt) const {
+  return at::linear(hidden_states(tokens, opt), weights.lm_head);  // [B, T, V]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generation
+
+namespace {
+
+// Next token from logits [B, V]: greedy, or temperature + nucleus (top-p) sampling.
+at::Tensor pick(const at::Tensor& logits, double temperature, double top_p, at::Generator& gen) {
+  if (temperature <= 0) return logits.argmax(-1);
+  at::Tensor probs = at::softmax(logits / temperature, -1);
+  if (top_p < 1.0) {
+    auto [sorted, idx] = probs.sort(-1, /*descending=*/true);
+    at::Tensor cum = sorted.cumsum(-1);
+    sorted.masked_fill_((cum - sorted) > top_p, 0.0);  // keep the smallest prefix reaching top_p
+    probs = at::zeros_like(probs).scatter_(-1, idx, sorted);
+  }
+  return at::multinomial(probs, 1, false, gen).squeeze(-1);
+}
+
+}  // namespace
+
+std::vector<int64_t> generate(const LlamaModel& m, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& opt) {
+  if (prompt.empty()) throw ConfigError("[generate] the prompt is empty (add BOS)");
+  at::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(opt.seed);
+  KVCache cache = KVCache::allocate(m.config, 1, int64_t(prompt.size()) + opt.max_new_tokens);
+  ForwardOptions fo;
+  fo.cache = &cache;
+  fo.last_logits_only = true;
+  at::Tensor input = at::tensor(prompt, at::kLong).view({1, -1});
+  std::vector<int64_t> out;
+  for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
+    at::Tensor logits = m.forward(input, fo).select(1, 0);  // [1, V]
+    int64_t next = pick(logits, opt.temperature, opt.top_p, gen).item<int64_t>();
+    out.push_back(next);
+    if (opt.stop_at_eos && next == m.config.eos_token_id) break;
+    input = at::full({1, 1}, next, at::kLong);
+  }
+  return out;
+}
+
+at::Tensor sample_batch(const LlamaModel& m, const std::vector<int64_t>& prompt, int64_t batch,
+                        int64_t new_tokens, double temperature, double top_p, uint64_t seed) {
+  if (prompt.empty()) throw ConfigError("[sample] the prompt is empty (add BOS)");
+  at::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  KVCache cache = KVCache::allocate(m.config, batch, int64_t(prompt.size()) + new_tokens);
+  ForwardOptions fo;
+  fo.cache = &cache;
+  fo.last_logits_only = true;
+  at::Tensor input = at::tensor(prompt, at::kLong).view({1, -1}).expand({batch, -1}).contiguous();
+  at::Tensor out = at::empty({batch, new_tokens}, at::kLong);
+  for (int64_t step = 0; step < new_tokens; ++step) {
+    at::Tensor next = pick(m.forward(input, fo).select(1, 0), temperature, top_p, gen);  // [B]
+    out.select(1, step).copy_(next);
+    input = next.view({batch, 1});
+  }
+  return out;
+}
+
+}  // namespace ac

@@ -1,0 +1,99 @@
+// The Llama-family decoder (Llama, Mistral, Qwen2, DeciLM/nemotron-nas heterogeneous blocks):
+// GQA, RoPE (rotate-half, HF convention; llama3 rope_scaling), RMSNorm, SwiGLU, tied or untied
+// head, qkv bias, optional masks (the search's supernet) and a KV cache for generation.
+//
+// Reference: HF transformers modeling_llama.py; the golden test compares against
+// tests/golden/reference.py (python3-torch, float64).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <optional>
+
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace ac {
+
+/// Structural masks on the full model (DESIGN.md: nested masks make one supernet of every
+/// candidate). Undefined tensors mean "keep all". Values in [0, 1]; with 0/1 values the masked
+/// model equals the physically pruned one (tests/test_prune.cpp). Soft values are allowed for
+/// the search.
+struct LayerMasks {
+  at::Tensor heads;      // [H]   multiplies each query head's attention output before o_proj
+  at::Tensor ffn;        // [F]   multiplies the SwiGLU activation (input of down_proj)
+  at::Tensor attn_gate;  // []    multiplies the attention branch (0 = attention removed)
+  at::Tensor ffn_gate;   // []    multiplies the FFN branch (0 = FFN removed)
+};
+struct Masks {
+  at::Tensor hidden;  // [D] hidden channels; RMSNorm then averages over the kept channels only
+  std::vector<LayerMasks> layers;
+};
+
+/// KV cache for decoding: per layer k, v of shape [B, G, T_max, Hd]; `length` tokens filled.
+struct KVCache {
+  std::vector<at::Tensor> k, v;
+  int64_t length = 0;
+  int64_t capacity = 0;
+  /// Allocates for batch B and up to `capacity` positions (fp32).
+  static KVCache allocate(const ModelConfig& c, int64_t batch, int64_t capacity);
+  /// Bytes held by the cache tensors (for measured peak memory).
+  int64_t bytes() const;
+};
+
+/// Callbacks to observe intermediates without keeping them (importance, hidden-state loss).
+/// Each receives a tensor that is only valid during the call.
+struct ForwardObserver {
+  virtual ~ForwardObserver() = default;
+  virtual void on_embedding(const at::Tensor& x) {}                  // [B, T, D]
+  virtual void on_norm(int64_t layer, int which, const at::Tensor& x) {}  // [B,T,D]; which 0 attn, 1 ffn, 2 final (layer = L)
+  virtual void on_attn_heads(int64_t layer, const at::Tensor& x) {}  // [B, T, H, Hd] before o_proj
+  virtual void on_ffn_act(int64_t layer, const at::Tensor& x) {}     // [B, T, F] input of down_proj
+  virtual void on_block(int64_t layer, const at::Tensor& in, const at::Tensor& out) {}  // [B,T,D]
+};
+
+/// Options of one forward pass. Defaults: no cache, no masks, logits for every position.
+struct ForwardOptions {
+  KVCache* cache = nullptr;        // appends to the cache; positions continue from cache->length
+  const Masks* masks = nullptr;
+  ForwardObserver* observer = nullptr;
+  bool last_logits_only = false;   // return [B, 1, V] (prefill in generation)
+  const at::Tensor* attention_mask = nullptr;  // [B, T] 1 = real token, 0 = padding (keys masked)
+};
+
+/// A decoder: config + weights. Cheap to copy (tensors share storage).
+struct LlamaModel {
+  ModelConfig config;
+  ModelWeights weights;
+
+  /// tokens: [B, T] int64 -> logits [B, T, V] fp32 (or [B, 1, V] with last_logits_only).
+  /// Throws ConfigError on a token id outside [0, V) or a cache that is too small.
+  at::Tensor forward(const at::Tensor& tokens, const ForwardOptions& opt = {}) const;
+
+  /// Final hidden states (after the final norm) [B, T, D], same options as forward.
+  at::Tensor hidden_states(const at::Tensor& tokens, const ForwardOptions& opt = {}) const;
+};
+
+/// cos/sin tables for positions [pos0, pos0 + T): each [T, Hd] (rotate-half layout), fp32.
+/// Implements HF's default and "llama3" rope_scaling (transformers _compute_llama3_parameters).
+std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& c, int64_t head_dim, int64_t pos0,
+                                              int64_t T);
+
+/// Greedy or sampled generation with a KV cache.
+struct GenerateOptions {
+  int64_t max_new_tokens = 64;
+  double temperature = 0.0;  // 0 = greedy
+  double top_p = 1.0;
+  uint64_t seed = 0;
+  bool stop_at_eos = true;
+};
+/// prompt: token ids (BOS included by the caller). Returns the new tokens only.
+std::vector<int64_t> generate(const LlamaModel& m, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& opt);
+
+/// Batched sampling: B sequences from the same prompt, `T` new tokens each, no early stop
+/// (sequences are cut at EOS by the caller). Returns [B, T] int64. Used for teacher-sampled text.
+at::Tensor sample_batch(const LlamaModel& m, const std::vector<int64_t>& prompt, int64_t batch,
+                        int64_t new_tokens, double temperature, double top_p, uint64_t seed);
+
+}  // namespace ac
