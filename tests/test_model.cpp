@@ -4,6 +4,7 @@
 // the real stories15M. Plus KV-cache decode == full forward, and greedy generation of stories15M.
 #include <fstream>
 
+#include "common/error.h"
 #include "common/runtime.h"
 #include "io/checkpoint.h"
 #include "io/llama2c.h"

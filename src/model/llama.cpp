@@ -195,9 +195,15 @@ at::Tensor pick(const at::Tensor& logits, double temperature, double top_p, at::
   if (temperature <= 0) return logits.argmax(-1);
   at::Tensor probs = at::softmax(logits / temperature, -1);
   if (top_p < 1.0) {
-    auto [sorted, idx] = probs.sort(-1, /*descending=*/true);
+    // Nucleus: the smallest prefix of the sorted probabilities reaching top_p. A full sort of
+    // [B, V] dominates a decode step, so sort only the top 256 unless a row needs more.
+    const int64_t V = probs.size(-1);
+    int64_t k = std::min<int64_t>(256, V);
+    auto [sorted, idx] = probs.topk(k, -1);
+    if (k < V && (sorted.sum(-1) < top_p).any().item<bool>())
+      std::tie(sorted, idx) = probs.sort(-1, /*descending=*/true);
     at::Tensor cum = sorted.cumsum(-1);
-    sorted.masked_fill_((cum - sorted) > top_p, 0.0);  // keep the smallest prefix reaching top_p
+    sorted.masked_fill_((cum - sorted) > top_p, 0.0);
     probs = at::zeros_like(probs).scatter_(-1, idx, sorted);
   }
   return at::multinomial(probs, 1, false, gen).squeeze(-1);

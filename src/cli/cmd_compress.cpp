@@ -1,0 +1,35 @@
+// `autocompress compress`: the whole pipeline (pipeline/compress.h).
+#include <cstdio>
+
+#include "cli/command.h"
+#include "pipeline/compress.h"
+
+namespace {
+ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
+  auto o = std::make_shared<ac::CompressOptions>();
+  auto model = std::make_shared<std::string>(), out = std::make_shared<std::string>(),
+       profile = std::make_shared<std::string>();
+  CLI::App* s = app.add_subcommand("compress", "Run every stage: profile, sample, importance, search, prune, distill, eval, export, validate, report");
+  s->add_option("--model", *model, "teacher checkpoint folder (HF layout)")->required();
+  s->add_option("--scenario", o->scenario, "scenario name (scenarios/NAME.json) or path")->required();
+  s->add_option("--out", *out, "output folder (created atomically; replaced only on success)")->required();
+  s->add_option("--profile", *profile, "reuse a profile.json of this device instead of profiling");
+  s->add_option("--method", o->method, "search method")->check(CLI::IsMember({"minitron"}))->capture_default_str();
+  s->add_option("--seed", o->seed, "seed of the teacher-sampled data")->capture_default_str();
+  s->add_option("--seq-len", o->seq_len, "tokens per sequence (T)")->capture_default_str();
+  s->add_option("--calibration-sequences", o->calibration_sequences, "teacher-sampled calibration stories")->capture_default_str();
+  s->add_option("--train-sequences", o->train_sequences, "teacher-sampled training stories")->capture_default_str();
+  s->add_option("--heldout-sequences", o->heldout_sequences, "held-out stories (other seeds)")->capture_default_str();
+  s->add_option("--distill-tokens", o->distill_tokens, "distillation token budget")->capture_default_str();
+  s->add_option("--distill-batch", o->distill_batch, "distillation batch size")->capture_default_str();
+  s->add_option("--distill-lr", o->distill_lr, "distillation peak learning rate")->capture_default_str();
+  s->add_option("--safety-margin", o->safety_margin, "search against limits x (1 - margin)")->capture_default_str();
+  s->callback([o, model, out, profile] {
+    o->model_dir = *model;
+    o->out_dir = *out;
+    o->profile_path = *profile;
+    ac::run_compress(*o);
+    std::printf("report: %s/report.md\n", o->out_dir.c_str());
+  });
+});
+}  // namespace

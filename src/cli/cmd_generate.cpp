@@ -1,0 +1,38 @@
+// `autocompress generate`: text continuation with the native engine (greedy by default).
+#include <cstdio>
+
+#include "cli/command.h"
+#include "io/checkpoint.h"
+#include "io/tokenizer.h"
+
+namespace {
+struct GenerateArgs {
+  std::string model, prompt = "Once upon a time";
+  int64_t max_new_tokens = 64;
+  double temperature = 0, top_p = 1.0;
+  uint64_t seed = 0;
+};
+
+ac::cli::RegisterCommand reg(15, [](CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* s = app.add_subcommand("generate", "Continue a prompt with a checkpoint (greedy by default)");
+  s->add_option("--model", args->model, "checkpoint folder (config.json, model.safetensors, tokenizer.bin)")->required();
+  s->add_option("--prompt", args->prompt, "prompt text")->capture_default_str();
+  s->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate")->capture_default_str();
+  s->add_option("--temperature", args->temperature, "0 = greedy")->capture_default_str();
+  s->add_option("--top-p", args->top_p, "nucleus sampling threshold")->capture_default_str();
+  s->add_option("--seed", args->seed, "sampling seed")->capture_default_str();
+  s->callback([args] {
+    ac::LlamaModel m = ac::load_checkpoint(args->model);
+    ac::Tokenizer tok = ac::Tokenizer::from_checkpoint(args->model, m.config.vocab_size);
+    ac::GenerateOptions go;
+    go.max_new_tokens = args->max_new_tokens;
+    go.temperature = args->temperature;
+    go.top_p = args->top_p;
+    go.seed = args->seed;
+    std::vector<int64_t> ids = tok.encode(args->prompt, /*bos=*/true);
+    for (int64_t t : ac::generate(m, ids, go)) ids.push_back(t);
+    std::printf("%s\n", tok.decode(ids).c_str());
+  });
+});
+}  // namespace

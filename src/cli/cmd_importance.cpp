@@ -1,0 +1,84 @@
+// `autocompress importance`: activation importance of a checkpoint on calibration tokens
+// (importance/importance.h), written to importance.safetensors.
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "common/error.h"
+#include "common/runtime.h"
+#include "data/dataset.h"
+#include "importance/importance.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "io/tokenizer.h"
+
+namespace ac::cli {
+namespace {
+
+struct ImportanceArgs {
+  std::string model, tokens, text, out, aggregation = "mean";
+  int64_t batch_size = 8, seq_len = 256, max_batches = -1, save_every = 16;
+  bool layer_drop_loss = false, resume = false;
+};
+
+TokenDataset calibration_data(const ImportanceArgs& a, const LlamaModel& m) {
+  if (a.tokens.empty() == a.text.empty())
+    throw ConfigError("[importance] give exactly one of --tokens and --text");
+  if (!a.tokens.empty()) {
+    TokenDataset d = TokenDataset::load(a.tokens, int32_t(m.config.bos_token_id));
+    d.check_vocab(m.config.vocab_size, "importance", a.model);
+    return d;
+  }
+  Tokenizer tok = Tokenizer::from_checkpoint(a.model, m.config.vocab_size);
+  return TokenDataset(tokenize_text_file(a.text, tok), m.config.vocab_size,
+                      int32_t(m.config.bos_token_id));
+}
+
+void run(const ImportanceArgs& a) {
+  if (a.aggregation != "mean" && a.aggregation != "batch_l2")
+    throw ConfigError(fmt::format("[importance] --aggregation: expected mean or batch_l2, found "
+                                  "'{}'", a.aggregation));
+  check_not_overwriting_input(a.model, a.out, "importance");
+  LlamaModel m = load_checkpoint(a.model);
+  TokenDataset data = calibration_data(a, m);
+  std::vector<at::Tensor> batches = data.sequential_batches(a.batch_size, a.seq_len, a.max_batches);
+  if (batches.empty())
+    throw ConfigError(fmt::format("[importance] {} tokens make no window of --seq-len {}",
+                                  data.num_tokens(), a.seq_len));
+  ImportanceOptions opt;
+  opt.aggregation = a.aggregation == "mean" ? Aggregation::kMean : Aggregation::kBatchL2;
+  opt.layer_drop_loss = a.layer_drop_loss;
+  opt.state_path = a.out + ".state";
+  opt.save_every = a.save_every;
+  opt.resume = a.resume;
+  Importance imp = compute_importance(m, batches, opt);
+  save_importance(a.out, imp);
+  fs::remove(opt.state_path);
+  log_info(fmt::format("[importance] {} tokens in {} batches -> {}", imp.num_tokens,
+                       batches.size(), a.out));
+}
+
+RegisterCommand reg(40, [](CLI::App& app) {
+  auto* s = app.add_subcommand("importance",
+                               "Score hidden channels, heads, KV groups, FFN neurons and layers "
+                               "by activations on calibration tokens (Minitron)");
+  auto a = std::make_shared<ImportanceArgs>();
+  s->add_option("--model", a->model, "Checkpoint folder")->required();
+  s->add_option("--tokens", a->tokens, "Calibration token file (data/token_file.h)");
+  s->add_option("--text", a->text, "Calibration UTF-8 text file (tokenized with the model's "
+                                   "tokenizer.bin)");
+  s->add_option("--out", a->out, "Output importance.safetensors")->required();
+  s->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();
+  s->add_option("--seq-len", a->seq_len, "Tokens per sequence")->capture_default_str();
+  s->add_option("--max-batches", a->max_batches, "Batches to use (-1 = all)")
+      ->capture_default_str();
+  s->add_option("--aggregation", a->aggregation, "mean | batch_l2")->capture_default_str();
+  s->add_flag("--layer-drop-loss", a->layer_drop_loss,
+              "Also measure the loss increase of dropping each block (L extra passes per batch)");
+  s->add_option("--save-every", a->save_every, "Save resumable state every N batches "
+                                               "(OUT.state)")->capture_default_str();
+  s->add_flag("--resume", a->resume, "Continue from OUT.state if present");
+  s->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace ac::cli

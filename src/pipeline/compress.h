@@ -1,0 +1,44 @@
+// `compress`: every stage of DESIGN.md's pipeline in order, each writing its file into the
+// output folder, which appears only when the whole run succeeded (StagingDir):
+//
+//   profile.json            measured latency tables of this device          (profile)
+//   data/*.tokens           teacher-sampled calibration / training / held-out text
+//   importance.safetensors  Minitron activation importance                    (importance)
+//   arch.json               chosen architecture, predicted costs, candidates  (search)
+//   distill_log.csv         one row per distillation step                     (distill)
+//   model/                  the compressed HF checkpoint                      (prune, distill, export)
+//   report.json, report.md  teacher vs compressed: predicted and measured cost, quality, time
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/fs.h"
+
+namespace ac {
+
+/// Options of a compress run; defaults are the README's main job on stories15M (cpu-local):
+/// about 15 minutes on 2 cores.
+struct CompressOptions {
+  fs::path model_dir;      // teacher checkpoint (HF layout, tokenizer.bin inside)
+  std::string scenario;    // a scenario name (scenarios/NAME.json) or a path
+  fs::path out_dir;
+  fs::path profile_path;   // reuse a profile.json instead of profiling (must be this device)
+  std::string method = "minitron";
+  uint64_t seed = 1234;
+  int64_t seq_len = 256;                 // T of calibration, training and held-out windows
+  int64_t calibration_sequences = 32;    // importance + ranking of candidates
+  int64_t train_sequences = 512;         // teacher-sampled training stories
+  int64_t heldout_sequences = 64;        // held-out stories (other seeds, overlap removed)
+  int64_t distill_tokens = 400'000;      // distillation token budget
+  int64_t distill_batch = 8;
+  double distill_lr = 1e-3;
+  double safety_margin = 0.05;           // the search meets limits x (1 - margin) by the model
+  int measure_repeats = 3;               // measured TTFT/TPOT: median over this many runs
+};
+
+/// Runs the pipeline. Returns report.json's content. Throws on bad input (nothing is left in
+/// `out_dir`), InfeasibleError when no architecture meets the limits.
+nlohmann::json run_compress(const CompressOptions& opt);
+
+}  // namespace ac

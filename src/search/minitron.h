@@ -1,0 +1,82 @@
+// Minitron's architecture search (Sreenivas et al. 2024, "LLM Pruning and Distillation in
+// Practice: The Minitron Approach", arXiv 2408.11796; Muralidharan et al. 2024, arXiv
+// 2407.14679 §4): uniform candidates — one shape for every layer — enumerated over hidden size,
+// attention heads, FFN width and depth; those that meet every deployment limit by the cost model
+// are pruned with the importance order and ranked by their distillation loss (KL to the teacher)
+// right after pruning; the best is kept.
+//
+// Widths are multiples of the device's width granularity (from the profile), so the search only
+// offers shapes the hardware runs efficiently.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hardware/cost_model.h"
+#include "hardware/scenario.h"
+#include "importance/importance.h"
+#include "model/llama.h"
+
+namespace ac {
+
+/// The uniform candidate grid.
+struct UniformSpace {
+  std::vector<int64_t> hidden_sizes;       // D' choices
+  std::vector<int64_t> heads_per_group;    // query heads kept per KV group (H'/G')
+  std::vector<int64_t> kv_groups;          // G' choices
+  std::vector<int64_t> ffn_widths;         // F' choices
+  std::vector<int64_t> num_layers;         // L' choices (blocks kept, lowest influence dropped)
+  int64_t size() const;
+};
+
+/// Options of the grid and the ranking.
+struct MinitronOptions {
+  int64_t width_granularity = 32;  // widths are multiples of this (from the profile)
+  double min_width_fraction = 0.4; // smallest width considered, as a fraction of the parent's
+  int64_t max_layers_dropped = 2;  // depth choices: L, L-1, ..., L-max
+  int64_t max_ranked = 24;         // at most this many feasible candidates are ranked by loss
+  double safety_margin = 0.0;      // candidates must meet limits * (1 - margin) by the model
+};
+
+/// Builds the grid for `parent` (homogeneous in its attention layers).
+UniformSpace uniform_space(const ModelConfig& parent, const MinitronOptions& opt);
+
+/// One candidate architecture and what is known of it.
+struct Candidate {
+  ModelConfig config;           // the pruned architecture (removed blocks dropped)
+  ModelConfig target;           // the same with the parent's layer count (what prune_model takes)
+  CostEstimate cost;            // predicted by the cost model
+  std::string violation;        // empty when every limit holds
+  double loss_after_prune = -1; // KL(teacher || candidate) per token; -1 = not ranked
+  bool chosen = false;
+  nlohmann::json to_json() const;
+};
+
+/// The outcome of a search.
+struct SearchResult {
+  std::string method;                  // "minitron"
+  Candidate best;
+  std::vector<Candidate> candidates;   // every candidate with its cost; ranked ones have a loss
+  int64_t search_tokens = 0;           // forward tokens through any model (teacher included)
+  double seconds = 0;
+  nlohmann::json to_json() const;
+};
+
+/// Predicts the cost of an architecture (wraps the cost model with scenario + profile).
+using CostFn = std::function<CostEstimate(const ModelConfig&)>;
+
+/// Runs Minitron's search. `calibration`: [B, T] int64 batches used to rank candidates by KL.
+/// Throws InfeasibleError when no candidate meets the limits; the message gives, per limited
+/// metric, the smallest value any candidate reaches.
+SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, const CostFn& cost,
+                             const Limits& limits, const std::vector<at::Tensor>& calibration,
+                             const MinitronOptions& opt);
+
+/// Mean KL(teacher || student) per token over batches, with the teacher's logits precomputed.
+double mean_kl(const std::vector<at::Tensor>& teacher_logits, const LlamaModel& student,
+               const std::vector<at::Tensor>& batches);
+
+}  // namespace ac
