@@ -5,10 +5,13 @@
 //   int32 max_token_length; then for each of vocab_size tokens:
 //   float32 score, int32 len, len bytes of the piece.
 // Ids 0/1/2 are <unk>/<s>/</s>; ids 3..258 are the byte-fallback tokens <0x00>..<0xFF> (stored
-// in stories15M's file as single raw bytes). Encoding follows SentencePiece BPE as llama2.c does
-// it: a leading space is added (the "dummy prefix", spaces are plain ' ' in pieces, not U+2581),
-// characters without a piece fall back to their UTF-8 bytes, then the highest-score merge is
-// applied repeatedly.
+// in stories15M's file as the raw byte for 0x00..0x7F and as the UTF-8 of U+0080..U+00FF for
+// 0x80..0xFF; "<0xNN>" in llama2.c's own export; all three are accepted). Byte tokens never
+// match text and never merge: they only stand for bytes that have no piece.
+// Encoding follows SentencePiece BPE as llama2.c does it: a leading space is added (the "dummy
+// prefix", spaces are plain ' ' in pieces, not U+2581), characters without a piece fall back to
+// their UTF-8 bytes, then the highest-score merge (leftmost on ties) is applied repeatedly.
+// decode() drops BOS/EOS and the dummy-prefix space at the start, so decode(encode(x)) == x.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,0 +1,60 @@
+#include "io/checkpoint.h"
+
+#include "common/error.h"
+#include "common/json_io.h"
+#include "io/safetensors.h"
+
+namespace ac {
+
+namespace {
+
+/// Files that travel with a checkpoint unchanged (tokenizer and generation defaults).
+const char* const kTokenizerFiles[] = {"tokenizer.bin",          "tokenizer.json",
+                                       "tokenizer.model",        "tokenizer_config.json",
+                                       "special_tokens_map.json", "generation_config.json"};
+
+}  // namespace
+
+LlamaModel load_checkpoint(const fs::path& dir) {
+  if (!fs::is_directory(dir))
+    throw FormatError(msg("load_checkpoint", "{}: no such checkpoint folder", dir.string()));
+  const fs::path config_path = dir / "config.json";
+  if (!fs::exists(config_path))
+    throw FormatError(msg("load_checkpoint", "{}: missing config.json", config_path.string()));
+  LlamaModel m;
+  m.config = config_from_hf_json(read_json_file(config_path), config_path.string());
+  const TensorMap tensors = load_safetensors_dir(dir);
+  const fs::path weights_file = fs::exists(dir / "model.safetensors.index.json")
+                                    ? dir / "model.safetensors.index.json"
+                                    : dir / "model.safetensors";
+  m.weights = from_tensor_map(m.config, tensors, weights_file.string());
+  return m;
+}
+
+void save_checkpoint(const fs::path& dir, const LlamaModel& m, const fs::path& tokenizer_from) {
+  if (!fs::is_directory(dir))
+    throw FormatError(msg("save_checkpoint", "{}: output folder does not exist", dir.string()));
+  m.config.validate("save_checkpoint");
+  write_json_file(dir / "config.json", config_to_hf_json(m.config));
+  save_safetensors(dir / "model.safetensors", to_tensor_map(m.config, m.weights),
+                   {{"format", "pt"}});
+  if (tokenizer_from.empty()) return;
+  for (const char* name : kTokenizerFiles) {
+    const fs::path src = tokenizer_from / name;
+    if (!fs::exists(src)) continue;
+    std::error_code ec;
+    fs::copy_file(src, dir / name, fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      throw FormatError(msg("save_checkpoint", "{}: cannot copy to {} ({})", src.string(),
+                            (dir / name).string(), ec.message()));
+  }
+}
+
+void save_checkpoint_atomic(const fs::path& dir, const LlamaModel& m,
+                            const fs::path& tokenizer_from) {
+  StagingDir staging(dir);
+  save_checkpoint(staging.path(), m, tokenizer_from);
+  staging.commit();
+}
+
+}  // namespace ac
