@@ -1,0 +1,98 @@
+// `autocompress distill`: distills a (pruned) student toward its teacher on token data and
+// writes the distilled checkpoint atomically, with its step log. Resumable: the state lives in
+// OUT.state (or --state-dir) until the output is written; Ctrl-C saves it at the next step.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "cli/command.h"
+#include "common/error.h"
+#include "common/json_io.h"
+#include "common/runtime.h"
+#include "data/dataset.h"
+#include "distill/distill.h"
+#include "io/checkpoint.h"
+
+namespace ac::cli {
+namespace {
+
+struct DistillArgs {
+  std::string teacher, student, data, out, state_dir;
+  DistillOptions opt;
+};
+
+void write_output(const DistillArgs& a, const LlamaModel& student, const DistillResult& r) {
+  StagingDir staging(a.out);
+  save_checkpoint(staging.path(), student, /*tokenizer_from=*/a.student);
+  fs::copy_file(a.opt.log_path, staging.path() / "distill_log.csv");
+  double last = r.loss_curve.empty() ? NAN : r.loss_curve.back();
+  nlohmann::json j = {{"teacher", a.teacher},        {"student", a.student},
+                      {"data", a.data},              {"steps", r.steps_done},
+                      {"tokens", r.tokens},          {"skipped_steps", r.skipped_steps},
+                      {"wall_s", r.wall_s},          {"final_loss", last},
+                      {"tokens_per_s", r.tokens / std::max(r.wall_s, 1e-9)},
+                      {"batch_size", a.opt.batch_size}, {"seq_len", a.opt.seq_len},
+                      {"grad_accum", a.opt.grad_accum}, {"lr", a.opt.lr},
+                      {"min_lr", a.opt.min_lr},      {"temperature", a.opt.temperature},
+                      {"ce_weight", a.opt.ce_weight}, {"seed", a.opt.seed}};
+  write_json_file(staging.path() / "distill.json", j);
+  staging.commit();
+}
+
+void run(DistillArgs& a) {
+  for (const auto& in : {a.teacher, a.student, a.data})
+    check_not_overwriting_input(in, a.out, "distill");
+  LlamaModel teacher = load_checkpoint(a.teacher);
+  LlamaModel student = load_checkpoint(a.student);
+  TokenDataset data = TokenDataset::load(a.data, int32_t(teacher.config.bos_token_id));
+  a.opt.state_dir = a.state_dir.empty() ? fs::path(a.out + ".state") : fs::path(a.state_dir);
+  a.opt.log_path = a.opt.state_dir / "distill_log.csv";
+  fs::create_directories(a.opt.state_dir);
+  log_info(fmt::format("[distill] {} -> {}: {} tokens of {} ({} per step)", a.student, a.out,
+                       a.opt.token_budget, a.data,
+                       a.opt.batch_size * a.opt.seq_len * a.opt.grad_accum));
+  DistillResult r = distill(teacher, student, data, a.opt);
+  if (r.interrupted)
+    throw Error(msg("distill", "interrupted at step {} of {}; state saved in {}: rerun the same "
+                    "command with --resume to continue", r.steps_done, r.total_steps,
+                    a.opt.state_dir.string()));
+  write_output(a, student, r);
+  fs::remove_all(a.opt.state_dir);
+  log_info(fmt::format("[distill] {} steps, {} tokens, {:.0f} tokens/s, final loss {:.4f} -> {}",
+                       r.steps_done, r.tokens, r.tokens / std::max(r.wall_s, 1e-9),
+                       r.loss_curve.empty() ? NAN : r.loss_curve.back(), a.out));
+}
+
+RegisterCommand reg(70, [](CLI::App& app) {
+  auto* s = app.add_subcommand("distill", "Distill a student toward its teacher (logit KL, "
+                                          "Minitron); resumable");
+  auto a = std::make_shared<DistillArgs>();
+  DistillOptions& o = a->opt;
+  s->add_option("--teacher", a->teacher, "Teacher checkpoint folder")->required();
+  s->add_option("--student", a->student, "Student checkpoint folder (e.g. from prune)")
+      ->required();
+  s->add_option("--data", a->data, "Training token file (data/token_file.h)")->required();
+  s->add_option("--tokens", o.token_budget, "Token budget")->required();
+  s->add_option("--out", a->out, "Output checkpoint folder (written atomically)")->required();
+  s->add_flag("--resume", o.resume, "Continue from the saved state");
+  s->add_option("--state-dir", a->state_dir, "Resumable state folder (default OUT.state)");
+  s->add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->capture_default_str();
+  s->add_option("--seq-len", o.seq_len, "Tokens per sequence")->capture_default_str();
+  s->add_option("--grad-accum", o.grad_accum, "Micro-batches per step")->capture_default_str();
+  s->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
+  s->add_option("--min-lr", o.min_lr, "Final learning rate (cosine)")->capture_default_str();
+  s->add_option("--warmup", o.warmup_steps, "Warm-up steps")->capture_default_str();
+  s->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->capture_default_str();
+  s->add_option("--grad-clip", o.grad_clip, "Max gradient norm (<= 0: off)")
+      ->capture_default_str();
+  s->add_option("--temperature", o.temperature, "KL temperature")->capture_default_str();
+  s->add_option("--ce-weight", o.ce_weight, "Weight of next-token CE in the loss")
+      ->capture_default_str();
+  s->add_option("--checkpoint-every", o.checkpoint_every, "Steps between state saves")
+      ->capture_default_str();
+  s->add_option("--seed", o.seed, "Data order seed")->capture_default_str();
+  s->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace ac::cli

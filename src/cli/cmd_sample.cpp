@@ -1,0 +1,75 @@
+// `autocompress sample`: teacher-sampled token data (calibration, training, held-out sets).
+// In-domain text is sampled from the teacher with fixed seeds; held-out sets use other seeds,
+// and --exclude drops any held-out document that also occurs in a training file.
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "common/error.h"
+#include "common/runtime.h"
+#include "data/dataset.h"
+#include "data/token_file.h"
+#include "io/checkpoint.h"
+#include "io/tokenizer.h"
+
+namespace ac::cli {
+namespace {
+
+struct SampleArgs {
+  std::string model, out, text_out, exclude;
+  int64_t count = 0, seq_len = 256, batch_size = 32;
+  uint64_t seed = 0;
+  double temperature = 1.0, top_p = 0.9;
+};
+
+void write_text(const SampleArgs& a, const LlamaModel& m, const std::vector<int32_t>& ids) {
+  Tokenizer tok = Tokenizer::from_checkpoint(a.model, m.config.vocab_size);
+  std::string text;
+  for (auto [b, e] : split_documents(ids, int32_t(m.config.bos_token_id))) {
+    std::vector<int64_t> doc(ids.begin() + b, ids.begin() + e);
+    text += tok.decode(doc);
+    text += "\n\n";
+  }
+  write_file_atomic(a.text_out, text);
+}
+
+void run(const SampleArgs& a) {
+  check_not_overwriting_input(a.model, a.out, "sample");
+  LlamaModel m = load_checkpoint(a.model);
+  const int32_t bos = int32_t(m.config.bos_token_id);
+  std::vector<int32_t> ids =
+      sample_corpus(m, a.count, a.seq_len, a.temperature, a.top_p, a.seed, a.batch_size);
+  if (!a.exclude.empty()) {
+    TokenDataset train = TokenDataset::load(a.exclude, bos);
+    int64_t removed = 0;
+    ids = remove_overlap(ids, train.ids(), bos, &removed);
+    log_info(fmt::format("[sample] dropped {} documents that also occur in {}", removed,
+                         a.exclude));
+  }
+  write_token_file(a.out, ids, m.config.vocab_size);
+  if (!a.text_out.empty()) write_text(a, m, ids);
+  log_info(fmt::format("[sample] {} documents, {} tokens -> {}",
+                       split_documents(ids, bos).size(), ids.size(), a.out));
+}
+
+RegisterCommand reg(20, [](CLI::App& app) {
+  auto* s = app.add_subcommand("sample", "Sample in-domain token data from a (teacher) model");
+  auto a = std::make_shared<SampleArgs>();
+  s->add_option("--model", a->model, "Checkpoint folder")->required();
+  s->add_option("--count", a->count, "Number of sequences to sample")->required();
+  s->add_option("--seq-len", a->seq_len, "New tokens per sequence (cut at EOS)")
+      ->capture_default_str();
+  s->add_option("--seed", a->seed, "Sampling seed (held-out sets: use another seed)")
+      ->required();
+  s->add_option("--temperature", a->temperature, "Softmax temperature")->capture_default_str();
+  s->add_option("--top-p", a->top_p, "Nucleus sampling threshold")->capture_default_str();
+  s->add_option("--batch-size", a->batch_size, "Sequences sampled together (the output "
+                                               "depends on it)")->capture_default_str();
+  s->add_option("--out", a->out, "Output token file (data/token_file.h)")->required();
+  s->add_option("--text-out", a->text_out, "Also write the decoded text here");
+  s->add_option("--exclude", a->exclude, "Token file whose documents must not appear in the "
+                                         "output (held-out vs training)");
+  s->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace ac::cli

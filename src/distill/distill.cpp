@@ -1,0 +1,397 @@
+#include "distill/distill.h"
+
+#include <torch/torch.h>
+
+#include <csignal>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/json_io.h"
+#include "common/progress.h"
+#include "common/runtime.h"
+#include "distill/loss.h"
+
+namespace ac {
+
+// ---------------------------------------------------------------------------------------------
+// Signals: the handler only sets a flag; the loop saves at the next step boundary.
+
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int sig) {
+  if (g_stop_signal) {  // second signal: default action (terminate) right away
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+  g_stop_signal = sig;
+}
+
+class SignalScope {
+ public:
+  SignalScope() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalScope() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+constexpr int kRecordFields = 9;  // StepRecord as a row of doubles in the state file
+
+}  // namespace
+
+double lr_at(int64_t step, int64_t total_steps, const DistillOptions& opt) {
+  if (step < opt.warmup_steps) return opt.lr * double(step + 1) / double(opt.warmup_steps);
+  int64_t decay_steps = std::max<int64_t>(1, total_steps - opt.warmup_steps - 1);
+  double progress = std::min(1.0, double(step - opt.warmup_steps) / double(decay_steps));
+  return opt.min_lr + 0.5 * (opt.lr - opt.min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Options that must not change across a resume, as JSON (doubles round-trip exactly).
+json fingerprint(const DistillOptions& o, int64_t total_steps, int64_t num_params) {
+  return json{{"token_budget", o.token_budget}, {"batch_size", o.batch_size},
+              {"seq_len", o.seq_len},           {"grad_accum", o.grad_accum},
+              {"seed", o.seed},                 {"lr", o.lr},
+              {"min_lr", o.min_lr},             {"warmup_steps", o.warmup_steps},
+              {"weight_decay", o.weight_decay}, {"grad_clip", o.grad_clip},
+              {"temperature", o.temperature},   {"ce_weight", o.ce_weight},
+              {"beta1", o.beta1},               {"beta2", o.beta2},
+              {"adam_eps", o.adam_eps},         {"total_steps", total_steps},
+              {"num_params", num_params}};
+}
+
+at::Tensor records_to_tensor(const std::vector<StepRecord>& rs) {
+  at::Tensor t = at::empty({int64_t(rs.size()), kRecordFields}, at::kDouble);
+  auto a = t.accessor<double, 2>();
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const StepRecord& r = rs[i];
+    double row[kRecordFields] = {double(r.step), double(r.tokens), r.loss, r.kl, r.ce, r.lr,
+                                 r.grad_norm, r.tokens_per_s, r.skipped ? 1.0 : 0.0};
+    for (int j = 0; j < kRecordFields; ++j) a[int64_t(i)][j] = row[j];
+  }
+  return t;
+}
+
+std::vector<StepRecord> records_from_tensor(const at::Tensor& t) {
+  std::vector<StepRecord> rs(size_t(t.size(0)));
+  auto a = t.accessor<double, 2>();
+  for (size_t i = 0; i < rs.size(); ++i) {
+    auto row = a[int64_t(i)];
+    rs[i] = StepRecord{int64_t(row[0]), int64_t(row[1]), row[2], row[3], row[4],
+                       row[5],          row[6],          row[7], row[8] != 0};
+  }
+  return rs;
+}
+
+std::string csv_row(const StepRecord& r) {
+  return fmt::format("{},{},{:.8g},{:.8g},{:.8g},{:.8g},{:.8g},{:.1f},{}\n", r.step, r.tokens,
+                     r.loss, r.kl, r.ce, r.lr, r.grad_norm, r.tokens_per_s, r.skipped ? 1 : 0);
+}
+constexpr const char* kCsvHeader = "step,tokens,loss,kl,ce,lr,grad_norm,tokens_per_s,skipped\n";
+
+class Trainer {
+ public:
+  Trainer(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
+          const DistillOptions& opt);
+  DistillResult run();
+
+ private:
+  void check_inputs() const;
+  void build_optimizer();
+  StepRecord train_step(int64_t step);
+  void set_lr(double lr);
+  void save_state(int64_t step) const;
+  int64_t load_state();
+  void open_log(int64_t resume_step);
+  void log_step(const StepRecord& r);
+  fs::path state_file() const { return opt_.state_dir / kDistillStateFile; }
+
+  const LlamaModel& teacher_;
+  LlamaModel& student_;
+  const TokenDataset& data_;
+  const DistillOptions& opt_;
+  std::vector<at::Tensor> params_;
+  std::unique_ptr<torch::optim::AdamW> optim_;
+  int64_t tokens_per_step_ = 0, total_steps_ = 0;
+  std::vector<StepRecord> records_;
+  double wall_before_ = 0;  // training seconds of earlier runs (resume)
+  std::ofstream log_;
+};
+
+Trainer::Trainer(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
+                 const DistillOptions& opt)
+    : teacher_(teacher), student_(student), data_(data), opt_(opt) {
+  check_inputs();
+  tokens_per_step_ = opt.batch_size * opt.seq_len * opt.grad_accum;
+  total_steps_ = opt.token_budget / tokens_per_step_;
+  if (total_steps_ < 1)
+    throw ConfigError(msg("distill", "token budget {} is smaller than one step of {} tokens "
+                          "(batch_size {} x seq_len {} x grad_accum {})", opt.token_budget,
+                          tokens_per_step_, opt.batch_size, opt.seq_len, opt.grad_accum));
+  // A tied head must be the embedding tensor itself, so that both uses share one gradient.
+  if (student_.config.tie_word_embeddings) student_.weights.lm_head = student_.weights.embed_tokens;
+  params_ = student_.weights.parameters();
+  for (auto& p : params_) p.requires_grad_(true);
+  build_optimizer();
+}
+
+void Trainer::check_inputs() const {
+  const char* where = "distill";
+  const DistillOptions& o = opt_;
+  if (o.batch_size < 1 || o.seq_len < 2 || o.grad_accum < 1 || o.warmup_steps < 0)
+    throw ConfigError(msg(where, "batch_size >= 1, seq_len >= 2, grad_accum >= 1 and "
+                          "warmup_steps >= 0 required, found {}, {}, {}, {}", o.batch_size,
+                          o.seq_len, o.grad_accum, o.warmup_steps));
+  if (!(o.lr > 0) || !(o.min_lr >= 0) || o.min_lr > o.lr)
+    throw ConfigError(msg(where, "need 0 <= min_lr <= lr and lr > 0, found lr {} min_lr {}", o.lr,
+                          o.min_lr));
+  if (teacher_.config.vocab_size != student_.config.vocab_size)
+    throw ConfigError(msg(where, "teacher vocab_size {} differs from student vocab_size {}: "
+                          "distillation needs the same tokenizer", teacher_.config.vocab_size,
+                          student_.config.vocab_size));
+  if (teacher_.weights.embed_tokens.is_alias_of(student_.weights.embed_tokens))
+    throw ConfigError(msg(where, "teacher and student share weights; clone the student first"));
+  data_.check_vocab(student_.config.vocab_size, where, "student");
+}
+
+void Trainer::build_optimizer() {
+  // Decoupled weight decay on matrices only: norms and biases are not decayed.
+  std::vector<at::Tensor> decay, no_decay;
+  for (auto& p : params_) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto base = torch::optim::AdamWOptions(opt_.lr)
+                  .betas({opt_.beta1, opt_.beta2})
+                  .eps(opt_.adam_eps)
+                  .weight_decay(opt_.weight_decay);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(base));
+  if (!no_decay.empty()) {
+    auto nd = base;
+    nd.weight_decay(0.0);
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nd));
+  }
+  optim_ = std::make_unique<torch::optim::AdamW>(std::move(groups), base);
+}
+
+void Trainer::set_lr(double lr) {
+  for (auto& g : optim_->param_groups())
+    static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+}
+
+StepRecord Trainer::train_step(int64_t step) {
+  double t0 = now_s();
+  StepRecord r;
+  r.step = step;
+  r.lr = lr_at(step, total_steps_, opt_);
+  set_lr(r.lr);
+  optim_->zero_grad();
+  double loss = 0, kl = 0, ce = 0;
+  for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
+    at::Tensor tokens = data_.batch(step * opt_.grad_accum + micro, opt_.batch_size,
+                                    opt_.seq_len, opt_.seed);  // [B, T]
+    at::Tensor teacher_logits;
+    {
+      at::NoGradGuard no_grad;
+      teacher_logits = teacher_.forward(tokens);  // [B, T, V]
+    }
+    at::Tensor student_logits = student_.forward(tokens);  // [B, T, V]
+    DistillLoss l = distill_loss(teacher_logits, student_logits, tokens, {}, opt_.temperature,
+                                 opt_.ce_weight);
+    (l.loss / double(opt_.grad_accum)).backward();
+    loss += l.loss.item<double>();
+    kl += l.kl.item<double>();
+    ce += l.ce.defined() ? l.ce.item<double>() : NAN;
+  }
+  r.loss = loss / double(opt_.grad_accum);
+  r.kl = kl / double(opt_.grad_accum);
+  r.ce = ce / double(opt_.grad_accum);
+  double max_norm = opt_.grad_clip > 0 ? opt_.grad_clip : std::numeric_limits<double>::infinity();
+  r.grad_norm = torch::nn::utils::clip_grad_norm_(params_, max_norm);
+  r.skipped = !std::isfinite(r.loss) || !std::isfinite(r.grad_norm);
+  if (r.skipped) {
+    log_warn(fmt::format("[distill] step {}: non-finite loss {} or gradient norm {}: step "
+                         "skipped", step, r.loss, r.grad_norm));
+    optim_->zero_grad();
+  } else {
+    optim_->step();
+  }
+  r.tokens = (step + 1) * tokens_per_step_;
+  r.tokens_per_s = double(tokens_per_step_) / std::max(now_s() - t0, 1e-9);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// State: one torch archive, written to a temporary file and renamed.
+
+void Trainer::save_state(int64_t step) const {
+  if (opt_.state_dir.empty()) return;
+  torch::serialize::OutputArchive ar;
+  json meta = {{"version", 1},
+               {"step", step},
+               {"wall_s", wall_before_},
+               {"options", fingerprint(opt_, total_steps_, int64_t(params_.size()))}};
+  ar.write("meta", c10::IValue(meta.dump()));
+  ar.write("records", records_to_tensor(records_));
+  for (size_t i = 0; i < params_.size(); ++i)
+    ar.write("student/" + std::to_string(i), params_[i].detach(), /*is_buffer=*/true);
+  torch::serialize::OutputArchive optim_ar;
+  optim_->save(optim_ar);
+  ar.write("optimizer", optim_ar);
+  std::ostringstream bytes;
+  ar.save_to(bytes);
+  fs::create_directories(opt_.state_dir);
+  write_file_atomic(state_file(), bytes.str());
+}
+
+int64_t Trainer::load_state() {
+  const char* where = "distill";
+  const std::string file = state_file().string();
+  torch::serialize::InputArchive ar;
+  c10::IValue meta_v;
+  at::Tensor records;
+  try {
+    ar.load_from(file);
+    ar.read("meta", meta_v);
+    ar.read("records", records);
+  } catch (const c10::Error& e) {
+    throw FormatError(msg(where, "{}: not a readable distillation state ({}); remove it to start "
+                          "over", file, e.what_without_backtrace()));
+  }
+  json meta = json::parse(meta_v.toStringRef());
+  json want = fingerprint(opt_, total_steps_, int64_t(params_.size()));
+  for (auto& [key, value] : want.items())
+    if (meta["options"][key] != value)
+      throw ConfigError(msg(where, "{}: the state was saved with {} = {}, the options now say {}: "
+                            "resume with the same options or remove the state folder", file, key,
+                            meta["options"][key].dump(), value.dump()));
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor saved;
+    ar.read("student/" + std::to_string(i), saved, /*is_buffer=*/true);
+    if (saved.sizes() != params_[i].sizes())
+      throw ConfigError(msg(where, "{}: student parameter {} has shape [{}] in the state, [{}] in "
+                            "the student: another student architecture?", file, i,
+                            fmt::join(saved.sizes(), ", "), fmt::join(params_[i].sizes(), ", ")));
+    params_[i].copy_(saved);
+  }
+  torch::serialize::InputArchive optim_ar;
+  ar.read("optimizer", optim_ar);
+  optim_->load(optim_ar);
+  records_ = records_from_tensor(records);
+  wall_before_ = meta["wall_s"].get<double>();
+  return meta["step"].get<int64_t>();
+}
+
+void Trainer::open_log(int64_t resume_step) {
+  if (opt_.log_path.empty()) return;
+  // Rewrite the rows of the steps the state holds (drops rows logged after the last save).
+  std::string text = kCsvHeader;
+  for (const auto& r : records_)
+    if (r.step < resume_step) text += csv_row(r);
+  write_file_atomic(opt_.log_path, text);
+  log_.open(opt_.log_path, std::ios::app);
+  if (!log_)
+    throw FormatError(msg("distill", "{}: cannot open the step log", opt_.log_path.string()));
+}
+
+void Trainer::log_step(const StepRecord& r) {
+  if (!log_.is_open()) return;
+  log_ << csv_row(r);
+  log_.flush();
+}
+
+DistillResult Trainer::run() {
+  int64_t step = 0;
+  bool have_state = !opt_.state_dir.empty() && fs::exists(state_file());
+  if (have_state && !opt_.resume)
+    throw ConfigError(msg("distill", "{} exists from an earlier run: pass resume (--resume) to "
+                          "continue it, or remove the folder to start over", state_file().string()));
+  if (have_state) {
+    step = load_state();
+    log_info(fmt::format("[distill] resuming at step {} of {}", step, total_steps_));
+  }
+  open_log(step);
+  SignalScope signals;
+  Progress progress("distill", (total_steps_ - step) * tokens_per_step_, "tok");
+  double t0 = now_s();
+  int64_t steps_this_run = 0;
+  bool interrupted = false;
+  while (step < total_steps_) {
+    if (g_stop_signal || (opt_.stop_after_steps >= 0 && steps_this_run >= opt_.stop_after_steps)) {
+      interrupted = true;
+      break;
+    }
+    StepRecord r = train_step(step);
+    records_.push_back(r);
+    log_step(r);
+    ++step;
+    ++steps_this_run;
+    if (opt_.on_step) opt_.on_step(r);
+    if (opt_.checkpoint_every > 0 && step % opt_.checkpoint_every == 0 && step < total_steps_) {
+      wall_before_ += now_s() - t0;
+      t0 = now_s();
+      save_state(step);
+    }
+    if (opt_.show_progress)
+      progress.update(steps_this_run * tokens_per_step_,
+                    fmt::format("step {}/{} loss {:.4f} lr {:.2e}", step, total_steps_, r.loss,
+                                r.lr));
+  }
+  wall_before_ += now_s() - t0;
+  save_state(step);
+  if (interrupted)
+    log_info(fmt::format("[distill] stopped at step {} of {}; state saved to {}", step,
+                         total_steps_, opt_.state_dir.string()));
+  else if (opt_.show_progress)
+    progress.finish();
+
+  DistillResult res;
+  res.steps = records_;
+  for (const auto& r : records_) {
+    res.loss_curve.push_back(r.loss);
+    res.skipped_steps += r.skipped;
+  }
+  res.total_steps = total_steps_;
+  res.steps_done = step;
+  res.tokens = step * tokens_per_step_;
+  res.wall_s = wall_before_;
+  res.interrupted = interrupted;
+  return res;
+}
+
+}  // namespace
+
+DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
+                      const DistillOptions& opt) {
+  Trainer trainer(teacher, student, data, opt);
+  struct ReleaseGrad {  // leave the student as it came: no grads, no requires_grad
+    std::vector<at::Tensor> ps;
+    ~ReleaseGrad() {
+      for (auto& p : ps) {
+        p.mutable_grad() = at::Tensor();
+        p.requires_grad_(false);
+      }
+    }
+  } release{student.weights.parameters()};
+  return trainer.run();
+}
+
+}  // namespace ac

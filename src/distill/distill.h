@@ -1,0 +1,92 @@
+// Knowledge distillation of a (pruned) student toward its teacher: the `distill` stage.
+//
+// Method: logit distillation as in Minitron (Muralidharan et al., 2024, section 3.3; Sreenivas
+// et al., 2024, "LLM Pruning and Distillation in Practice"): the student minimises
+// KL(teacher || student) on the teacher's own data, optionally mixed with next-token CE
+// (distill/loss.h). AdamW (Loshchilov & Hutter, 2019) with decoupled weight decay on matrices
+// only, linear warm-up then cosine decay to min_lr, global-norm gradient clipping, gradient
+// accumulation. fp32 throughout.
+//
+// Resumable: the state (student weights, AdamW moments, step, records) is written atomically
+// to state_dir every `checkpoint_every` steps, at the end, and at the first step boundary after
+// SIGINT or SIGTERM (a second signal kills the process as usual). The data order is a pure
+// function of (seed, step) (data/dataset.h), so a resumed run continues bit for bit: same
+// losses, same weights, given the same thread count.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/fs.h"
+#include "data/dataset.h"
+#include "model/llama.h"
+
+namespace ac {
+
+/// One optimizer step, as logged in the CSV (one row per step).
+struct StepRecord {
+  int64_t step = 0;          // 0-based
+  int64_t tokens = 0;        // tokens consumed after this step (B * T * grad_accum per step)
+  double loss = 0;           // total loss (mean over micro-batches); NaN/inf when skipped
+  double kl = 0;             // tau^2-scaled KL(teacher || student), nats per token
+  double ce = 0;             // next-token CE (NaN when ce_weight == 0)
+  double lr = 0;             // learning rate used
+  double grad_norm = 0;      // global L2 norm before clipping
+  double tokens_per_s = 0;   // throughput of this step (teacher forward + student fwd/bwd)
+  bool skipped = false;      // non-finite loss or gradient: no update was made
+};
+
+/// Options of distill(). Defaults suit a stories15M-sized student on 2 cores.
+struct DistillOptions {
+  int64_t token_budget = 1'000'000;  // training tokens; steps = budget / (B * T * grad_accum)
+  int64_t batch_size = 8;            // B sequences per micro-batch
+  int64_t seq_len = 256;             // T
+  double lr = 3e-4;                  // peak learning rate
+  double min_lr = 3e-5;              // end of the cosine decay
+  int64_t warmup_steps = 10;         // linear warm-up from lr / warmup_steps to lr
+  double weight_decay = 0.1;         // AdamW decoupled decay, matrices only (not norms/biases)
+  double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
+  double grad_clip = 1.0;            // max global L2 norm; <= 0 disables clipping
+  int64_t grad_accum = 1;            // micro-batches per optimizer step
+  double temperature = 1.0;          // tau of the KL
+  double ce_weight = 0.0;            // loss = (1 - w) KL + w CE
+  fs::path log_path;                 // CSV, one row per step; empty = none
+  int64_t checkpoint_every = 100;    // steps between state saves; 0 = only at signal / end
+  fs::path state_dir;                // folder of the resumable state; empty = not resumable
+  uint64_t seed = 0;                 // data order
+  bool resume = false;               // continue from state_dir (fresh start if no state there)
+  int64_t stop_after_steps = -1;     // stop (saving state) after this many steps of this call
+  bool show_progress = true;
+  /// Called after every step (tests, external monitors). May raise SIGINT to test shutdown.
+  std::function<void(const StepRecord&)> on_step;
+};
+
+/// What distill() did, over the whole run (resumed parts included).
+struct DistillResult {
+  std::vector<StepRecord> steps;  // every step so far, in order
+  std::vector<double> loss_curve; // steps[i].loss
+  int64_t total_steps = 0;        // planned
+  int64_t steps_done = 0;
+  int64_t tokens = 0;             // tokens consumed so far
+  int64_t skipped_steps = 0;
+  double wall_s = 0;              // seconds spent in training, all runs together
+  bool interrupted = false;       // stopped early (signal or stop_after_steps); state saved
+};
+
+/// Distills `student` toward `teacher` on `data`; `student.weights` are updated in place (and
+/// left with requires_grad off). The teacher runs under NoGradGuard and must not share storage
+/// with the student. Throws ConfigError on incompatible models (vocab), a budget smaller than
+/// one step, data ids outside the vocabulary, an existing state without `resume`, or a state
+/// saved with other options; FormatError on a corrupt state file.
+DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
+                      const DistillOptions& opt);
+
+/// Learning rate at step s of n: linear warm-up over warmup_steps to lr, then cosine decay to
+/// min_lr at the last step.
+double lr_at(int64_t step, int64_t total_steps, const DistillOptions& opt);
+
+/// Name of the state file inside state_dir.
+inline constexpr const char* kDistillStateFile = "distill_state.pt";
+
+}  // namespace ac

@@ -1,0 +1,300 @@
+// Distillation: the loss against hand-computed values and a plain reference, masking and -inf
+// safety, the schedule, a short run that lowers the KL, bit-exact resume, skipped steps, CLI.
+#include <gtest/gtest.h>
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+
+#include "common/error.h"
+#include "common/fs.h"
+#include "data/dataset.h"
+#include "data/token_file.h"
+#include "distill/distill.h"
+#include "distill/loss.h"
+#include "eval/eval.h"
+#include "io/checkpoint.h"
+
+namespace ac {
+namespace {
+
+const float kInf = std::numeric_limits<float>::infinity();
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int n = 0;
+    path = fs::temp_directory_path() / fmt::format("ac_test_distill_{}_{}", ::getpid(), n++);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+at::Tensor logits3(std::vector<std::vector<float>> rows) {  // [1, T, V]
+  std::vector<at::Tensor> ts;
+  for (auto& r : rows) ts.push_back(at::tensor(r, at::kFloat));
+  return at::stack(ts).unsqueeze(0);
+}
+
+TEST(DistillLoss, KlMatchesHandComputedValues) {
+  // p = softmax([0, ln 3]) = [1/4, 3/4], q = softmax([0, 0]) = [1/2, 1/2]
+  // KL = 1/4 ln(1/2) + 3/4 ln(3/2) = -0.1732868 + 0.3040988 = 0.1308120359
+  at::Tensor t = logits3({{0.f, float(std::log(3.0))}});
+  at::Tensor s = logits3({{0.f, 0.f}});
+  EXPECT_NEAR(distill_loss(t, s, {}, {}, 1.0, 0.0).kl.item<double>(), 0.1308120359, 1e-6);
+  // tau = 2: p = softmax([0, ln(3)/2]) = [1/(1+sqrt 3), sqrt 3/(1+sqrt 3)] = [0.3660254, 0.6339746]
+  // KL = 0.3660254 ln(2 * 0.3660254) + 0.6339746 ln(2 * 0.6339746) = 0.0363408; x tau^2 = 0.1453631
+  EXPECT_NEAR(distill_loss(t, s, {}, {}, 2.0, 0.0).kl.item<double>(), 0.1453631315, 1e-6);
+  // CE on tokens [0, 1]: position 0 predicts token 1 with q = 1/2: ln 2 = 0.6931472.
+  // loss = 0.75 * KL_mean + 0.25 * CE, KL_mean over both positions (both are [1/4,3/4] vs 1/2).
+  at::Tensor t2 = logits3({{0.f, float(std::log(3.0))}, {0.f, float(std::log(3.0))}});
+  at::Tensor s2 = logits3({{0.f, 0.f}, {0.f, 0.f}});
+  at::Tensor tokens = at::tensor({0, 1}, at::kLong).view({1, 2});
+  DistillLoss l = distill_loss(t2, s2, tokens, {}, 1.0, 0.25);
+  EXPECT_NEAR(l.ce.item<double>(), 0.6931471806, 1e-6);
+  EXPECT_NEAR(l.loss.item<double>(), 0.75 * 0.1308120359 + 0.25 * 0.6931471806, 1e-6);
+}
+
+TEST(DistillLoss, InfiniteLogitsAndFullMaskStayFinite) {
+  // Teacher forbids token 0: p = [0, 1/2, 1/2]; q uniform 1/3: KL = ln(3/2) = 0.4054651.
+  at::Tensor t = logits3({{-kInf, 0.f, 0.f}});
+  at::Tensor s = logits3({{0.f, 0.f, 0.f}}).requires_grad_(true);
+  DistillLoss l = distill_loss(t, s, {}, {}, 1.0, 0.0);
+  EXPECT_NEAR(l.loss.item<double>(), 0.4054651081, 1e-6);
+  l.loss.backward();
+  EXPECT_TRUE(s.grad().isfinite().all().item<bool>());
+  // The student forbids it too: KL = 0, no 0 * -inf.
+  at::Tensor s2 = logits3({{-kInf, 0.f, 0.f}}).requires_grad_(true);
+  DistillLoss l2 = distill_loss(t, s2, {}, {}, 1.0, 0.0);
+  EXPECT_NEAR(l2.loss.item<double>(), 0.0, 1e-7);
+  l2.loss.backward();
+  EXPECT_FALSE(s2.grad().isnan().any().item<bool>());
+
+  // Every position masked, and the masked teacher rows are all -inf (padding): loss 0, grads 0.
+  at::Tensor tm = logits3({{-kInf, -kInf, -kInf}, {-kInf, -kInf, -kInf}});
+  at::Tensor sm = at::randn({1, 2, 3}).requires_grad_(true);
+  at::Tensor mask = at::zeros({1, 2}, at::kBool);
+  at::Tensor tokens = at::tensor({0, 1}, at::kLong).view({1, 2});
+  DistillLoss lm = distill_loss(tm, sm, tokens, mask, 2.0, 0.5);
+  EXPECT_EQ(lm.loss.item<double>(), 0.0);
+  lm.loss.backward();
+  EXPECT_TRUE(sm.grad().isfinite().all().item<bool>());
+  EXPECT_EQ(sm.grad().abs().max().item<double>(), 0.0);
+
+  // Half masked: equals the unmasked loss of the kept position alone.
+  at::Tensor th = logits3({{0.f, 1.f, 2.f}, {-kInf, -kInf, -kInf}});
+  at::Tensor sh = logits3({{1.f, 0.f, 0.f}, {0.f, 0.f, 0.f}});
+  at::Tensor half = at::tensor({1, 0}, at::kInt).to(at::kBool).view({1, 2});
+  EXPECT_NEAR(distill_loss(th, sh, {}, half, 1.0, 0.0).loss.item<double>(),
+              distill_loss(th.slice(1, 0, 1), sh.slice(1, 0, 1), {}, {}, 1.0, 0.0)
+                  .loss.item<double>(), 1e-7);
+}
+
+TEST(DistillLoss, FastPathMatchesPlainReferenceAndItsGradient) {
+  at::manual_seed(3);
+  at::Tensor t = at::randn({2, 5, 33}) * 3;
+  at::Tensor mask = at::rand({2, 5}) > 0.3;
+  for (double tau : {1.0, 2.0}) {
+    at::Tensor s1 = (at::randn({2, 5, 33}) * 2).requires_grad_(true);
+    at::Tensor s2 = s1.detach().clone().requires_grad_(true);
+    at::Tensor fast = distill_loss(t, s1, {}, mask, tau, 0.0).loss;
+    at::Tensor per = kl_per_position_reference(at::log_softmax(t / tau, -1),
+                                               at::log_softmax(s2 / tau, -1));  // [2, 5]
+    at::Tensor ref = (per * mask).sum() / mask.sum() * (tau * tau);
+    EXPECT_NEAR(fast.item<double>(), ref.item<double>(), 1e-5) << "tau " << tau;
+    fast.backward();
+    ref.backward();
+    double diff = (s1.grad() - s2.grad()).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-6) << "largest gradient difference, tau " << tau;
+  }
+}
+
+TEST(DistillSchedule, WarmupThenCosineToMinLr) {
+  DistillOptions o;
+  o.lr = 1e-3;
+  o.min_lr = 1e-4;
+  o.warmup_steps = 4;
+  EXPECT_DOUBLE_EQ(lr_at(0, 24, o), 0.25e-3);
+  EXPECT_DOUBLE_EQ(lr_at(3, 24, o), 1e-3);
+  EXPECT_NEAR(lr_at(4, 24, o), 1e-3, 1e-12);       // cosine starts at the peak
+  EXPECT_NEAR(lr_at(23, 24, o), 1e-4, 1e-12);      // ends at min_lr on the last step
+  EXPECT_NEAR(lr_at(4 + 19 / 2.0, 24, o), 5.5e-4, 1e-4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training on tiny random models.
+
+ModelConfig tiny_config(bool tied) {
+  ModelConfig c = ModelConfig::uniform(48, 32, 2, LayerConfig{4, 2, 8, 48});
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+LlamaModel make_teacher(bool tied) {
+  LlamaModel t{tiny_config(tied), {}};
+  t.weights = random_weights(t.config, 11, /*std=*/0.3);  // peaked, far from uniform
+  return t;
+}
+
+LlamaModel perturbed_student(const LlamaModel& teacher, double noise) {
+  LlamaModel s{teacher.config, clone(teacher.config, teacher.weights)};
+  at::NoGradGuard g;
+  at::manual_seed(5);
+  for (auto& p : s.weights.parameters()) p.add_(at::randn_like(p) * noise);
+  return s;
+}
+
+TokenDataset random_data(int64_t n, int64_t vocab, uint64_t seed) {
+  at::manual_seed(int64_t(seed));
+  at::Tensor ids = at::randint(0, vocab, {n}, at::kInt);
+  return TokenDataset(std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n),
+                      vocab);
+}
+
+DistillOptions small_options(int64_t steps) {
+  DistillOptions o;
+  o.batch_size = 4;
+  o.seq_len = 16;
+  o.token_budget = steps * 4 * 16;
+  o.lr = 3e-3;
+  o.min_lr = 3e-4;
+  o.warmup_steps = 2;
+  o.checkpoint_every = 0;
+  o.show_progress = false;
+  o.seed = 9;
+  return o;
+}
+
+TEST(Distill, ShortRunLowersHeldOutKl) {
+  LlamaModel teacher = make_teacher(/*tied=*/true);
+  LlamaModel student = perturbed_student(teacher, 0.05);
+  TokenDataset train = random_data(4000, 48, 1), held = random_data(640, 48, 2);
+  EvalOptions eo;
+  eo.seq_len = 16;
+  eo.show_progress = false;
+  double before = evaluate(student, &teacher, held, eo).kl_to_teacher;
+  DistillOptions o = small_options(60);
+  o.lr = 5e-3;
+  o.min_lr = 5e-4;
+  DistillResult r = distill(teacher, student, train, o);
+  double after = evaluate(student, &teacher, held, eo).kl_to_teacher;
+  EXPECT_EQ(r.steps_done, 60);
+  EXPECT_EQ(r.tokens, 60 * 64);
+  EXPECT_EQ(r.skipped_steps, 0);
+  EXPECT_LT(after, 0.7 * before) << "held-out KL before " << before << " after " << after;
+  auto mean = [&](size_t from) {
+    double s = 0;
+    for (size_t i = from; i < from + 10; ++i) s += r.loss_curve[i];
+    return s / 10;
+  };
+  EXPECT_LT(mean(50), 0.7 * mean(0)) << "training loss, first vs last 10 steps";
+  // The tied head is still the embedding, updated together, and grads are released.
+  EXPECT_TRUE(student.weights.lm_head.is_same(student.weights.embed_tokens));
+  EXPECT_FALSE(student.weights.embed_tokens.requires_grad());
+  EXPECT_FALSE(student.weights.embed_tokens.grad().defined());
+}
+
+struct SingleThread {
+  int saved = at::get_num_threads();
+  SingleThread() { at::set_num_threads(1); }
+  ~SingleThread() { at::set_num_threads(saved); }
+};
+
+void expect_same_weights(const LlamaModel& a, const LlamaModel& b) {
+  auto pa = a.weights.parameters(), pb = b.weights.parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i], pb[i])) << "param " << i;
+}
+
+TEST(Distill, ResumeAfterStopOrSignalIsBitExact) {
+  SingleThread one;
+  LlamaModel teacher = make_teacher(/*tied=*/false);
+  TokenDataset data = random_data(3000, 48, 3);
+  const int64_t N = 8;
+
+  TempDir d;
+  LlamaModel ref = perturbed_student(teacher, 0.1);
+  DistillOptions o = small_options(N);
+  o.grad_accum = 2;
+  o.token_budget *= 2;
+  o.state_dir = d.path / "ref";
+  DistillResult full = distill(teacher, ref, data, o);
+  ASSERT_EQ(full.loss_curve.size(), size_t(N));
+
+  // (a) stop after N/2 steps (as a killed run that saved), then resume with a fresh student.
+  LlamaModel a = perturbed_student(teacher, 0.1);
+  o.state_dir = d.path / "a";
+  o.log_path = d.path / "a.csv";
+  o.stop_after_steps = N / 2;
+  DistillResult first = distill(teacher, a, data, o);
+  EXPECT_TRUE(first.interrupted);
+  EXPECT_EQ(first.steps_done, N / 2);
+  LlamaModel a2 = perturbed_student(teacher, 0.1);  // the state restores the weights
+  o.stop_after_steps = -1;
+  o.resume = true;
+  DistillResult rest = distill(teacher, a2, data, o);
+  EXPECT_EQ(rest.loss_curve, full.loss_curve);  // bit for bit
+  expect_same_weights(a2, ref);
+  std::string csv = read_file(o.log_path);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), N + 1);  // header + one row per step
+
+  // (b) SIGINT during step 3: the run saves at the step boundary and returns; resume matches.
+  LlamaModel b = perturbed_student(teacher, 0.1);
+  o.state_dir = d.path / "b";
+  o.log_path.clear();
+  o.resume = false;
+  o.on_step = [](const StepRecord& r) {
+    if (r.step == 2) std::raise(SIGINT);
+  };
+  DistillResult cut = distill(teacher, b, data, o);
+  EXPECT_TRUE(cut.interrupted);
+  EXPECT_EQ(cut.steps_done, 3);
+  o.on_step = nullptr;
+  o.resume = true;
+  LlamaModel b2 = perturbed_student(teacher, 0.1);
+  EXPECT_EQ(distill(teacher, b2, data, o).loss_curve, full.loss_curve);
+  expect_same_weights(b2, ref);
+}
+
+TEST(Distill, StateErrors) {
+  LlamaModel teacher = make_teacher(true);
+  TokenDataset data = random_data(1000, 48, 4);
+  TempDir d;
+  DistillOptions o = small_options(2);
+  o.state_dir = d.path;
+  LlamaModel s = perturbed_student(teacher, 0.1);
+  distill(teacher, s, data, o);
+  EXPECT_THROW(distill(teacher, s, data, o), ConfigError);  // state exists, no resume
+  o.resume = true;
+  o.lr *= 2;
+  EXPECT_THROW(distill(teacher, s, data, o), ConfigError);  // options changed
+  o.lr /= 2;
+  write_file_atomic(d.path / kDistillStateFile, "garbage");
+  EXPECT_THROW(distill(teacher, s, data, o), FormatError);
+  o.state_dir.clear();
+  o.token_budget = 10;  // less than one step
+  EXPECT_THROW(distill(teacher, s, data, o), ConfigError);
+  o.token_budget = 64;
+  LlamaModel alias = teacher;  // shares the teacher's tensors
+  EXPECT_THROW(distill(teacher, alias, data, o), ConfigError);
+}
+
+TEST(Distill, NonFiniteStepsAreSkippedAndLogged) {
+  LlamaModel teacher = make_teacher(true);
+  teacher.weights.norm = at::full_like(teacher.weights.norm, NAN);  // NaN teacher logits
+  LlamaModel s = perturbed_student(make_teacher(true), 0.1);
+  LlamaModel before{s.config, clone(s.config, s.weights)};
+  TempDir d;
+  DistillOptions o = small_options(3);
+  o.log_path = d.path / "log.csv";
+  DistillResult r = distill(teacher, s, random_data(1000, 48, 5), o);
+  EXPECT_EQ(r.skipped_steps, 3);
+  expect_same_weights(s, before);
+  std::string csv = read_file(o.log_path);
+  EXPECT_NE(csv.find(",1\n"), std::string::npos) << csv;
+}
+
+}  // namespace
+}  // namespace ac
