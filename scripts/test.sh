@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/setup_node.sh
 scripts/fetch_stories15m.sh >/dev/null
 scripts/build.sh
 mkdir -p build/test-artifacts

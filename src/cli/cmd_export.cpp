@@ -1,29 +1,58 @@
-// `autocompress export`: writes a checkpoint in a serving format and proves it reloads.
+// `autocompress export`: writes a checkpoint in the formats serving engines load (HF safetensors
+// + config.json, DeciLM for heterogeneous models; GGUF for llama.cpp) and proves each reloads
+// to identical logits (export/hf_export.h).
 #include <cstdio>
 
 #include "cli/command.h"
 #include "common/error.h"
-#include "io/checkpoint.h"
+#include "export/hf_export.h"
 
 namespace {
+
+struct Options {
+  std::string model, out, format = "hf", dtype = "f32", parent;
+};
+
+void print_report(const ac::ExportReport& r, const std::string& out) {
+  int carried = 0;
+  for (const auto& f : r.fields) {
+    if (f.status == "carried") {
+      ++carried;
+      continue;
+    }
+    std::printf("  %-24s %-8s %s -> %s  (%s)\n", f.field.c_str(), f.status.c_str(),
+                f.before.dump().c_str(), f.after.dump().c_str(), f.reason.c_str());
+  }
+  std::printf("  %d config fields carried unchanged; copied byte for byte: %zu files\n", carried,
+              r.files_copied.size());
+  for (const auto& n : r.notes) std::printf("  note: %s\n", n.c_str());
+  std::printf("exported %s (reloads to identical logits; details in export_report.json)\n",
+              out.c_str());
+}
+
 ac::cli::RegisterCommand reg(85, [](CLI::App& app) {
-  auto model = std::make_shared<std::string>(), out = std::make_shared<std::string>(),
-       format = std::make_shared<std::string>("hf");
-  CLI::App* s = app.add_subcommand("export", "Export a checkpoint (HF safetensors + config.json) and check it reloads to identical logits");
-  s->add_option("--model", *model, "checkpoint folder")->required();
-  s->add_option("--out", *out, "output folder (written atomically)")->required();
-  s->add_option("--format", *format, "output format")->check(CLI::IsMember({"hf"}))->capture_default_str();
-  s->callback([model, out] {
-    ac::check_not_overwriting_input(*model, *out, "export");
-    ac::LlamaModel m = ac::load_checkpoint(*model);
-    ac::save_checkpoint_atomic(*out, m, *model);
-    ac::LlamaModel back = ac::load_checkpoint(*out);
-    at::NoGradGuard no_grad;
-    at::Tensor probe = at::arange(0, std::min<int64_t>(16, m.config.vocab_size), at::kLong).view({1, -1});
-    double diff = (back.forward(probe) - m.forward(probe)).abs().max().item<double>();
-    if (diff != 0)
-      throw ac::InternalError("[export] reloaded logits differ from the source by " + std::to_string(diff));
-    std::printf("exported %s (reloads to identical logits)\n", out->c_str());
+  auto o = std::make_shared<Options>();
+  CLI::App* s = app.add_subcommand(
+      "export", "Export a checkpoint for serving engines (HF / DeciLM safetensors, GGUF for "
+                "llama.cpp) and check it reloads to identical logits");
+  s->add_option("--model", o->model, "checkpoint folder")->required();
+  s->add_option("--out", o->out, "output folder (written atomically)")->required();
+  s->add_option("--format", o->format, "hf, gguf (model.gguf) or both")
+      ->check(CLI::IsMember({"hf", "gguf", "both"}))
+      ->capture_default_str();
+  s->add_option("--dtype", o->dtype, "weight type: f32, f16 or bf16")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  s->add_option("--parent", o->parent,
+                "folder whose config.json is the parent for the field listing (default: --model)");
+  s->callback([o] {
+    ac::ExportOptions opt;
+    opt.hf = o->format != "gguf";
+    opt.gguf = o->format != "hf";
+    opt.dtype = ac::ggml_type_from_string(o->dtype);
+    opt.parent = o->parent;
+    print_report(ac::export_model(o->model, o->out, opt), o->out);
   });
 });
+
 }  // namespace

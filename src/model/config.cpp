@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <set>
 
 #include "common/error.h"
@@ -107,13 +108,6 @@ int64_t first_id(const json& j, const char* key, int64_t fallback, const std::st
   return get<int64_t>(j, key, file);
 }
 
-// DeciLM's rule (transformers DeciLM / llama.cpp convert_hf_to_gguf.py DeciModel):
-// intermediate = find_multiple(int(2 * ffn_mult * n_embd / 3), 256).
-int64_t decilm_ffn_width(double ffn_mult, int64_t hidden) {
-  int64_t n = int64_t(2.0 * ffn_mult * double(hidden) / 3.0);
-  return n % 256 == 0 ? n : n + 256 - n % 256;
-}
-
 std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int64_t Hd,
                                                    int64_t D, const std::string& file) {
   const json& blocks = j["block_configs"];
@@ -133,7 +127,10 @@ std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int
                                     where));
     LayerConfig l;
     l.head_dim = Hd;
-    l.attention_no_op = get_or<bool>(a, "no_op", false, where);
+    // DeciLM marks a removed part with no_op, or (as converters read it) with a null
+    // n_heads_in_group / ffn_mult.
+    l.attention_no_op = get_or<bool>(a, "no_op", false, where) ||
+                        (a.contains("n_heads_in_group") && a["n_heads_in_group"].is_null());
     if (!l.attention_no_op) {
       // Our own writer adds num_attention_heads per block when it differs from the global one.
       l.num_attention_heads = get_or<int64_t>(a, "num_attention_heads", H, where);
@@ -144,7 +141,9 @@ std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int
                                       where, group, l.num_attention_heads));
       l.num_key_value_heads = l.num_attention_heads / group;
     }
-    l.ffn_no_op = get_or<bool>(f, "no_op", false, where);
+    l.ffn_no_op = get_or<bool>(f, "no_op", false, where) ||
+                  (f.contains("ffn_mult") && f["ffn_mult"].is_null() &&
+                   !f.contains("intermediate_size"));
     if (!l.ffn_no_op) {
       l.intermediate_size = f.contains("intermediate_size")
                                 ? get<int64_t>(f, "intermediate_size", where)
@@ -156,6 +155,24 @@ std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int
 }
 
 }  // namespace
+
+int64_t decilm_ffn_width(double ffn_mult, int64_t hidden) {
+  const auto n = int64_t(2.0 * ffn_mult * double(hidden) / 3.0);
+  return n % 256 == 0 ? n : n + 256 - n % 256;
+}
+
+std::optional<double> decilm_ffn_mult_for(int64_t intermediate_size, int64_t hidden) {
+  if (intermediate_size <= 0 || intermediate_size % 256 || hidden <= 0) return std::nullopt;
+  const double exact = 1.5 * double(intermediate_size) / double(hidden);
+  for (int digits = 1; digits <= 17; ++digits) {  // shortest decimal that round-trips
+    const double scale = std::pow(10.0, digits);
+    for (double m : {std::round(exact * scale) / scale, std::ceil(exact * scale) / scale})
+      if (decilm_ffn_width(m, hidden) == intermediate_size) return m;
+  }
+  for (double m = exact, i = 0; i < 64; ++i, m = std::nextafter(m, 1e300))
+    if (decilm_ffn_width(m, hidden) == intermediate_size) return m;
+  return std::nullopt;
+}
 
 ModelConfig config_from_hf_json(const json& j, const std::string& file) {
   if (!j.is_object())
@@ -173,6 +190,9 @@ ModelConfig config_from_hf_json(const json& j, const std::string& file) {
   c.attention_bias = get_or<bool>(j, "attention_bias", c.model_type == "qwen2", file);
   c.bos_token_id = first_id(j, "bos_token_id", 1, file);
   c.eos_token_id = first_id(j, "eos_token_id", 2, file);
+  // Llama 3.1 lists several EOS ids: the first is modelled, the list is written back as read.
+  if (j.contains("eos_token_id") && j["eos_token_id"].is_array() && !j["eos_token_id"].empty())
+    c.extra["eos_token_id"] = j["eos_token_id"];
   c.torch_dtype = get_or<std::string>(j, "torch_dtype", "float32", file);
   if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
     const json& r = j["rope_scaling"];
@@ -249,22 +269,29 @@ json config_to_hf_json(const ModelConfig& c) {
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;
   j["bos_token_id"] = c.bos_token_id;
-  j["eos_token_id"] = c.eos_token_id;
+  const json& eos_list = c.extra.contains("eos_token_id") ? c.extra["eos_token_id"] : json();
+  j["eos_token_id"] = eos_list.is_array() && eos_list[0] == c.eos_token_id ? eos_list
+                                                                           : json(c.eos_token_id);
   j["torch_dtype"] = c.torch_dtype;
   j["hidden_act"] = j.value("hidden_act", "silu");
   if (!homogeneous) {
     json blocks = json::array();
     for (const auto& l : c.layers) {
-      json a = {{"no_op", !l.has_attention()}, {"replace_with_linear", false}};
+      json a = {{"no_op", !l.has_attention()}, {"replace_with_linear", false},
+                {"n_heads_in_group", nullptr}};
       if (l.has_attention()) {
         a["n_heads_in_group"] = l.num_attention_heads / l.num_key_value_heads;
+        // Our extension (DeciLM has one global head count); hf_export refuses it. See
+        // docs/formats.md.
         if (l.num_attention_heads != ref.num_attention_heads)
-          a["num_attention_heads"] = l.num_attention_heads;  // our extension; see docs/formats.md
+          a["num_attention_heads"] = l.num_attention_heads;
       }
-      json f = {{"no_op", !l.has_ffn()}, {"replace_with_linear", false}};
+      json f = {{"no_op", !l.has_ffn()}, {"replace_with_linear", false}, {"ffn_mult", nullptr}};
       if (l.has_ffn()) {
-        f["ffn_mult"] = 1.5 * double(l.intermediate_size) / double(c.hidden_size);
-        f["intermediate_size"] = l.intermediate_size;
+        const std::optional<double> mult = decilm_ffn_mult_for(l.intermediate_size, c.hidden_size);
+        f["ffn_mult"] = mult ? *mult : 1.5 * double(l.intermediate_size) / double(c.hidden_size);
+        // Our extension for widths DeciLM's rule cannot express; hf_export refuses it.
+        if (!mult) f["intermediate_size"] = l.intermediate_size;
       }
       blocks.push_back({{"attention", a}, {"ffn", f}});
     }

@@ -85,6 +85,16 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& file
 /// head_dim is always explicit.
 nlohmann::json config_to_hf_json(const ModelConfig& c);
 
+/// DeciLM's FFN width rule, as every DeciLM loader applies it (transformers DeciLM
+/// `_ffn_mult_to_intermediate_size`, vLLM nemotron_nas, llama.cpp convert_hf_to_gguf.py
+/// DeciModel): F = find_multiple(int(2 * ffn_mult * hidden / 3), 256), evaluated in double
+/// left to right as Python does.
+int64_t decilm_ffn_width(double ffn_mult, int64_t hidden);
+
+/// An ffn_mult that gives back exactly `intermediate_size` through decilm_ffn_width, or nullopt
+/// when none exists (F not a multiple of 256). Prefers the shortest decimal.
+std::optional<double> decilm_ffn_mult_for(int64_t intermediate_size, int64_t hidden);
+
 /// A short human description, e.g. "D=288 L=6 [H6/G6 F768] x6" or per-layer when heterogeneous.
 std::string describe(const ModelConfig& c);
 

@@ -1,0 +1,50 @@
+// `autocompress validate`: measures architectures on this CPU with the native engine and prints
+// each prediction beside its measurement, with the MAPE per metric.
+#include <cstdio>
+
+#include "cli/command.h"
+#include "common/error.h"
+#include "common/json_io.h"
+#include "hardware/validate.h"
+
+namespace {
+struct ValidateArgs {
+  std::string profile, scenario = "cpu-local", out, base;
+  std::vector<std::string> models;
+  int count = 20, repeats = 3;
+  uint64_t seed = 1;
+};
+
+void run(const ValidateArgs& a) {
+  ac::Scenario s = ac::find_scenario(a.scenario);
+  ac::Profile p = ac::load_profile(a.profile);
+  std::vector<ac::ModelConfig> archs;
+  for (const auto& m : a.models) archs.push_back(ac::read_architecture(m));
+  if (archs.empty()) {
+    ac::ModelConfig base = a.base.empty() ? ac::stories15m_shape() : ac::read_architecture(a.base);
+    archs = ac::random_architectures(base, a.count, a.seed);
+  }
+  ac::ValidationReport rep = ac::validate_native(archs, s, p, a.repeats);
+  std::printf("%s", rep.table().c_str());
+  if (!a.out.empty()) {
+    ac::json j = rep.to_json();
+    j["scenario"] = s.name;
+    j["profile"] = a.profile;
+    ac::write_json_file(a.out, j);
+  }
+}
+
+ac::cli::RegisterCommand reg(90, [](CLI::App& app) {
+  auto a = std::make_shared<ValidateArgs>();
+  CLI::App* s = app.add_subcommand("validate", "Measure architectures here and compare with the cost model");
+  s->add_option("--profile", a->profile, "profile JSON of this CPU")->required();
+  s->add_option("--scenario", a->scenario, "scenario name or path")->capture_default_str();
+  s->add_option("--model", a->models, "architecture(s) to measure (default: random prunes)");
+  s->add_option("--base", a->base, "architecture the random prunes start from (default: stories15M's shape)");
+  s->add_option("--count", a->count, "random architectures")->capture_default_str();
+  s->add_option("--seed", a->seed, "seed of the random architectures")->capture_default_str();
+  s->add_option("--repeats", a->repeats, "measured runs per architecture")->capture_default_str();
+  s->add_option("--out", a->out, "validation JSON to write");
+  s->callback([a] { run(*a); });
+});
+}  // namespace

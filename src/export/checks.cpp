@@ -1,0 +1,203 @@
+#include "export/checks.h"
+
+#include <fmt/ranges.h>
+
+#include <map>
+#include <set>
+
+#include "common/error.h"
+#include "common/json_io.h"
+#include "io/tokenizer.h"
+
+namespace ac {
+using json = nlohmann::json;
+
+namespace {
+
+// Why a parent field may change or disappear on export. Anything else changing is an error.
+const std::map<std::string, std::string> kReasons = {
+    {"architectures", "layer shapes differ: DeciLMForCausalLM (vLLM, TensorRT-LLM), or the "
+                      "parent's class when all layers are equal"},
+    {"model_type", "nemotron-nas for heterogeneous layers, the parent's type otherwise"},
+    {"hidden_size", "compressed architecture (hidden channels pruned)"},
+    {"intermediate_size", "compressed architecture (FFN width; per layer in block_configs)"},
+    {"num_attention_heads", "compressed architecture (query heads)"},
+    {"num_key_value_heads", "compressed architecture (KV heads; per layer in block_configs)"},
+    {"head_dim", "written explicitly (never derived from hidden_size / heads)"},
+    {"block_configs", "per-layer DeciLM shapes of the compressed architecture"},
+    {"torch_dtype", "export --dtype"},
+    {"hidden_act", "written explicitly (SwiGLU: silu)"},
+    {"eos_token_id", "written explicitly"},
+    {"bos_token_id", "written explicitly"},
+    {"rope_scaling", "written explicitly"},
+    {"attention_bias", "written explicitly"},
+    {"tie_word_embeddings", "written explicitly"},
+    {"max_position_embeddings", "written explicitly"},
+    {"rms_norm_eps", "written explicitly"},
+    {"rope_theta", "written explicitly"},
+};
+// Fields whose value may change; the others may only be added with the parent's default.
+const std::set<std::string> kMayChange = {"architectures", "model_type", "hidden_size",
+                                          "intermediate_size", "num_attention_heads",
+                                          "num_key_value_heads", "head_dim", "block_configs",
+                                          "torch_dtype"};
+
+json field_or_null(const json& j, const std::string& k) {
+  return j.contains(k) ? j[k] : json(nullptr);
+}
+
+}  // namespace
+
+std::vector<FieldChange> compare_config_fields(const json& parent, const json& exported) {
+  std::vector<FieldChange> out;
+  std::vector<std::string> bad;
+  std::set<std::string> keys;
+  for (auto it = parent.begin(); it != parent.end(); ++it) keys.insert(it.key());
+  for (auto it = exported.begin(); it != exported.end(); ++it) keys.insert(it.key());
+  for (const std::string& k : keys) {
+    FieldChange f{k, "carried", field_or_null(parent, k), field_or_null(exported, k), ""};
+    if (f.before == f.after) {
+      if (f.before.is_null()) continue;  // null and absent are the same
+      if (!parent.contains(k)) f.status = "added";
+      out.push_back(f);
+      continue;
+    }
+    auto reason = kReasons.find(k);
+    f.status = f.before.is_null() ? "added" : f.after.is_null() ? "dropped" : "changed";
+    if (f.status == "added") {
+      f.reason = reason != kReasons.end() ? reason->second : "written by the exporter";
+    } else if (reason != kReasons.end() && kMayChange.count(k)) {
+      f.reason = reason->second;
+    } else {
+      bad.push_back(fmt::format("'{}' {} ({} -> {})", k, f.status, f.before.dump(),
+                                f.after.dump()));
+    }
+    out.push_back(f);
+  }
+  if (!bad.empty())
+    throw ConfigError(msg("export", "the export would silently change the parent's config.json: "
+                          "{}", fmt::join(bad, "; ")));
+  return out;
+}
+
+void check_decilm_loadable(const ModelConfig& c) {
+  int64_t H = 0;
+  std::vector<std::string> bad;
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    const LayerConfig& l = c.layers[i];
+    if (l.has_attention()) {
+      if (!H) H = l.num_attention_heads;
+      if (l.num_attention_heads != H)
+        bad.push_back(fmt::format("layer {} has {} query heads but layer 0's attention has {} "
+                                  "(DeciLM varies only KV heads, via n_heads_in_group)",
+                                  i, l.num_attention_heads, H));
+    }
+    if (l.has_ffn() && !decilm_ffn_mult_for(l.intermediate_size, c.hidden_size)) {
+      const int64_t F = l.intermediate_size, lo = F / 256 * 256;
+      bad.push_back(fmt::format("layer {} has FFN width {}, which DeciLM loaders cannot read "
+                                "back: they compute find_multiple(int(2*ffn_mult*{}/3), 256), a "
+                                "multiple of 256 (nearest: {}{})", i, F, c.hidden_size,
+                                lo > 0 ? fmt::format("{} or ", lo) : "", lo + 256));
+    }
+  }
+  if (!bad.empty())
+    throw ConfigError(msg("export hf", "this heterogeneous model is not loadable as "
+                          "DeciLMForCausalLM: {}. Choose FFN widths that are multiples of 256 "
+                          "and one query-head count (search: FFN width granularity 256), or "
+                          "export --format gguf, which has no such limit",
+                          fmt::join(bad, "; ")));
+}
+
+void check_config_agrees_with_tensors(const ModelConfig& c, const json& config_json,
+                                      const TensorMap& tensors, const std::string& file) {
+  const ModelConfig back = config_from_hf_json(config_json, file);
+  auto fail = [&](const std::string& what) {
+    throw FormatError(msg("export", "{}: {} read back from config.json differs from the model: "
+                          "config.json cannot express it", file, what));
+  };
+  if (back.layers.size() != c.layers.size()) fail("num_hidden_layers");
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    if (back.layers[i] != c.layers[i]) fail(fmt::format("layer {}", i));
+  if (back.hidden_size != c.hidden_size || back.vocab_size != c.vocab_size)
+    fail("hidden_size / vocab_size");
+  if (back.rope_theta != c.rope_theta || back.rms_norm_eps != c.rms_norm_eps) fail("rope/eps");
+  if (back.rope_scaling.has_value() != c.rope_scaling.has_value() ||
+      (c.rope_scaling && back.rope_scaling->raw != c.rope_scaling->raw))
+    fail("rope_scaling");
+  if (back.bos_token_id != c.bos_token_id || back.eos_token_id != c.eos_token_id)
+    fail("bos/eos ids");
+  if (back.tie_word_embeddings != c.tie_word_embeddings) fail("tie_word_embeddings");
+  from_tensor_map(back, tensors, file);  // throws on any shape that disagrees
+}
+
+namespace {
+
+std::map<std::string, std::string> special_texts(const fs::path& dir) {
+  std::map<std::string, std::string> out;  // role ("bos_token") -> text
+  if (!fs::exists(dir / "special_tokens_map.json")) return out;
+  const json j = read_json_file(dir / "special_tokens_map.json");
+  for (const char* role : {"bos_token", "eos_token", "unk_token"}) {
+    if (!j.contains(role)) continue;
+    const json& t = j[role];
+    out[role] = t.is_object() ? t.value("content", "") : t.get<std::string>();
+  }
+  return out;
+}
+
+void check_text_is_one_id(const std::vector<std::string>& tokens, const std::string& role,
+                          const std::string& text, int64_t want_id, const std::string& file) {
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] == text) ids.push_back(int64_t(i));
+  if (ids.size() != 1 || ids[0] != want_id)
+    throw ConfigError(msg("export", "{}: {} '{}' is token(s) [{}] of the vocabulary, expected "
+                          "exactly id {} (config.json)", file, role, text,
+                          fmt::join(ids, ", "), want_id));
+}
+
+}  // namespace
+
+std::vector<std::string> check_special_tokens(const ModelConfig& c, const fs::path& dir) {
+  std::vector<std::string> notes;
+  const auto texts = special_texts(dir);
+  const std::map<std::string, int64_t> want = {
+      {"bos_token", c.bos_token_id}, {"eos_token", c.eos_token_id}};
+  if (fs::exists(dir / "tokenizer.bin")) {
+    const Tokenizer tok = Tokenizer::from_checkpoint(dir, c.vocab_size);
+    const GgufVocab v = vocab_from_tokenizer(tok);
+    const std::string file = (dir / "tokenizer.bin").string();
+    if (v.bos_id != c.bos_token_id || v.eos_id != c.eos_token_id)
+      throw ConfigError(msg("export", "{}: bos/eos ids {}/{} differ from config.json's {}/{}",
+                            file, v.bos_id, v.eos_id, c.bos_token_id, c.eos_token_id));
+    check_text_is_one_id(v.tokens, "bos_token", v.tokens[size_t(v.bos_id)], v.bos_id, file);
+    check_text_is_one_id(v.tokens, "eos_token", v.tokens[size_t(v.eos_id)], v.eos_id, file);
+    check_text_is_one_id(v.tokens, "unk_token", v.tokens[size_t(v.unk_id)], v.unk_id, file);
+    for (const auto& [role, text] : texts) {
+      const int64_t id = role == "bos_token" ? v.bos_id : role == "eos_token" ? v.eos_id : v.unk_id;
+      check_text_is_one_id(v.tokens, role, text, id, file);
+    }
+    notes.push_back("tokenizer.bin: <unk>/<s>/</s> are exactly one token each, at the ids of "
+                    "config.json");
+  }
+  if (fs::exists(dir / "tokenizer.json")) {
+    const json t = read_json_file(dir / "tokenizer.json");
+    std::map<std::string, std::vector<int64_t>> ids;
+    for (const json& a : t.value("added_tokens", json::array()))
+      ids[a.value("content", "")].push_back(a.value("id", int64_t(-1)));
+    for (const auto& [role, text] : texts) {
+      auto w = want.find(role);
+      const auto& found = ids[text];
+      if (found.size() != 1 || (w != want.end() && found[0] != w->second))
+        throw ConfigError(msg("export", "{}: {} '{}' is added token(s) [{}], expected exactly "
+                              "one{}", (dir / "tokenizer.json").string(), role, text,
+                              fmt::join(found, ", "),
+                              w != want.end() ? fmt::format(" with id {}", w->second) : ""));
+    }
+    notes.push_back("tokenizer.json: each special token of special_tokens_map.json is one added "
+                    "token with config.json's id");
+  }
+  if (notes.empty()) notes.push_back("no tokenizer files: special tokens not checked");
+  return notes;
+}
+
+}  // namespace ac

@@ -1,0 +1,54 @@
+// Checks run at export time (issue 8, item 4), before anything is written:
+//   - every config value agrees with the tensor shapes (and survives config.json re-parsing);
+//   - every special token is exactly one id, with the id config.json gives;
+//   - nothing the parent had is silently dropped: every config.json field is listed as
+//     carried, changed (with the reason) or added; a changed or dropped field without a known
+//     reason is an error;
+//   - a heterogeneous model is loadable as DeciLM (vLLM, TensorRT-LLM): one global head count
+//     and FFN widths that DeciLM's ffn_mult rule gives back exactly.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/fs.h"
+#include "export/gguf_model.h"
+#include "model/llama.h"
+
+namespace ac {
+
+/// One config.json field of the parent and what export did with it.
+struct FieldChange {
+  std::string field;
+  std::string status;  // "carried" | "changed" | "added" | "dropped"
+  nlohmann::json before, after;  // null when absent
+  std::string reason;            // empty for "carried"
+};
+
+/// Compares the parent's config.json with the exported one, field by field (top level;
+/// null and absent are the same). Throws ConfigError listing every field that was changed or
+/// dropped without a reason from the table in checks.cpp (`dtype_changed`: the export --dtype
+/// differs from the parent's torch_dtype, a reason for torch_dtype).
+std::vector<FieldChange> compare_config_fields(const nlohmann::json& parent,
+                                               const nlohmann::json& exported);
+
+/// Throws ConfigError listing every layer DeciLM cannot express: FFN width F with no ffn_mult
+/// such that find_multiple(int(2*ffn_mult*D/3), 256) == F (F must be a multiple of 256), or a
+/// query-head count other than the global num_attention_heads (DeciLM varies only the KV heads
+/// through n_heads_in_group). The message lists the nearest widths that round-trip.
+void check_decilm_loadable(const ModelConfig& c);
+
+/// Parses `config_json` back (config_from_hf_json) and checks that it gives the same layers,
+/// sizes, rope and special ids as `c`, then checks every tensor's shape against it
+/// (from_tensor_map). Throws FormatError naming the field or tensor.
+void check_config_agrees_with_tensors(const ModelConfig& c, const nlohmann::json& config_json,
+                                      const TensorMap& tensors, const std::string& file);
+
+/// Checks the special tokens of a checkpoint folder: config bos/eos ids equal the vocabulary's
+/// (tokenizer.bin: GGUF form from vocab_from_tokenizer; tokenizer.json: "added_tokens"); each
+/// special text from special_tokens_map.json is exactly one token with that id.
+/// Returns the notes for the report (what was checked). Throws ConfigError on a mismatch.
+std::vector<std::string> check_special_tokens(const ModelConfig& c, const fs::path& dir);
+
+}  // namespace ac

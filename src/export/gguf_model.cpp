@@ -1,0 +1,504 @@
+#include "export/gguf_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "common/error.h"
+#include "common/json_io.h"
+#include "io/checkpoint.h"
+#include "io/llama2c.h"
+
+namespace ac {
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+constexpr int64_t kFirstByte = 3, kLastByte = 258;
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
+  return s;
+}
+
+// One table maps each role of a layer to its GGUF name (llama.cpp llm_tensor names).
+struct Role {
+  const char* gguf;
+  at::Tensor LayerWeights::*member;
+  bool rope_rows_q, rope_rows_k;  // q or k rows: permuted to llama.cpp's RoPE order
+};
+const Role kAttnRoles[] = {
+    {"attn_norm.weight", &LayerWeights::input_layernorm, false, false},
+    {"attn_q.weight", &LayerWeights::q_proj, true, false},
+    {"attn_k.weight", &LayerWeights::k_proj, false, true},
+    {"attn_v.weight", &LayerWeights::v_proj, false, false},
+    {"attn_q.bias", &LayerWeights::q_bias, true, false},
+    {"attn_k.bias", &LayerWeights::k_bias, false, true},
+    {"attn_v.bias", &LayerWeights::v_bias, false, false},
+    {"attn_output.weight", &LayerWeights::o_proj, false, false},
+};
+const Role kFfnRoles[] = {
+    {"ffn_norm.weight", &LayerWeights::post_attention_layernorm, false, false},
+    {"ffn_gate.weight", &LayerWeights::gate_proj, false, false},
+    {"ffn_up.weight", &LayerWeights::up_proj, false, false},
+    {"ffn_down.weight", &LayerWeights::down_proj, false, false},
+};
+
+std::string blk(int64_t layer, const char* role) { return fmt::format("blk.{}.{}", layer, role); }
+
+bool uses_llama_arch(const ModelConfig& c) {
+  return c.is_homogeneous() && c.layers[0].has_attention() && c.layers[0].has_ffn();
+}
+
+int64_t file_type_of(GgmlType t) {  // llama.h enum llama_ftype
+  return t == GgmlType::F32 ? 0 : t == GgmlType::F16 ? 1 : 32;
+}
+
+/// The single head_dim of all attention layers (GGUF's key_length is global).
+int64_t common_head_dim(const ModelConfig& c) {
+  int64_t hd = 0;
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    if (!c.layers[i].has_attention()) continue;
+    if (hd && c.layers[i].head_dim != hd)
+      throw ConfigError(msg("export gguf", "layer {} has head_dim {} but an earlier layer has {}: "
+                            "GGUF has one attention.key_length", i, c.layers[i].head_dim, hd));
+    hd = c.layers[i].head_dim;
+  }
+  return hd;
+}
+
+void check_exportable(const LlamaModel& m, const GgufVocab& v) {
+  const ModelConfig& c = m.config;
+  c.validate("export gguf");
+  if (!c.layers[0].has_attention())
+    throw ConfigError(msg("export gguf", "layer 0 has no attention: llama.cpp reads the head size "
+                          "only from layer 0's head count (llama-model.cpp load_hparams), so a "
+                          "deci GGUF needs attention in layer 0"));
+  if (int64_t(v.tokens.size()) != c.vocab_size || v.scores.size() != v.tokens.size() ||
+      v.types.size() != v.tokens.size())
+    throw ConfigError(msg("export gguf", "the vocabulary has {} tokens, {} scores, {} types; the "
+                          "model's vocab_size is {}", v.tokens.size(), v.scores.size(),
+                          v.types.size(), c.vocab_size));
+  if (c.rope_scaling && c.rope_scaling->rope_type != "linear" &&
+      c.rope_scaling->rope_type != "llama3" && c.rope_scaling->rope_type != "default")
+    throw ConfigError(msg("export gguf", "rope_scaling type '{}' has no GGUF form here",
+                          c.rope_scaling->rope_type));
+  // Every special token must be exactly one id whose text is unique in the vocabulary.
+  std::map<std::string, int64_t> count;
+  for (const auto& t : v.tokens) ++count[t];
+  for (auto [name, id] : {std::pair<const char*, int64_t>{"bos", v.bos_id},
+                          {"eos", v.eos_id}, {"unknown", v.unk_id}}) {
+    if (id < 0 || id >= c.vocab_size)
+      throw ConfigError(msg("export gguf", "{} token id {} outside [0, {})", name, id,
+                            c.vocab_size));
+    if (count[v.tokens[size_t(id)]] != 1)
+      throw ConfigError(msg("export gguf", "{} token '{}' (id {}) appears {} times in the "
+                            "vocabulary: it must encode to exactly one id", name,
+                            v.tokens[size_t(id)], id, count[v.tokens[size_t(id)]]));
+  }
+}
+
+GgufMetadata model_metadata(const ModelConfig& c, const GgufVocab& v, const GgufExportOptions& o,
+                            const std::vector<int64_t>& ffn_free) {
+  const std::string a = uses_llama_arch(c) ? "llama" : "deci";
+  const int64_t Hd = common_head_dim(c);
+  GgufMetadata kv = {
+      {"general.architecture", GgufValue::str(a)},
+      {"general.name", GgufValue::str(o.name)},
+      {"general.alignment", GgufValue::u32(32)},
+      {"general.file_type", GgufValue::u32(file_type_of(o.dtype))},
+      {a + ".vocab_size", GgufValue::u32(c.vocab_size)},
+      {a + ".context_length", GgufValue::u32(c.max_position_embeddings)},
+      {a + ".embedding_length", GgufValue::u32(c.hidden_size)},
+      {a + ".block_count", GgufValue::u32(c.num_layers())},
+  };
+  if (a == "llama") {
+    const LayerConfig& l = c.layers[0];
+    kv.push_back({a + ".feed_forward_length", GgufValue::u32(l.intermediate_size)});
+    kv.push_back({a + ".attention.head_count", GgufValue::u32(l.num_attention_heads)});
+    kv.push_back({a + ".attention.head_count_kv", GgufValue::u32(l.num_key_value_heads)});
+  } else {
+    std::vector<int64_t> H, G, F;
+    for (size_t i = 0; i < c.layers.size(); ++i) {
+      const LayerConfig& l = c.layers[i];
+      H.push_back(l.has_attention() ? l.num_attention_heads : 0);
+      G.push_back(l.has_attention() ? l.num_key_value_heads : 0);
+      const bool stub = std::count(ffn_free.begin(), ffn_free.end(), int64_t(i)) > 0;
+      F.push_back(l.has_ffn() ? l.intermediate_size : stub ? 1 : 0);
+    }
+    kv.push_back({a + ".feed_forward_length", GgufValue::i32_array(F)});
+    kv.push_back({a + ".attention.head_count", GgufValue::i32_array(H)});
+    kv.push_back({a + ".attention.head_count_kv", GgufValue::i32_array(G)});
+  }
+  kv.push_back({a + ".attention.key_length", GgufValue::u32(Hd)});
+  kv.push_back({a + ".attention.value_length", GgufValue::u32(Hd)});
+  kv.push_back({a + ".rope.dimension_count", GgufValue::u32(Hd)});
+  kv.push_back({a + ".rope.freq_base", GgufValue::f32(c.rope_theta)});
+  kv.push_back({a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_norm_eps)});
+  if (c.rope_scaling && c.rope_scaling->rope_type == "linear") {
+    kv.push_back({a + ".rope.scaling.type", GgufValue::str("linear")});
+    kv.push_back({a + ".rope.scaling.factor", GgufValue::f32(c.rope_scaling->factor)});
+  }
+  std::vector<double> scores(v.scores.begin(), v.scores.end());
+  kv.push_back({"tokenizer.ggml.model", GgufValue::str("llama")});
+  kv.push_back({"tokenizer.ggml.tokens", GgufValue::str_array(v.tokens)});
+  kv.push_back({"tokenizer.ggml.scores", GgufValue::f32_array(scores)});
+  kv.push_back({"tokenizer.ggml.token_type", GgufValue::i32_array(v.types)});
+  kv.push_back({"tokenizer.ggml.bos_token_id", GgufValue::u32(v.bos_id)});
+  kv.push_back({"tokenizer.ggml.eos_token_id", GgufValue::u32(v.eos_id)});
+  kv.push_back({"tokenizer.ggml.unknown_token_id", GgufValue::u32(v.unk_id)});
+  kv.push_back({"tokenizer.ggml.add_bos_token", GgufValue::boolean(v.add_bos)});
+  kv.push_back({"tokenizer.ggml.add_eos_token", GgufValue::boolean(v.add_eos)});
+  kv.push_back({"autocompress.hf_config", GgufValue::str(config_to_hf_json(c).dump())});
+  if (!ffn_free.empty())
+    kv.push_back({"autocompress.ffn_free_layers", GgufValue::i32_array(ffn_free)});
+  return kv;
+}
+
+std::vector<GgufTensorOut> model_tensors(const LlamaModel& m, GgmlType dtype,
+                                         const std::vector<int64_t>& ffn_free) {
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
+  auto out = [dtype](std::string name, const at::Tensor& t) {
+    return GgufTensorOut{std::move(name), t, t.dim() == 1 ? GgmlType::F32 : dtype};
+  };
+  std::vector<GgufTensorOut> ts = {out("token_embd.weight", w.embed_tokens),
+                                   out("output_norm.weight", w.norm)};
+  if (!c.tie_word_embeddings) ts.push_back(out("output.weight", w.lm_head));
+  if (c.rope_scaling && c.rope_scaling->rope_type == "llama3")
+    ts.push_back(out("rope_freqs.weight", llama3_rope_factors(c, common_head_dim(c))));
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    const LayerConfig& l = c.layers[size_t(i)];
+    const LayerWeights& lw = w.layers[size_t(i)];
+    if (l.has_attention())
+      for (const Role& r : kAttnRoles) {
+        const at::Tensor& t = lw.*r.member;
+        if (!t.defined()) continue;
+        const int64_t heads = r.rope_rows_q ? l.num_attention_heads : l.num_key_value_heads;
+        ts.push_back(out(blk(i, r.gguf),
+                         r.rope_rows_q || r.rope_rows_k ? unpermute_rotary_rows(t, heads) : t));
+      }
+    if (l.has_ffn()) {
+      for (const Role& r : kFfnRoles) ts.push_back(out(blk(i, r.gguf), lw.*r.member));
+    } else if (std::count(ffn_free.begin(), ffn_free.end(), i)) {
+      // A width-1 FFN that adds exactly zero (see the header: llama.cpp skips n_ff == 0 layers).
+      const int64_t D = c.hidden_size;
+      ts.push_back(out(blk(i, "ffn_norm.weight"), at::ones({D})));
+      ts.push_back(out(blk(i, "ffn_gate.weight"), at::zeros({1, D})));
+      ts.push_back(out(blk(i, "ffn_up.weight"), at::zeros({1, D})));
+      ts.push_back(out(blk(i, "ffn_down.weight"), at::zeros({D, 1})));
+    }
+  }
+  return ts;
+}
+
+}  // namespace
+
+at::Tensor unpermute_rotary_rows(const at::Tensor& w, int64_t n_heads) {
+  const int64_t rows = w.size(0);
+  AC_CHECK(n_heads > 0 && rows % n_heads == 0 && (rows / n_heads) % 2 == 0,
+           "{} rows do not split into {} heads of an even head_dim", rows, n_heads);
+  const int64_t Hd = rows / n_heads, cols = w.dim() == 2 ? w.size(1) : 1;
+  // [H*Hd, C] -> [H, 2, Hd/2, C] -> [H, Hd/2, 2, C]: row j*Hd/2 + i moves to 2i + j.
+  return w.reshape({n_heads, 2, Hd / 2, cols}).transpose(1, 2).reshape(w.sizes()).contiguous();
+}
+
+at::Tensor llama3_rope_factors(const ModelConfig& c, int64_t head_dim) {
+  AC_CHECK(c.rope_scaling && c.rope_scaling->rope_type == "llama3", "not a llama3 rope");
+  const RopeScaling& s = *c.rope_scaling;
+  const double old_len = double(s.original_max_position_embeddings);
+  const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
+  at::Tensor f = at::empty({head_dim / 2}, at::kFloat);
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double freq = 1.0 / std::pow(c.rope_theta, double(2 * i) / double(head_dim));
+    const double wavelen = 2.0 * M_PI / freq;
+    double factor = 1.0;
+    if (wavelen > low_wavelen) {
+      factor = s.factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth =
+          (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      factor = 1.0 / ((1.0 - smooth) / s.factor + smooth);
+    }
+    f[i] = float(factor);
+  }
+  return f;
+}
+
+GgufVocab vocab_from_tokenizer(const Tokenizer& tok) {
+  GgufVocab v;
+  v.bos_id = tok.bos_id();
+  v.eos_id = tok.eos_id();
+  v.unk_id = tok.unk_id();
+  for (int64_t id = 0; id < tok.vocab_size(); ++id) {
+    uint8_t byte = 0;
+    std::string text;
+    GgufTokenType type = GgufTokenType::NORMAL;
+    if (id == v.unk_id) {
+      text = "<unk>", type = GgufTokenType::UNKNOWN;
+    } else if (id == v.bos_id) {
+      text = "<s>", type = GgufTokenType::CONTROL;
+    } else if (id == v.eos_id) {
+      text = "</s>", type = GgufTokenType::CONTROL;
+    } else if (tok.is_byte_token(id, &byte)) {
+      text = fmt::format("<0x{:02X}>", byte), type = GgufTokenType::BYTE;
+    } else {
+      text = replace_all(tok.piece(id), " ", kSpace);
+    }
+    v.tokens.push_back(text);
+    v.scores.push_back(tok.score(id));
+    v.types.push_back(int64_t(type));
+  }
+  return v;
+}
+
+std::string llama2c_tokenizer_bytes(const GgufVocab& v, const std::string& file) {
+  const int64_t V = int64_t(v.tokens.size());
+  if (V <= kLastByte)
+    throw FormatError(msg("import gguf", "{}: {} tokens: too few for a SentencePiece vocabulary "
+                          "with byte fallback (ids 3..258)", file, V));
+  std::vector<std::string> pieces;
+  int32_t max_len = 1;
+  for (int64_t id = 0; id < V; ++id) {
+    const std::string& t = v.tokens[size_t(id)];
+    const bool is_byte = v.types[size_t(id)] == int64_t(GgufTokenType::BYTE);
+    if ((id >= kFirstByte && id <= kLastByte) != is_byte ||
+        (is_byte && t != fmt::format("<0x{:02X}>", id - kFirstByte)))
+      throw FormatError(msg("import gguf", "{}: token {} '{}' (type {}): expected byte tokens "
+                            "<0x00>..<0xFF> exactly at ids 3..258 (llama2.c tokenizer layout)",
+                            file, id, t, v.types[size_t(id)]));
+    pieces.push_back(is_byte ? t : replace_all(t, kSpace, " "));
+    max_len = std::max(max_len, int32_t(pieces.back().size()));
+  }
+  std::string out(reinterpret_cast<const char*>(&max_len), 4);
+  for (int64_t id = 0; id < V; ++id) {
+    const auto len = int32_t(pieces[size_t(id)].size());
+    out.append(reinterpret_cast<const char*>(&v.scores[size_t(id)]), 4);
+    out.append(reinterpret_cast<const char*>(&len), 4);
+    out += pieces[size_t(id)];
+  }
+  return out;
+}
+
+void write_model_gguf(const fs::path& path, const LlamaModel& m, const GgufVocab& vocab,
+                      const GgufExportOptions& opt) {
+  check_exportable(m, vocab);
+  std::vector<int64_t> ffn_free;
+  for (int64_t i = 0; i < m.config.num_layers(); ++i)
+    if (m.config.layers[size_t(i)].has_attention() && !m.config.layers[size_t(i)].has_ffn())
+      ffn_free.push_back(i);
+  write_gguf(path, model_metadata(m.config, vocab, opt, ffn_free),
+             model_tensors(m, opt.dtype, ffn_free));
+}
+
+// ---------------------------------------------------------------------------------------------
+// reader
+
+namespace {
+
+GgufVocab read_vocab(const GgufFile& g) {
+  if (g.get_string("tokenizer.ggml.model") != "llama")
+    throw FormatError(msg("import gguf", "{}: tokenizer.ggml.model is '{}'; only 'llama' "
+                          "(SentencePiece) is read", g.file(),
+                          g.get_string("tokenizer.ggml.model")));
+  GgufVocab v;
+  const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
+  const GgufValue* scores = g.find("tokenizer.ggml.scores");
+  const GgufValue* types = g.find("tokenizer.ggml.token_type");
+  if (!tokens || !tokens->is_array || tokens->type != GgufType::STRING)
+    throw FormatError(msg("import gguf", "{}: tokenizer.ggml.tokens missing or not a string "
+                          "array", g.file()));
+  v.tokens = tokens->strings;
+  const size_t V = v.tokens.size();
+  if (!scores || scores->floats.size() != V || !types || types->ints.size() != V)
+    throw FormatError(msg("import gguf", "{}: tokenizer.ggml.scores / token_type must have {} "
+                          "elements (one per token)", g.file(), V));
+  v.scores.assign(scores->floats.begin(), scores->floats.end());
+  v.types = types->ints;
+  v.bos_id = g.get_int("tokenizer.ggml.bos_token_id");
+  v.eos_id = g.get_int("tokenizer.ggml.eos_token_id");
+  v.unk_id = g.find("tokenizer.ggml.unknown_token_id") ? g.get_int("tokenizer.ggml.unknown_token_id") : 0;
+  if (const GgufValue* b = g.find("tokenizer.ggml.add_bos_token")) v.add_bos = b->ints.at(0);
+  if (const GgufValue* e = g.find("tokenizer.ggml.add_eos_token")) v.add_eos = e->ints.at(0);
+  return v;
+}
+
+ModelConfig config_from_keys(const GgufFile& g, const std::string& a, int64_t V,
+                             std::vector<int64_t>* ffn_free) {
+  ModelConfig c;
+  c.vocab_size = V;
+  c.hidden_size = g.get_int(a + ".embedding_length");
+  const int64_t L = g.get_int(a + ".block_count");
+  if (L <= 0 || L > 100000)
+    throw FormatError(msg("import gguf", "{}: {}.block_count {} out of range", g.file(), a, L));
+  c.max_position_embeddings = g.get_int(a + ".context_length");
+  c.rms_norm_eps = float(g.get_float(a + ".attention.layer_norm_rms_epsilon"));
+  c.rope_theta = g.find(a + ".rope.freq_base") ? float(g.get_float(a + ".rope.freq_base")) : 1e4;
+  const std::vector<int64_t> H = g.get_int_or_array(a + ".attention.head_count", L);
+  const std::vector<int64_t> G = g.find(a + ".attention.head_count_kv")
+                                     ? g.get_int_or_array(a + ".attention.head_count_kv", L) : H;
+  const std::vector<int64_t> F = g.get_int_or_array(a + ".feed_forward_length", L);
+  const int64_t Hd = g.find(a + ".attention.key_length") ? g.get_int(a + ".attention.key_length")
+                                                         : (H[0] ? c.hidden_size / H[0] : 0);
+  if (g.find("autocompress.ffn_free_layers"))
+    *ffn_free = g.get_int_or_array("autocompress.ffn_free_layers",
+                                   int64_t(g.find("autocompress.ffn_free_layers")->size()));
+  for (int64_t i = 0; i < L; ++i) {
+    LayerConfig l;
+    l.head_dim = Hd;
+    l.attention_no_op = H[size_t(i)] == 0;
+    if (!l.attention_no_op) l.num_attention_heads = H[size_t(i)], l.num_key_value_heads = G[size_t(i)];
+    l.ffn_no_op = F[size_t(i)] == 0 || std::count(ffn_free->begin(), ffn_free->end(), i);
+    if (!l.ffn_no_op) l.intermediate_size = F[size_t(i)];
+    c.layers.push_back(l);
+  }
+  if (g.find(a + ".rope.scaling.type") && g.get_string(a + ".rope.scaling.type") == "linear") {
+    RopeScaling s;
+    s.rope_type = "linear";
+    s.factor = float(g.get_float(a + ".rope.scaling.factor"));
+    s.raw = {{"rope_type", "linear"}, {"factor", s.factor}};
+    c.rope_scaling = s;
+  }
+  return c;
+}
+
+/// Fields GGUF has no key for come from autocompress.hf_config, which must agree with the keys.
+void merge_hf_config(const GgufFile& g, ModelConfig& c) {
+  const GgufValue* v = g.find("autocompress.hf_config");
+  if (!v) {
+    if (g.has_tensor("rope_freqs.weight"))
+      throw FormatError(msg("import gguf", "{}: rope_freqs.weight (llama3 RoPE scaling) without "
+                            "autocompress.hf_config: its parameters cannot be recovered",
+                            g.file()));
+    c.tie_word_embeddings = !g.has_tensor("output.weight");
+    return;
+  }
+  ModelConfig h = config_from_hf_json(json::parse(g.get_string("autocompress.hf_config")),
+                                      g.file() + " autocompress.hf_config");
+  for (size_t i = 0; i < c.layers.size() && i < h.layers.size(); ++i)
+    if (c.layers[i] != h.layers[i])
+      throw FormatError(msg("import gguf", "{}: layer {} of autocompress.hf_config disagrees with "
+                            "the GGUF keys", g.file(), i));
+  if (h.layers.size() != c.layers.size() || h.hidden_size != c.hidden_size ||
+      h.vocab_size != c.vocab_size || float(h.rope_theta) != float(c.rope_theta))
+    throw FormatError(msg("import gguf", "{}: autocompress.hf_config disagrees with the GGUF keys "
+                          "(layers, hidden_size, vocab_size or rope_theta)", g.file()));
+  h.tie_word_embeddings = !g.has_tensor("output.weight");
+  c = h;  // exact doubles (rope_theta, eps) and every extra field
+}
+
+at::Tensor get_f32(const GgufFile& g, const std::string& name, std::vector<int64_t> shape) {
+  if (g.shape(name) != shape)
+    throw FormatError(msg("import gguf", "{}: tensor '{}' has shape {} (ggml ne {}), expected {} "
+                          "from the metadata", g.file(), name, fmt::format("{}", g.shape(name)),
+                          fmt::format("{}", g.ggml_ne(name)), fmt::format("{}", shape)));
+  return g.tensor(name).to(at::kFloat);
+}
+
+ModelWeights read_weights(const GgufFile& g, const ModelConfig& c) {
+  const int64_t D = c.hidden_size, V = c.vocab_size;
+  ModelWeights w;
+  w.embed_tokens = get_f32(g, "token_embd.weight", {V, D});
+  w.norm = get_f32(g, "output_norm.weight", {D});
+  w.lm_head = c.tie_word_embeddings ? w.embed_tokens : get_f32(g, "output.weight", {V, D});
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    const LayerConfig& l = c.layers[size_t(i)];
+    LayerWeights lw;
+    if (l.has_attention()) {
+      const int64_t q = l.num_attention_heads * l.head_dim, kv = l.num_key_value_heads * l.head_dim;
+      lw.input_layernorm = get_f32(g, blk(i, "attn_norm.weight"), {D});
+      lw.q_proj = permute_rotary_rows(get_f32(g, blk(i, "attn_q.weight"), {q, D}), l.num_attention_heads);
+      lw.k_proj = permute_rotary_rows(get_f32(g, blk(i, "attn_k.weight"), {kv, D}), l.num_key_value_heads);
+      lw.v_proj = get_f32(g, blk(i, "attn_v.weight"), {kv, D});
+      lw.o_proj = get_f32(g, blk(i, "attn_output.weight"), {D, q});
+      if (c.attention_bias) {
+        lw.q_bias = permute_rotary_rows(get_f32(g, blk(i, "attn_q.bias"), {q}).view({q, 1}),
+                                        l.num_attention_heads).view({q});
+        lw.k_bias = permute_rotary_rows(get_f32(g, blk(i, "attn_k.bias"), {kv}).view({kv, 1}),
+                                        l.num_key_value_heads).view({kv});
+        lw.v_bias = get_f32(g, blk(i, "attn_v.bias"), {kv});
+      }
+    }
+    if (l.has_ffn()) {
+      const int64_t F = l.intermediate_size;
+      lw.post_attention_layernorm = get_f32(g, blk(i, "ffn_norm.weight"), {D});
+      lw.gate_proj = get_f32(g, blk(i, "ffn_gate.weight"), {F, D});
+      lw.up_proj = get_f32(g, blk(i, "ffn_up.weight"), {F, D});
+      lw.down_proj = get_f32(g, blk(i, "ffn_down.weight"), {D, F});
+    } else if (g.has_tensor(blk(i, "ffn_down.weight"))) {
+      if (get_f32(g, blk(i, "ffn_down.weight"), {D, 1}).abs().max().item<float>() != 0)
+        throw FormatError(msg("import gguf", "{}: layer {} is listed in autocompress."
+                              "ffn_free_layers but its ffn_down is not zero", g.file(), i));
+    }
+    w.layers.push_back(std::move(lw));
+  }
+  return w;
+}
+
+}  // namespace
+
+GgufModel read_model_gguf(const fs::path& path) {
+  GgufFile g(path);
+  const std::string a = g.get_string("general.architecture");
+  if (a != "llama" && a != "deci")
+    throw FormatError(msg("import gguf", "{}: general.architecture is '{}'; 'llama' and 'deci' "
+                          "are read", g.file(), a));
+  GgufModel out;
+  out.vocab = read_vocab(g);
+  const int64_t V = g.find(a + ".vocab_size") ? g.get_int(a + ".vocab_size")
+                                              : int64_t(out.vocab.tokens.size());
+  if (V != int64_t(out.vocab.tokens.size()))
+    throw FormatError(msg("import gguf", "{}: {}.vocab_size {} but tokenizer.ggml.tokens has {}",
+                          g.file(), a, V, out.vocab.tokens.size()));
+  std::vector<int64_t> ffn_free;
+  ModelConfig c = config_from_keys(g, a, V, &ffn_free);
+  merge_hf_config(g, c);
+  c.attention_bias = g.has_tensor("blk.0.attn_q.bias");
+  c.bos_token_id = out.vocab.bos_id;
+  c.eos_token_id = out.vocab.eos_id;
+  try {
+    c.validate("import gguf");
+  } catch (const ConfigError& e) {
+    throw FormatError(fmt::format("{} (in {})", e.what(), g.file()));
+  }
+  if (c.rope_scaling && c.rope_scaling->rope_type == "llama3") {
+    const int64_t Hd = common_head_dim(c);
+    at::Tensor stored = get_f32(g, "rope_freqs.weight", {Hd / 2});
+    if (!stored.equal(llama3_rope_factors(c, Hd)))
+      throw FormatError(msg("import gguf", "{}: rope_freqs.weight disagrees with the llama3 "
+                            "rope_scaling of autocompress.hf_config", g.file()));
+  }
+  out.model.config = c;
+  out.model.weights = read_weights(g, c);
+  out.dtype = g.type("token_embd.weight");
+  return out;
+}
+
+void import_gguf(const fs::path& gguf, const fs::path& out_dir) {
+  check_not_overwriting_input(gguf, out_dir, "import gguf");
+  const GgufModel g = read_model_gguf(gguf);
+  const std::string tok_bytes = llama2c_tokenizer_bytes(g.vocab, gguf.string());
+  StagingDir staging(out_dir);
+  save_checkpoint(staging.path(), g.model);
+  write_file_atomic(staging.path() / "tokenizer.bin", tok_bytes);
+  Tokenizer::from_llama2c(staging.path() / "tokenizer.bin", g.model.config.vocab_size);  // check
+  const auto& v = g.vocab;
+  write_json_file(staging.path() / "special_tokens_map.json",
+                  {{"bos_token", v.tokens[size_t(v.bos_id)]},
+                   {"eos_token", v.tokens[size_t(v.eos_id)]},
+                   {"unk_token", v.tokens[size_t(v.unk_id)]}});
+  write_json_file(staging.path() / "tokenizer_config.json",
+                  {{"bos_token", v.tokens[size_t(v.bos_id)]},
+                   {"eos_token", v.tokens[size_t(v.eos_id)]},
+                   {"unk_token", v.tokens[size_t(v.unk_id)]},
+                   {"add_bos_token", v.add_bos},
+                   {"add_eos_token", v.add_eos},
+                   {"model_max_length", g.model.config.max_position_embeddings}});
+  write_json_file(staging.path() / "generation_config.json",
+                  {{"bos_token_id", v.bos_id}, {"eos_token_id", v.eos_id}});
+  staging.commit();
+}
+
+}  // namespace ac

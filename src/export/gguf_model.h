@@ -1,0 +1,123 @@
+// A Llama-family model <-> a GGUF file llama.cpp runs without any other file.
+//
+// Architecture: "llama" when every layer is equal and has attention and an FFN; otherwise
+// "deci" (llama.cpp src/models/deci.cpp, Llama-3_1-Nemotron) with per-layer INT32 arrays
+// deci.attention.head_count / head_count_kv / feed_forward_length (0 = removed part).
+//
+// Metadata written ({arch} = llama | deci; types as gguf-py's GGUFWriter writes them):
+//   general.architecture str, general.name str, general.alignment u32 (32),
+//   general.file_type u32 (0 ALL_F32, 1 MOSTLY_F16, 32 MOSTLY_BF16),
+//   {arch}.vocab_size, .context_length (max_position_embeddings), .embedding_length (D),
+//   .block_count (L), .feed_forward_length (F), .attention.head_count (H),
+//   .attention.head_count_kv (G), .attention.key_length / .value_length (Hd),
+//   .rope.dimension_count (Hd): u32 (or i32 arrays for deci);
+//   {arch}.rope.freq_base, .attention.layer_norm_rms_epsilon: f32;
+//   rope_scaling "linear": {arch}.rope.scaling.type = "linear", .rope.scaling.factor f32;
+//   rope_scaling "llama3": tensor rope_freqs.weight [Hd/2] F32 (convert_hf_to_gguf.py
+//     LlamaModel.generate_extra_tensors: the factor that divides each RoPE frequency);
+//   tokenizer.ggml.model = "llama" (SentencePiece), .tokens (str[V]; spaces as U+2581, byte
+//     tokens as "<0xNN>"), .scores (f32[V]), .token_type (i32[V]: 1 normal, 2 unknown,
+//     3 control, 6 byte), .bos_token_id / .eos_token_id / .unknown_token_id u32,
+//     .add_bos_token / .add_eos_token bool;
+//   autocompress.hf_config str: our config.json (restores every field on import; llama.cpp
+//     ignores it); autocompress.ffn_free_layers i32[]: see below.
+//
+// Tensors (torch shape; GGUF stores ne reversed, e.g. attn_q [H*Hd, D] has ne {D, H*Hd}):
+//   token_embd.weight [V, D]         model.embed_tokens
+//   output_norm.weight [D]           model.norm
+//   output.weight [V, D]             lm_head (omitted when tied: llama.cpp reuses token_embd)
+//   blk.N.attn_norm.weight [D]       input_layernorm
+//   blk.N.attn_q.weight [H*Hd, D]    q_proj, rows in Meta's interleaved RoPE order (*)
+//   blk.N.attn_k.weight [G*Hd, D]    k_proj, likewise (*)
+//   blk.N.attn_v.weight [G*Hd, D]    v_proj
+//   blk.N.attn_{q,k,v}.bias          q/k/v biases (attention_bias; q/k permuted likewise)
+//   blk.N.attn_output.weight [D, H*Hd]  o_proj
+//   blk.N.ffn_norm.weight [D]        post_attention_layernorm
+//   blk.N.ffn_gate.weight / ffn_up.weight [F, D], blk.N.ffn_down.weight [D, F]
+// (*) HF stores q/k rows in rotate-half order; llama.cpp's llama/deci RoPE rotates adjacent
+//     pairs, so rows are permuted back as convert_hf_to_gguf.py LlamaModel.permute does, and
+//     permuted forward again on import (io/llama2c.h permute_rotary_rows).
+// 2-D weights are written as the chosen dtype; 1-D tensors (norms, biases, rope_freqs) are F32.
+//
+// llama.cpp limits handled at export (src/models/deci.cpp of the node-llama-cpp 3.21.1 bundle):
+//   - a layer with attention but no FFN: llama.cpp's deci graph skips the whole layer when
+//     n_ff == 0 (dropping the attention output), so such a layer is written with a width-1 FFN
+//     whose ffn_down is zero (adds exactly 0) and listed in autocompress.ffn_free_layers;
+//     our reader turns it back into an FFN-free layer;
+//   - layer 0 without attention: llama.cpp reads the head size only when layer 0 has heads;
+//     export throws ConfigError;
+//   - one head_dim for all layers (key_length is global).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/fs.h"
+#include "export/gguf.h"
+#include "io/tokenizer.h"
+#include "model/llama.h"
+
+namespace ac {
+
+/// SentencePiece token types (llama.h enum llama_token_type / gguf-py TokenType).
+enum class GgufTokenType : int64_t { NORMAL = 1, UNKNOWN = 2, CONTROL = 3, BYTE = 6 };
+
+/// The vocabulary as GGUF holds it (tokenizer.ggml.*).
+struct GgufVocab {
+  std::vector<std::string> tokens;  // [V] text pieces, U+2581 for spaces, "<0xNN>" for bytes
+  std::vector<float> scores;        // [V]
+  std::vector<int64_t> types;       // [V] GgufTokenType values
+  int64_t bos_id = 1, eos_id = 2, unk_id = 0;
+  bool add_bos = true, add_eos = false;
+};
+
+/// From our llama2.c tokenizer: ids unk/bos/eos become "<unk>", "<s>", "</s>" (UNKNOWN,
+/// CONTROL), ids 3..258 "<0xNN>" (BYTE, hex upper case as llama.cpp looks them up), every
+/// other piece has ' ' replaced by U+2581 (NORMAL).
+GgufVocab vocab_from_tokenizer(const Tokenizer& tok);
+
+/// The inverse, as llama2.c's tokenizer.bin bytes (U+2581 -> ' ', byte tokens kept as
+/// "<0xNN>", which Tokenizer reads). Throws FormatError if the vocabulary does not have
+/// llama2.c's layout (ids 3..258 the byte tokens).
+std::string llama2c_tokenizer_bytes(const GgufVocab& v, const std::string& file);
+
+struct GgufExportOptions {
+  GgmlType dtype = GgmlType::F32;  // of the 2-D weights
+  std::string name = "autocompress";  // general.name
+};
+
+/// Writes `m` with its vocabulary. Throws ConfigError when llama.cpp cannot express the model
+/// (layer 0 without attention, several head_dims, vocab size != V, rope type other than
+/// default / linear / llama3) or when a special token is not exactly one id.
+void write_model_gguf(const fs::path& path, const LlamaModel& m, const GgufVocab& vocab,
+                      const GgufExportOptions& opt = {});
+
+/// A model read back from GGUF: weights in fp32, torch order, HF rotate-half q/k rows.
+struct GgufModel {
+  LlamaModel model;
+  GgufVocab vocab;
+  GgmlType dtype = GgmlType::F32;  // type of the 2-D weights in the file
+};
+
+/// Reads a llama/deci GGUF (F32/F16/BF16 tensors). Config values come from the standard keys;
+/// autocompress.hf_config, when present, restores the fields GGUF has no key for (extra,
+/// rope_scaling parameters, architecture) and must agree with the standard keys.
+/// Throws FormatError naming the file and key/tensor on anything missing or inconsistent.
+GgufModel read_model_gguf(const fs::path& path);
+
+/// `autocompress import gguf`: writes a checkpoint folder atomically (config.json,
+/// model.safetensors, tokenizer.bin, tokenizer_config.json, special_tokens_map.json,
+/// generation_config.json).
+void import_gguf(const fs::path& gguf, const fs::path& out_dir);
+
+/// llama.cpp's row order for q/k (HF rotate-half -> interleaved pairs); rows [n_heads*Hd] of a
+/// [rows, D] weight or a [rows] bias. Inverse of permute_rotary_rows.
+at::Tensor unpermute_rotary_rows(const at::Tensor& w, int64_t n_heads);
+
+/// The llama3 RoPE frequency factors llama.cpp multiplies into each period: [Hd/2] fp32
+/// (convert_hf_to_gguf.py generate_extra_tensors).
+at::Tensor llama3_rope_factors(const ModelConfig& c, int64_t head_dim);
+
+}  // namespace ac

@@ -1,0 +1,156 @@
+#include "export/hf_export.h"
+
+#include <fmt/ranges.h>
+
+#include "common/error.h"
+#include "common/json_io.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "io/tokenizer.h"
+
+namespace ac {
+using json = nlohmann::json;
+
+namespace {
+
+// Files that travel unchanged with a checkpoint (copied byte for byte).
+const char* const kCopied[] = {"tokenizer.bin",         "tokenizer.json",
+                               "tokenizer.model",       "tokenizer_config.json",
+                               "special_tokens_map.json", "generation_config.json"};
+
+at::ScalarType torch_type(GgmlType t) {
+  return t == GgmlType::F32 ? at::kFloat : t == GgmlType::F16 ? at::kHalf : at::kBFloat16;
+}
+const char* hf_dtype_name(GgmlType t) {
+  return t == GgmlType::F32 ? "float32" : t == GgmlType::F16 ? "float16" : "bfloat16";
+}
+
+/// Largest |difference| of the logits of two models on a fixed probe (0 = identical).
+double logit_diff(const LlamaModel& a, const LlamaModel& b) {
+  at::NoGradGuard no_grad;
+  const int64_t n = std::min<int64_t>(16, a.config.vocab_size);
+  at::Tensor probe = at::arange(0, n, at::kLong).flip(0).view({1, -1});  // [1, T]
+  return (a.forward(probe) - b.forward(probe)).abs().max().item<double>();
+}
+
+json write_hf(const fs::path& dir, const LlamaModel& m, const fs::path& src,
+              const ExportOptions& opt, ExportReport& r) {
+  ModelConfig c = m.config;
+  c.torch_dtype = hf_dtype_name(opt.dtype);
+  const json config = config_to_hf_json(c);
+  TensorMap tensors = to_tensor_map(c, m.weights);
+  check_config_agrees_with_tensors(c, config, tensors, (dir / "config.json").string());
+  r.checks.push_back("config.json read back gives every layer shape, rope, eps, tying and "
+                     "special id of the model, and every tensor shape agrees with it");
+  for (auto& [name, t] : tensors) t = t.to(torch_type(opt.dtype));
+  write_json_file(dir / "config.json", config);
+  save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  for (const char* name : kCopied) {
+    if (!fs::exists(src / name)) continue;
+    fs::copy_file(src / name, dir / name, fs::copy_options::overwrite_existing);
+    r.files_copied.push_back(name);
+  }
+  if (!fs::exists(dir / "generation_config.json")) {
+    write_json_file(dir / "generation_config.json",
+                    {{"bos_token_id", c.bos_token_id}, {"eos_token_id", config["eos_token_id"]}});
+    r.notes.push_back("generation_config.json written from config.json's bos/eos ids (the "
+                      "source had none)");
+  }
+  return config;
+}
+
+void add_decilm_notes(const ModelConfig& c, ExportReport& r) {
+  for (const auto& l : c.layers)
+    if (l.has_attention() && l.num_attention_heads * l.head_dim != c.hidden_size) {
+      r.notes.push_back(fmt::format(
+          "head_dim {} != hidden_size {} / num_attention_heads {}: head_dim is written "
+          "explicitly; loaders that derive it (llama.cpp convert_hf_to_gguf.py DeciModel uses "
+          "hidden_size // num_attention_heads) would misread this model: use export --format "
+          "gguf for llama.cpp", l.head_dim, c.hidden_size, l.num_attention_heads));
+      return;
+    }
+}
+
+}  // namespace
+
+LlamaModel round_to_dtype(const LlamaModel& m, GgmlType dtype, bool matrices_only) {
+  TensorMap t = to_tensor_map(m.config, m.weights);
+  for (auto& [name, v] : t)
+    if (!matrices_only || v.dim() == 2) v = v.to(torch_type(dtype)).to(at::kFloat);
+  return LlamaModel{m.config, from_tensor_map(m.config, t, "round_to_dtype")};
+}
+
+json ExportReport::to_json() const {
+  json fj = json::array();
+  for (const auto& f : fields)
+    fj.push_back({{"field", f.field}, {"status", f.status}, {"before", f.before},
+                  {"after", f.after}, {"reason", f.reason}});
+  return {{"fields", fj},
+          {"files_copied", files_copied},
+          {"checks", checks},
+          {"notes", notes},
+          {"max_logit_diff_hf", max_logit_diff_hf},
+          {"max_logit_diff_gguf", max_logit_diff_gguf}};
+}
+
+ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
+                          const ExportOptions& opt) {
+  if (!opt.hf && !opt.gguf) throw ConfigError(msg("export", "no output format chosen"));
+  check_not_overwriting_input(model_dir, out_dir, "export");
+  const LlamaModel m = load_checkpoint(model_dir);
+  ExportReport r;
+  const bool heterogeneous = config_to_hf_json(m.config)["model_type"] == "nemotron-nas";
+  if (opt.hf && heterogeneous) {
+    check_decilm_loadable(m.config);
+    r.checks.push_back("DeciLM: one query-head count; every FFN width is given back exactly by "
+                       "find_multiple(int(2*ffn_mult*hidden/3), 256)");
+    add_decilm_notes(m.config, r);
+  }
+  r.checks.push_back("special tokens: " + fmt::format("{}", fmt::join(
+                                              check_special_tokens(m.config, model_dir), "; ")));
+  GgufVocab vocab;
+  if (opt.gguf) {
+    if (!fs::exists(model_dir / "tokenizer.bin"))
+      throw ConfigError(msg("export gguf", "{}: no tokenizer.bin: the GGUF must carry the "
+                            "tokenizer (SentencePiece vocabularies from llama2.c's tokenizer.bin "
+                            "are supported)", model_dir.string()));
+    vocab = vocab_from_tokenizer(Tokenizer::from_checkpoint(model_dir, m.config.vocab_size));
+  }
+
+  StagingDir staging(out_dir);
+  json exported = config_to_hf_json(m.config);
+  if (opt.hf) exported = write_hf(staging.path(), m, model_dir, opt, r);
+  const fs::path parent_dir = opt.parent.empty() ? model_dir : opt.parent;
+  r.fields = compare_config_fields(read_json_file(parent_dir / "config.json"), exported);
+  r.checks.push_back("every field of " + (parent_dir / "config.json").string() +
+                     " is carried, or changed/dropped for a listed reason");
+  if (opt.gguf) {
+    write_model_gguf(staging.path() / "model.gguf", m, vocab, {opt.dtype, "autocompress"});
+    r.notes.push_back(fmt::format("model.gguf: architecture {}",
+                                  exported["model_type"] == "nemotron-nas" ? "deci" : "llama"));
+  }
+
+  // Reload checks: each file must give the logits of the model as that file stores it.
+  if (opt.hf) {
+    r.max_logit_diff_hf = logit_diff(load_checkpoint(staging.path()),
+                                     round_to_dtype(m, opt.dtype, /*matrices_only=*/false));
+    if (r.max_logit_diff_hf != 0)
+      throw InternalError(msg("export", "the HF export reloads to logits that differ by {}",
+                              r.max_logit_diff_hf));
+  }
+  if (opt.gguf) {
+    const GgufModel back = read_model_gguf(staging.path() / "model.gguf");
+    r.max_logit_diff_gguf =
+        logit_diff(back.model, round_to_dtype(m, opt.dtype, /*matrices_only=*/true));
+    if (r.max_logit_diff_gguf != 0 || back.vocab.tokens != vocab.tokens)
+      throw InternalError(msg("export", "model.gguf reloads to logits that differ by {} (or a "
+                              "different vocabulary)", r.max_logit_diff_gguf));
+  }
+  r.checks.push_back("every output loads back (our loaders) to logits identical to the source "
+                     "rounded to --dtype");
+  write_json_file(staging.path() / "export_report.json", r.to_json());
+  staging.commit();
+  return r;
+}
+
+}  // namespace ac

@@ -1,0 +1,56 @@
+// `autocompress export`: a checkpoint folder -> the files serving engines load.
+//
+//   HF, homogeneous    config.json with the parent's class (LlamaForCausalLM, MistralForCausalLM,
+//                      Qwen2ForCausalLM), every parent field carried over, head_dim explicit;
+//                      model.safetensors in --dtype; tokenizer files copied byte for byte;
+//                      generation_config.json (copied, or written from bos/eos ids).
+//   HF, heterogeneous  DeciLMForCausalLM, model_type "nemotron-nas", one block_configs entry
+//                      per layer (attention {no_op, replace_with_linear, n_heads_in_group},
+//                      ffn {no_op, replace_with_linear, ffn_mult}) as vLLM / TensorRT-LLM load it;
+//                      refused with a clear message when DeciLM cannot express the model
+//                      (checks.h check_decilm_loadable).
+//   GGUF               model.gguf (export/gguf_model.h): llama or deci, tokenizer included.
+//
+// Output folder (written atomically): the HF files and/or model.gguf, plus export_report.json
+// listing every config.json field as carried / changed / added with the reason, the files
+// copied, the checks run and notes. After writing, every output is loaded back and must give
+// logits identical to the source model with its weights rounded to --dtype.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/fs.h"
+#include "export/checks.h"
+#include "export/gguf.h"
+
+namespace ac {
+
+struct ExportOptions {
+  bool hf = true;                  // write the HF folder
+  bool gguf = false;               // write model.gguf
+  GgmlType dtype = GgmlType::F32;  // weights (HF: every tensor; GGUF: 2-D weights)
+  fs::path parent;                 // folder whose config.json is the parent; default: the input
+};
+
+struct ExportReport {
+  std::vector<FieldChange> fields;
+  std::vector<std::string> files_copied;  // byte for byte
+  std::vector<std::string> checks;        // what was verified
+  std::vector<std::string> notes;
+  double max_logit_diff_hf = -1, max_logit_diff_gguf = -1;  // reload checks (0 = identical)
+  nlohmann::json to_json() const;
+};
+
+/// Exports `model_dir` into `out_dir` (see the file header). Throws ConfigError when a format
+/// cannot express the model or a check fails, FormatError on unreadable input, InternalError
+/// if a written file does not load back to identical logits.
+ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
+                          const ExportOptions& opt);
+
+/// The model as a file of `dtype` stores it: tensors rounded to dtype and back to fp32
+/// (all tensors, or only 2-D ones with `matrices_only`, as GGUF keeps norms in F32).
+LlamaModel round_to_dtype(const LlamaModel& m, GgmlType dtype, bool matrices_only);
+
+}  // namespace ac

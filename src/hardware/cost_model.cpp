@@ -1,0 +1,366 @@
+#include "hardware/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/runtime.h"
+
+namespace ac {
+
+PartCost& PartCost::operator+=(const PartCost& o) {
+  ttft_ms += o.ttft_ms;
+  tpot_ms += o.tpot_ms;
+  weight_bytes += o.weight_bytes;
+  kv_cache_bytes += o.kv_cache_bytes;
+  activation_bytes = std::max(activation_bytes, o.activation_bytes);
+  return *this;
+}
+
+int64_t kv_capacity_tokens(const Workload& w, const EngineSpec& engine) {
+  int64_t b = engine.kv_block_size_tokens;
+  return (w.context_tokens() + b - 1) / b * b;
+}
+
+namespace {
+
+// The phase being costed: prefill (M = B*T tokens, attention over T) or one decode step.
+struct Phase {
+  bool prefill;
+  int64_t B, M, T_or_C;  // T for the prefill, the median context C for a decode step
+};
+
+Phase prefill_phase(const Workload& w) {
+  return {true, w.batch_size, w.batch_size * w.prompt_tokens, w.prompt_tokens};
+}
+Phase decode_phase(const Workload& w) {
+  return {false, w.batch_size, w.batch_size, w.prompt_tokens + (w.output_tokens + 1) / 2};
+}
+
+// Latency source for one op: the native profile's tables, or the device roofline.
+class OpCosts {
+ public:
+  OpCosts(const Scenario& s, const Profile* p) : s_(s), p_(p) {
+    const Workload& w = s.workload;
+    tp_ = double(w.tensor_parallel);
+    wbytes_ = dtype_bytes(w.weight_dtype, "predict");
+    kvbytes_ = dtype_bytes(w.kv_cache_dtype, "predict");
+    abytes_ = w.weight_dtype == "fp32" ? 4.0 : 2.0;
+    if (!use_tables()) {
+      DeviceSpec d = s.device_spec;
+      if (p_) apply_profile(d, *p_);
+      if (!d.bandwidth_bytes_per_s)
+        throw ConfigError(msg("predict", "device '{}' has no memory bandwidth: a CPU needs its "
+                                         "profile (`autocompress profile`, then --profile)",
+                              d.name));
+      bw_ = d.bandwidth_bytes_per_s->value * d.bandwidth_efficiency.value;
+      flops_ = d.peak_flops_for(w.weight_dtype) * d.gemm_efficiency.value;
+      launch_ms_ = d.kernel_launch_us.value * 1e-3;
+      graph_launch_ms_ = d.graph_kernel_us.value * 1e-3;
+    }
+  }
+  bool use_tables() const { return p_ && s_.engine == "native"; }
+
+  double gemm(const Phase& ph, int64_t N, int64_t K) const {
+    if (use_tables()) return p_->table("gemm").lookup({double(ph.M), double(N), double(K)}, "gemm");
+    double n = double(N) / tp_;
+    double fl = 2.0 * ph.M * n * K;
+    double by = n * K * wbytes_ + (double(ph.M) * K + double(ph.M) * n) * abytes_;
+    return launch(ph) + std::max(fl / flops_ * 1e3, by / bw_ * 1e3);
+  }
+  double lm_head(const Phase& ph, int64_t V, int64_t D) const {
+    if (use_tables())
+      return p_->table("lm_head").lookup({double(ph.B), double(V), double(D)}, "lm_head");
+    Phase last = ph;
+    last.M = ph.B;  // logits of the last position only
+    return gemm(last, V, D);
+  }
+  double attention(const Phase& ph, int64_t H, int64_t G, int64_t Hd) const {
+    if (use_tables()) {
+      const char* t = ph.prefill ? "attention_prefill" : "attention_decode";
+      return p_->table(t).lookup({double(ph.B), double(Hd), double(G), double(H), double(ph.T_or_C)}, t);
+    }
+    double h = double(H) / tp_, g = double(G) / tp_;
+    double Tq = ph.prefill ? double(ph.T_or_C) : 1.0, C = double(ph.T_or_C);
+    double causal = ph.prefill ? 0.5 : 1.0;  // flash kernels skip the masked half
+    double fl = 4.0 * ph.B * h * Tq * C * Hd * causal;
+    double by = 2.0 * ph.B * g * C * Hd * kvbytes_ + 2.0 * ph.B * h * Tq * Hd * abytes_;
+    int kernels = 2;  // RoPE + cache write
+    if (!s_.engine_spec.fuses("attention")) {
+      by += 3.0 * ph.B * h * Tq * C * 4.0;  // scores written, read by softmax, probs read
+      kernels += 3;
+    }
+    if (s_.engine_spec.fuses("rope")) kernels -= 1;
+    return kernels * launch(ph) + std::max(fl / flops_ * 1e3, by / bw_ * 1e3);
+  }
+  // An elementwise op over M x W values reading `reads` and writing one tensor.
+  double small(const char* table, const Phase& ph, int64_t W, int reads = 1) const {
+    if (use_tables()) return p_->table(table).lookup({double(ph.M), double(W)}, table);
+    double by = double(ph.M) * W * abytes_ * (reads + 1);
+    return launch(ph) + by / bw_ * 1e3;
+  }
+  // Once-per-call work beside the layers; Hd: head dim of the first attention layer.
+  double step_overhead(const Phase& ph, int64_t Hd, int64_t V) const {
+    if (!use_tables()) return s_.engine_spec.per_step_overhead_ms.value;
+    double T = ph.prefill ? double(ph.T_or_C) : 1.0;
+    double t = p_->table("step").lookup({double(ph.B), T, double(Hd), double(V)}, "step");
+    return t + (ph.prefill ? p_->calibration.prefill_step_ms : p_->calibration.decode_step_ms);
+  }
+  double wbytes() const { return wbytes_; }
+  double kvbytes() const { return kvbytes_; }
+  double abytes() const { return abytes_; }
+  double tp() const { return tp_; }
+
+ private:
+  double launch(const Phase& ph) const {
+    return (!ph.prefill && s_.engine_spec.cuda_graphs) ? graph_launch_ms_ : launch_ms_;
+  }
+  const Scenario& s_;
+  const Profile* p_;
+  double tp_ = 1, wbytes_ = 4, kvbytes_ = 4, abytes_ = 4;
+  double bw_ = 0, flops_ = 0, launch_ms_ = 0, graph_launch_ms_ = 0;
+};
+
+void check_profile(const Scenario& s, const Profile* p) {
+  if (p && p->identity.device != s.device)
+    throw ConfigError(msg("predict", "the profile was measured on device '{}' ({}), the scenario "
+                                     "'{}' targets device '{}': profile that device (`autocompress "
+                                     "profile --device {}`)",
+                          p->identity.device, p->identity.cpu_model, s.name, s.device, s.device));
+  if (p && p->workload.prompt_tokens > 0 &&
+      (p->workload.batch_size != s.workload.batch_size ||
+       p->workload.prompt_tokens != s.workload.prompt_tokens ||
+       p->workload.output_tokens != s.workload.output_tokens)) {
+    static bool warned = false;  // predict runs many times in a search: say it once
+    if (!warned)
+      log_warn(fmt::format("[predict] the profile was measured for B={} prompt {} output {}, the "
+                           "scenario '{}' has B={} prompt {} output {}: its tables are "
+                           "extrapolated; profile with this scenario for accurate costs",
+                           p->workload.batch_size, p->workload.prompt_tokens,
+                           p->workload.output_tokens, s.name, s.workload.batch_size,
+                           s.workload.prompt_tokens, s.workload.output_tokens));
+    warned = true;
+  }
+  if (!p && s.device_spec.kind == "cpu")
+    throw ConfigError(msg("predict", "scenario '{}' targets a CPU, whose latency comes from its "
+                                     "profile: run `autocompress profile --device cpu --scenario "
+                                     "{}` and pass --profile", s.name, s.name));
+}
+
+double attention_ms(const OpCosts& op, const Phase& ph, const ModelConfig& c,
+                    const LayerConfig& l, bool fuse_qkv, bool fuse_add_norm) {
+  const int64_t D = c.hidden_size, H = l.num_attention_heads, G = l.num_key_value_heads,
+                Hd = l.head_dim;
+  double t = op.small("rmsnorm", ph, D);
+  if (fuse_qkv)
+    t += op.gemm(ph, (H + 2 * G) * Hd, D);
+  else
+    t += op.gemm(ph, H * Hd, D) + 2 * op.gemm(ph, G * Hd, D);
+  if (c.attention_bias && !fuse_qkv)
+    t += op.small("add", ph, H * Hd) + 2 * op.small("add", ph, G * Hd);
+  t += op.attention(ph, H, G, Hd) + op.gemm(ph, D, H * Hd);
+  if (!fuse_add_norm) t += op.small("add", ph, D, 2);
+  return t;
+}
+
+double ffn_ms(const OpCosts& op, const Phase& ph, const ModelConfig& c, const LayerConfig& l,
+              bool fuse_gate_up, bool fuse_silu, bool fuse_add_norm) {
+  const int64_t D = c.hidden_size, F = l.intermediate_size;
+  double t = op.small("rmsnorm", ph, D);
+  t += fuse_gate_up ? op.gemm(ph, 2 * F, D) : 2 * op.gemm(ph, F, D);
+  t += fuse_silu ? op.small("silu_mul", ph, F, 2) : op.small("silu_mul", ph, F, 2) * 2;
+  t += op.gemm(ph, D, F);
+  if (!fuse_add_norm) t += op.small("add", ph, D, 2);
+  return t;
+}
+
+}  // namespace
+
+// Live bytes at the attention's peak during the prefill, as the native forward holds them
+// (model/llama.cpp): residual x and normed h [M, D], rotated q [M, H*Hd], scores and
+// probabilities [B, H, T, T], the values broadcast to H heads [B, H, T, Hd] and the output
+// [B, H, T, Hd]; k and v live in the KV cache.
+static int64_t attention_activation_bytes(const ModelConfig& c, const LayerConfig& l,
+                                          const Workload& w, double abytes, double tp) {
+  const double B = double(w.batch_size), T = double(w.prompt_tokens), M = B * T;
+  const double H = double(l.num_attention_heads) / tp, Hd = double(l.head_dim);
+  const double D = double(c.hidden_size);
+  double broadcast_v = l.num_key_value_heads == l.num_attention_heads ? 0 : B * H * T * Hd;
+  return int64_t(abytes * (2 * M * D + M * H * Hd + 2 * B * H * T * T + broadcast_v + B * H * T * Hd));
+}
+
+// The FFN's peak: x, h [M, D] and the four [M, F] tensors of silu(gate(h)) * up(h), which live
+// together until the end of that expression.
+static int64_t ffn_activation_bytes(const ModelConfig& c, const LayerConfig& l, const Workload& w,
+                                    double abytes, double tp) {
+  const double M = double(w.batch_size * w.prompt_tokens), D = double(c.hidden_size);
+  return int64_t(abytes * (2 * M * D + 4 * M * double(l.intermediate_size) / tp));
+}
+
+PartCost attention_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenario& s,
+                             const Profile* p) {
+  PartCost r;
+  if (!l.has_attention()) return r;
+  check_profile(s, p);
+  OpCosts op(s, p);
+  const EngineSpec& e = s.engine_spec;
+  bool qkv = e.fuses("qkv_proj") && !op.use_tables(), add = e.fuses("add_rmsnorm") && !op.use_tables();
+  Phase pre = prefill_phase(s.workload), dec = decode_phase(s.workload);
+  r.ttft_ms = attention_ms(op, pre, c, l, qkv, add);
+  r.tpot_ms = attention_ms(op, dec, c, l, qkv, add);
+  const int64_t D = c.hidden_size, q = l.num_attention_heads * l.head_dim,
+                kv = l.num_key_value_heads * l.head_dim;
+  int64_t params = D + 2 * D * q + 2 * D * kv + (c.attention_bias ? q + 2 * kv : 0);
+  r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
+  r.kv_cache_bytes = int64_t(2.0 * s.workload.batch_size * kv * kv_capacity_tokens(s.workload, e) *
+                             op.kvbytes() / op.tp());
+  r.activation_bytes = attention_activation_bytes(c, l, s.workload, op.abytes(), op.tp());
+  return r;
+}
+
+PartCost ffn_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenario& s,
+                       const Profile* p) {
+  PartCost r;
+  if (!l.has_ffn()) return r;
+  check_profile(s, p);
+  OpCosts op(s, p);
+  const EngineSpec& e = s.engine_spec;
+  bool native = op.use_tables();
+  bool gu = e.fuses("gate_up_proj") && !native, silu = e.fuses("silu_mul") || native,
+       add = e.fuses("add_rmsnorm") && !native;
+  Phase pre = prefill_phase(s.workload), dec = decode_phase(s.workload);
+  r.ttft_ms = ffn_ms(op, pre, c, l, gu, silu, add);
+  r.tpot_ms = ffn_ms(op, dec, c, l, gu, silu, add);
+  int64_t params = c.hidden_size + 3 * c.hidden_size * l.intermediate_size;
+  r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
+  r.activation_bytes = ffn_activation_bytes(c, l, s.workload, op.abytes(), op.tp());
+  return r;
+}
+
+PartCost fixed_cost(const ModelConfig& c, const Scenario& s, const Profile* p) {
+  check_profile(s, p);
+  OpCosts op(s, p);
+  PartCost r;
+  const int64_t D = c.hidden_size, V = c.vocab_size;
+  int64_t Hd = 0;
+  for (const auto& l : c.layers)
+    if (l.has_attention() && Hd == 0) Hd = l.head_dim;
+  for (Phase ph : {prefill_phase(s.workload), decode_phase(s.workload)}) {
+    Phase last = ph;
+    last.M = ph.B;  // the final norm and the head see the last position only
+    double t = op.small("embedding", ph, D) + op.small("rmsnorm", last, D) + op.lm_head(ph, V, D) +
+               op.step_overhead(ph, Hd, V);
+    (ph.prefill ? r.ttft_ms : r.tpot_ms) = t;
+  }
+  int64_t params = V * D * (c.tie_word_embeddings ? 1 : 2) + D;
+  r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
+  const Workload& w = s.workload;
+  // The logits of the last position and the RoPE tables cos, sin [T, Hd] (built in float64).
+  r.activation_bytes = int64_t(op.abytes() * double(w.batch_size) * V / op.tp() +
+                               6.0 * 4 * w.prompt_tokens * Hd);
+  return r;
+}
+
+CostEstimate combine(const std::vector<PartCost>& attention, const std::vector<PartCost>& ffn,
+                     const PartCost& fixed, const Scenario& s, const std::string& source) {
+  AC_CHECK(attention.size() == ffn.size(), "{} attention parts vs {} FFN parts", attention.size(),
+           ffn.size());
+  CostEstimate e;
+  e.source = source;
+  e.fixed = fixed;
+  PartCost total = fixed;
+  for (size_t i = 0; i < attention.size(); ++i) {
+    PartCost layer = attention[i];
+    layer += ffn[i];
+    e.layer_ttft_ms.push_back(layer.ttft_ms);
+    e.layer_tpot_ms.push_back(layer.tpot_ms);
+    e.layer_weight_bytes.push_back(layer.weight_bytes);
+    e.layer_kv_cache_bytes.push_back(layer.kv_cache_bytes);
+    total += layer;
+  }
+  e.ttft_ms = total.ttft_ms;
+  e.tpot_ms = total.tpot_ms;
+  e.weight_bytes = total.weight_bytes;
+  e.kv_cache_bytes = total.kv_cache_bytes;
+  // The largest layer's intermediates plus the logits and final hidden states.
+  int64_t layer_peak = 0;
+  for (size_t i = 0; i < attention.size(); ++i)
+    layer_peak = std::max({layer_peak, attention[i].activation_bytes, ffn[i].activation_bytes});
+  e.activation_bytes = layer_peak + fixed.activation_bytes;
+  const EngineSpec& eng = s.engine_spec;
+  double device_mem = s.device_spec.memory_bytes ? s.device_spec.memory_bytes->value : 0.0;
+  e.reserve_bytes = int64_t(eng.reserve_bytes.value + eng.memory_reserved_fraction.value * device_mem);
+  e.peak_memory_bytes = e.weight_bytes + e.kv_cache_bytes + e.activation_bytes + e.reserve_bytes;
+  const Workload& w = s.workload;
+  double request_ms = e.ttft_ms + double(w.output_tokens) * e.tpot_ms;
+  e.throughput_tokens_per_s =
+      request_ms > 0 ? double(w.batch_size * w.output_tokens) / (request_ms * 1e-3) : 0.0;
+  return e;
+}
+
+CostEstimate predict(const ModelConfig& c, const Scenario& s, const Profile* p) {
+  c.validate("predict");
+  check_profile(s, p);
+  std::vector<PartCost> attn, ffn;
+  for (const auto& l : c.layers) {
+    attn.push_back(attention_part_cost(c, l, s, p));
+    ffn.push_back(ffn_part_cost(c, l, s, p));
+  }
+  bool tables = p && s.engine == "native";
+  return combine(attn, ffn, fixed_cost(c, s, p), s, tables ? "profile" : "roofline");
+}
+
+json CostEstimate::to_json() const {
+  return {{"ttft_ms", ttft_ms},
+          {"tpot_ms", tpot_ms},
+          {"throughput_tokens_per_s", throughput_tokens_per_s},
+          {"weight_bytes", weight_bytes},
+          {"kv_cache_bytes", kv_cache_bytes},
+          {"activation_bytes", activation_bytes},
+          {"reserve_bytes", reserve_bytes},
+          {"peak_memory_bytes", peak_memory_bytes},
+          {"layers", {{"ttft_ms", layer_ttft_ms}, {"tpot_ms", layer_tpot_ms},
+                      {"weight_bytes", layer_weight_bytes},
+                      {"kv_cache_bytes", layer_kv_cache_bytes}}},
+          {"fixed", {{"ttft_ms", fixed.ttft_ms}, {"tpot_ms", fixed.tpot_ms},
+                     {"weight_bytes", fixed.weight_bytes},
+                     {"activation_bytes", fixed.activation_bytes}}},
+          {"source", source}};
+}
+
+std::vector<LimitSlack> limit_slack(const CostEstimate& e, const Limits& l) {
+  if (l.has_relative())
+    throw ConfigError(msg("check_limits", "the limits hold fractions of the teacher's cost: "
+                                          "resolve them first (Limits::resolve with the "
+                                          "teacher's estimate or measurement)"));
+  std::vector<LimitSlack> out;
+  auto max_limit = [&](const char* name, std::optional<double> lim, double v) {
+    if (lim) out.push_back({name, *lim, v, (*lim - v) / *lim});
+  };
+  max_limit("ttft_ms", l.ttft_ms, e.ttft_ms);
+  max_limit("tpot_ms", l.tpot_ms, e.tpot_ms);
+  if (l.peak_memory_bytes)
+    max_limit("peak_memory_bytes", double(*l.peak_memory_bytes), double(e.peak_memory_bytes));
+  if (l.min_throughput_tokens_per_s) {
+    double lim = *l.min_throughput_tokens_per_s;
+    out.push_back({"min_throughput_tokens_per_s", lim, e.throughput_tokens_per_s,
+                   (e.throughput_tokens_per_s - lim) / lim});
+  }
+  return out;
+}
+
+std::string check_limits(const CostEstimate& e, const Limits& l) {
+  std::string out;
+  for (const auto& s : limit_slack(e, l)) {
+    if (s.holds()) continue;
+    bool minimum = s.name == "min_throughput_tokens_per_s";
+    std::string clause =
+        fmt::format("{}: expected {} {:.6g}, found {:.6g} ({:.1f}% {})", s.name,
+                    minimum ? ">=" : "<=", s.limit, s.value, std::fabs(s.slack) * 100,
+                    minimum ? "under" : "over");
+    out += (out.empty() ? "" : "; ") + clause;
+  }
+  return out;
+}
+
+}  // namespace ac

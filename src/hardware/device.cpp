@@ -1,0 +1,134 @@
+#include "hardware/device.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/runtime.h"
+#include "hardware/data_dir.h"
+
+namespace ac {
+
+double dtype_bytes(const std::string& dtype, const char* where) {
+  if (dtype == "fp32") return 4;
+  if (dtype == "bf16" || dtype == "fp16") return 2;
+  if (dtype == "fp8" || dtype == "int8") return 1;
+  if (dtype == "int4") return 0.5;
+  throw ConfigError(msg(where, "unknown dtype '{}', expected fp32, bf16, fp16, fp8, int8 or int4",
+                        dtype));
+}
+
+double DeviceSpec::peak_flops_for(const std::string& dtype) const {
+  std::string key = dtype;
+  if (key == "fp16") key = "bf16";
+  if (key == "int8" || key == "int4") key = "fp8";
+  auto it = peak_flops.find(key);
+  if (it == peak_flops.end() || it->second.value <= 0)
+    throw ConfigError(msg("peak_flops", "device '{}' has no dense peak FLOP/s for {} ({}){}",
+                          name, dtype, key,
+                          kind == "cpu" ? ": a CPU's peak comes from its profile, run "
+                                          "`autocompress profile` and pass --profile"
+                                        : ": the device does not support it"));
+  return it->second.value;
+}
+
+// Reads {"value": x, "source": "...", "estimated": bool}; value null -> nullopt.
+static std::optional<SpecValue> spec_value(const json& j, const char* key, const std::string& file,
+                                           bool required) {
+  if (!j.contains(key)) {
+    if (required) throw FormatError(msg("load_device", "{}: missing field '{}'", file, key));
+    return std::nullopt;
+  }
+  const json& v = j.at(key);
+  std::string where = file + ": " + key;
+  if (!v.is_object() || !v.contains("value"))
+    throw FormatError(msg("load_device", "{}: expected {{\"value\": number, \"source\": text}}, "
+                                         "found {}", where, v.dump()));
+  if (v.at("value").is_null()) return std::nullopt;
+  if (!v.at("value").is_number() || v.at("value").get<double>() < 0)
+    throw FormatError(msg("load_device", "{}.value: expected a non-negative number, found {}",
+                          where, v.at("value").dump()));
+  SpecValue s;
+  s.value = v.at("value").get<double>();
+  s.source = json_get_or<std::string>(v, "source", "", where);
+  s.estimated = json_get_or<bool>(v, "estimated", false, where);
+  if (s.source.empty())
+    throw FormatError(msg("load_device", "{}: every number needs a 'source'", where));
+  return s;
+}
+
+DeviceSpec device_from_json(const json& j, const std::string& file) {
+  DeviceSpec d;
+  d.name = json_get<std::string>(j, "name", file);
+  d.kind = json_get<std::string>(j, "kind", file);
+  if (d.kind != "cpu" && d.kind != "cuda")
+    throw FormatError(msg("load_device", "{}: field 'kind': expected \"cpu\" or \"cuda\", found "
+                                         "\"{}\"", file, d.kind));
+  d.display_name = json_get_or<std::string>(j, "display_name", d.name, file);
+  bool gpu = d.kind == "cuda";
+  d.memory_bytes = spec_value(j, "memory_bytes", file, gpu);
+  d.bandwidth_bytes_per_s = spec_value(j, "bandwidth_bytes_per_s", file, gpu);
+  if (j.contains("peak_flops")) {
+    const json& p = j.at("peak_flops");
+    if (!p.is_object())
+      throw FormatError(msg("load_device", "{}: field 'peak_flops': expected an object dtype -> "
+                                           "{{value, source}}, found {}", file, p.dump()));
+    for (auto it = p.begin(); it != p.end(); ++it) {
+      dtype_bytes(it.key(), "load_device");
+      if (auto v = spec_value(p, it.key().c_str(), file + ": peak_flops", true))
+        d.peak_flops[it.key()] = *v;
+    }
+  } else if (gpu) {
+    throw FormatError(msg("load_device", "{}: missing field 'peak_flops'", file));
+  }
+  if (j.contains("efficiency")) {
+    const json& e = j.at("efficiency");
+    std::string f = file + ": efficiency";
+    if (auto v = spec_value(e, "gemm", f, false)) d.gemm_efficiency = *v;
+    if (auto v = spec_value(e, "bandwidth", f, false)) d.bandwidth_efficiency = *v;
+  }
+  if (auto v = spec_value(j, "kernel_launch_us", file, false)) d.kernel_launch_us = *v;
+  if (auto v = spec_value(j, "graph_kernel_us", file, false)) d.graph_kernel_us = *v;
+  return d;
+}
+
+DeviceSpec detect_cpu() {
+  DeviceSpec d;
+  d.name = "cpu";
+  d.kind = "cpu";
+  d.cores = cpu_cores();
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  static const std::set<std::string> wanted = {"sse4_2", "avx", "avx2", "fma", "f16c",
+      "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+      "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve"};
+  while (std::getline(in, line)) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name" && d.display_name.empty()) d.display_name = value;
+    if ((key == "flags" || key == "Features") && d.isa.empty()) {
+      std::istringstream words(value);
+      for (std::string w; words >> w;)
+        if (wanted.count(w)) d.isa.push_back(w);
+    }
+  }
+  if (d.display_name.empty()) d.display_name = "unknown CPU";
+  return d;
+}
+
+DeviceSpec load_device(const std::string& name_or_path, const fs::path& data_root) {
+  fs::path file = find_data_file("devices", name_or_path, data_root);
+  DeviceSpec d = device_from_json(read_json_file(file), file.string());
+  if (d.kind == "cpu") {
+    DeviceSpec here = detect_cpu();
+    d.display_name = here.display_name;
+    d.cores = here.cores;
+    d.isa = here.isa;
+  }
+  return d;
+}
+
+}  // namespace ac

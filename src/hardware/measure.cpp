@@ -1,0 +1,202 @@
+#include "hardware/measure.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+
+#include "common/error.h"
+#include "common/runtime.h"
+#include "hardware/timer.h"
+
+namespace ac {
+
+// ---------------------------------------------------------------------------------------------
+// Counting allocator: wraps the default CPU allocator, keeps live and peak bytes.
+
+namespace {
+
+std::atomic<int64_t> g_live{0}, g_peak{0};
+
+struct Counted {
+  c10::DataPtr inner;
+  int64_t bytes;
+};
+
+void free_counted(void* ctx) {
+  auto* c = static_cast<Counted*>(ctx);
+  g_live -= c->bytes;
+  delete c;
+}
+
+struct CountingAllocator final : c10::Allocator {
+  c10::Allocator* base;
+  explicit CountingAllocator(c10::Allocator* b) : base(b) {}
+  c10::DataPtr allocate(size_t n) const override {
+    c10::DataPtr inner = base->allocate(n);
+    void* data = inner.get();
+    auto* ctx = new Counted{std::move(inner), int64_t(n)};
+    int64_t now = (g_live += int64_t(n)), peak = g_peak.load();
+    while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+    }
+    return {data, ctx, &free_counted, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+};
+
+}  // namespace
+
+void install_counting_allocator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static CountingAllocator alloc(c10::GetDefaultCPUAllocator());
+    c10::SetCPUAllocator(&alloc, /*priority=*/100);
+  });
+}
+int64_t counted_bytes_now() { return g_live.load(); }
+int64_t counted_bytes_peak() { return g_peak.load(); }
+void reset_counted_peak() { g_peak.store(g_live.load()); }
+
+// ---------------------------------------------------------------------------------------------
+// Native measurement.
+
+static int64_t unique_storage_bytes(const ModelWeights& w) {
+  std::set<const void*> seen;
+  int64_t total = 0;
+  for (const auto& t : w.parameters()) {
+    if (!t.defined()) continue;
+    const void* key = t.storage().data();
+    if (seen.insert(key).second) total += int64_t(t.storage().nbytes());
+  }
+  return total;
+}
+
+static double median(std::vector<double> v) {
+  AC_CHECK(!v.empty(), "median of nothing");
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+namespace {
+struct Run {
+  double ttft_ms, decode_total_ms, tpot_ms;
+  int64_t peak_extra_bytes;
+};
+
+// One request: prefill of the prompt, then greedy decode steps.
+Run run_once(const LlamaModel& m, const at::Tensor& prompt, int64_t output_tokens) {
+  const int64_t B = prompt.size(0), P = prompt.size(1);
+  reset_counted_peak();
+  const int64_t base = counted_bytes_now();
+  Run r{};
+  std::vector<double> steps;
+  {
+    KVCache cache = KVCache::allocate(m.config, B, P + output_tokens);
+    ForwardOptions opt;
+    opt.cache = &cache;
+    opt.last_logits_only = true;
+    double t0 = timer_ms();
+    at::Tensor logits = m.forward(prompt, opt);  // [B, 1, V]
+    at::Tensor next = logits.argmax(-1);         // [B, 1]
+    r.ttft_ms = timer_ms() - t0;
+    for (int64_t i = 0; i < output_tokens; ++i) {
+      double s = timer_ms();
+      logits = m.forward(next, opt);
+      next = logits.argmax(-1);
+      steps.push_back(timer_ms() - s);
+    }
+  }
+  r.peak_extra_bytes = counted_bytes_peak() - base;
+  r.tpot_ms = median(steps);
+  for (double s : steps) r.decode_total_ms += s;
+  return r;
+}
+}  // namespace
+
+Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats) {
+  if (w.weight_dtype != "fp32" || w.kv_cache_dtype != "fp32")
+    throw ConfigError(msg("measure_native", "the native engine runs fp32, the workload asks for "
+                                            "weights {} and KV cache {}",
+                          w.weight_dtype, w.kv_cache_dtype));
+  if (repeats < 1)
+    throw ConfigError(msg("measure_native", "repeats: expected >= 1, found {}", repeats));
+  install_counting_allocator();
+  c10::InferenceMode guard;
+  at::Tensor prompt = at::randint(3, m.config.vocab_size, {w.batch_size, w.prompt_tokens},
+                                  at::TensorOptions().dtype(at::kLong));
+  run_once(m, prompt, std::min<int64_t>(w.output_tokens, 8));  // warm-up
+  std::vector<double> ttft, tpot, request;
+  int64_t peak = 0;
+  for (int r = 0; r < repeats; ++r) {
+    Run run = run_once(m, prompt, w.output_tokens);
+    ttft.push_back(run.ttft_ms);
+    tpot.push_back(run.tpot_ms);
+    request.push_back(run.ttft_ms + run.decode_total_ms);
+    peak = std::max(peak, run.peak_extra_bytes);
+  }
+  Measurement out;
+  out.ttft_ms = median(ttft);
+  out.tpot_ms = median(tpot);
+  out.throughput_tokens_per_s = double(w.batch_size * w.output_tokens) / (median(request) * 1e-3);
+  out.weight_bytes = unique_storage_bytes(m.weights);
+  out.peak_memory_bytes = out.weight_bytes + peak;
+  out.repeats = repeats;
+  return out;
+}
+
+CostEstimate Measurement::as_estimate() const {
+  CostEstimate e;
+  e.ttft_ms = ttft_ms;
+  e.tpot_ms = tpot_ms;
+  e.throughput_tokens_per_s = throughput_tokens_per_s;
+  e.weight_bytes = weight_bytes;
+  e.peak_memory_bytes = peak_memory_bytes;
+  e.source = "measured";
+  return e;
+}
+
+json Measurement::to_json() const {
+  return {{"ttft_ms", ttft_ms},
+          {"tpot_ms", tpot_ms},
+          {"throughput_tokens_per_s", throughput_tokens_per_s},
+          {"weight_bytes", weight_bytes},
+          {"peak_memory_bytes", peak_memory_bytes},
+          {"repeats", repeats}};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calibration of the native profile.
+
+static Scenario native_cpu_scenario(const Workload& w) {
+  Scenario s;
+  s.name = "calibration";
+  s.device = "cpu";
+  s.engine = "native";
+  s.workload = w;
+  s.device_spec = detect_cpu();
+  s.engine_spec.name = "native";
+  return s;
+}
+
+Calibration calibrate_native(const Profile& profile, const std::vector<ModelConfig>& shapes,
+                             const Workload& workload) {
+  Profile bare = profile;
+  bare.calibration = Calibration{};
+  Scenario s = native_cpu_scenario(workload);
+  Calibration cal;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    LlamaModel m{shapes[i], random_weights(shapes[i], /*seed=*/17 + i)};
+    Measurement meas = measure_native(m, workload, /*repeats=*/5);
+    CostEstimate pred = predict(shapes[i], s, &bare);
+    cal.prefill_step_ms += (meas.ttft_ms - pred.ttft_ms) / double(shapes.size());
+    cal.decode_step_ms += (meas.tpot_ms - pred.tpot_ms) / double(shapes.size());
+  }
+  cal.models = int(shapes.size());
+  return cal;
+}
+
+}  // namespace ac

@@ -1,0 +1,127 @@
+// Profile: measured latency tables of the operators a transformer layer is made of, on one
+// device, for one workload (DESIGN.md, "The cost model").
+//
+// Each table is a list of entries (dims -> median latency, spread). The dims of each table:
+//   gemm              (M, N, K)          at::linear(x [M, K], w [N, K]) -> [M, N]; M = B for
+//                                        decode, B*T for prefill; N, K over a width ladder
+//   lm_head           (M, N=V, K=D)      the output head on the last position: M = B
+//   attention_prefill (B, Hd, G, H, T)   everything between the q/k/v projections and o_proj
+//                                        of the native forward (RoPE, KV-cache write, GQA,
+//                                        scores, causal mask, softmax, weighted sum, reshape)
+//   attention_decode  (B, Hd, G, H, C)   the same for one new token at context length C
+//   rmsnorm           (M, D)             one RMSNorm of [M, D]
+//   silu_mul          (M, F)             silu(gate) * up of [M, F]
+//   add               (M, D)             the residual add
+//   embedding         (M, D)             token-embedding lookup of M tokens from [V, D]
+//   step              (B, T, Hd, V)      what the forward does once per call beside the layers:
+//                                        token-id check, RoPE tables [T, Hd], causal mask
+//                                        (T > 1), and the argmax of the logits [B, 1, V];
+//                                        T = prompt tokens (prefill) or 1 (decode)
+// Latencies are wall-clock milliseconds: median over `repeats` calls after `warmup` calls;
+// spread = (p90 - p10) / median. Weights rotate over copies whose total exceeds the caches
+// a single copy would sit in (ProfileOptions::rotation_bytes), as in a real forward pass
+// where every layer streams different weights.
+//
+// Calibration (`calibration`, off by default): the mean residual per step between real native
+// forwards (model/llama.h) of the shapes of interest and the sum of table entries. It needs a
+// quiet machine: on a shared one, the noise of a few whole-model runs outweighs what it fixes.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hardware/device.h"
+#include "hardware/scenario.h"
+#include "model/config.h"
+
+namespace ac {
+
+/// One timed shape.
+struct OpTiming {
+  std::vector<int64_t> dims;  // in the table's dim order
+  double median_ms = 0;
+  double spread = 0;  // (p90 - p10) / median
+  int repeats = 0;
+};
+
+/// Timings of one op over a grid of shapes.
+struct OpTable {
+  std::vector<std::string> dim_names;
+  std::vector<OpTiming> entries;
+
+  /// Latency (ms) at `query` (same order as dim_names): the entry itself when measured, else
+  /// multilinear interpolation: along each dim in order, the two nearest measured values that
+  /// bracket the query (linear extrapolation outside the range, one value: that value).
+  /// Throws ConfigError naming `name` when the table is empty.
+  double lookup(const std::vector<double>& query, const std::string& name = "table") const;
+};
+
+/// Who measured: device identity (so a profile is never applied to another device).
+struct ProfileIdentity {
+  std::string device = "cpu";  // devices/<device>.json
+  std::string cpu_model;       // /proc/cpuinfo "model name"
+  int cores = 0;
+  int threads = 0;             // torch intra-op threads used
+  std::vector<std::string> isa;
+  std::string torch_version;
+  std::string date;  // YYYY-MM-DD (UTC)
+  std::string timer = "wall";  // clock of the latencies (hardware/timer.h): "wall" or "cpu"
+};
+
+/// Residual time per step outside the tables, from real forwards (ms; may be negative).
+struct Calibration {
+  double prefill_step_ms = 0, decode_step_ms = 0;
+  int models = 0;  // models measured (0: not calibrated)
+};
+
+struct Profile {
+  ProfileIdentity identity;
+  Workload workload;  // the workload the shapes were chosen for
+  std::map<std::string, OpTable> tables;
+  double dispatch_overhead_ms = 0;         // one tiny ATen op
+  double memory_bandwidth_bytes_per_s = 0;  // large copy (read + write bytes / time)
+  double gemm_peak_flops = 0;               // best FLOP/s over the measured GEMMs
+  Calibration calibration;
+  double elapsed_s = 0;
+
+  /// Throws ConfigError naming the table when it is missing.
+  const OpTable& table(const std::string& name) const;
+  json to_json() const;
+  static Profile from_json(const json& j, const std::string& file);
+};
+
+/// What to measure and how.
+struct ProfileOptions {
+  int warmup = 3;             // untimed calls before timing
+  int min_repeats = 7;        // timed calls, at least
+  int max_repeats = 50;       // at most
+  double min_time_ms = 15;    // keep repeating until this much time was measured (up to max)
+  int64_t rotation_bytes = 0;  // weight copies rotated per GEMM; 0 = largest model's weights
+                               // (clamped to [32 MiB, 512 MiB])
+  int64_t min_width = 32;      // smallest N / K of the width ladder
+  bool calibrate = false;      // run real forwards of the shapes (see Calibration)
+  bool progress = true;        // progress bar on stderr
+};
+
+/// The width ladder of GEMM N / K: every width the models use, plus 16*2^k and 24*2^k from
+/// `min_width` up to the largest width (vocab excluded), sorted, unique.
+std::vector<int64_t> width_ladder(const std::vector<ModelConfig>& shapes, int64_t min_width);
+
+/// Measures every table at the shapes of interest (GEMM widths of each model and a ladder
+/// between them; attention at each model's heads, KV heads and head_dim and their prunes;
+/// contexts of the workload) on this CPU, torch threads = cores. Default options keep a
+/// stories15M-shaped profile under about a minute on 2 cores.
+/// Throws ConfigError when `shapes` is empty or the workload is not valid.
+Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& workload,
+                    const ProfileOptions& opt = {});
+
+/// Fills a CPU DeviceSpec's bandwidth and fp32 peak from the profile (source "profile").
+void apply_profile(DeviceSpec& device, const Profile& profile);
+
+/// Reads / writes a profile JSON file. load_profile throws FormatError naming the file and
+/// field on a malformed file.
+Profile load_profile(const fs::path& path);
+void save_profile(const fs::path& path, const Profile& profile);
+
+}  // namespace ac

@@ -1,0 +1,173 @@
+#include "hardware/validate.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <random>
+
+#include "common/error.h"
+#include "common/progress.h"
+#include "common/runtime.h"
+#include "hardware/timer.h"
+#include "io/llama2c.h"
+
+namespace ac {
+
+ModelConfig stories15m_shape() {
+  LayerConfig l;
+  l.num_attention_heads = 6;
+  l.num_key_value_heads = 6;
+  l.head_dim = 48;
+  l.intermediate_size = 768;
+  ModelConfig c = ModelConfig::uniform(32000, 288, 6, l);
+  c.tie_word_embeddings = true;
+  c.max_position_embeddings = 256;
+  return c;
+}
+
+ModelConfig read_architecture(const fs::path& path) {
+  if (fs::is_directory(path)) {
+    fs::path cfg = path / "config.json";
+    if (fs::exists(cfg)) return config_from_hf_json(read_json_file(cfg), cfg.string());
+    if (fs::exists(path / "model.bin")) return read_llama2c(path / "model.bin").config;
+    throw ConfigError(msg("read_architecture", "{}: no config.json or model.bin in the folder",
+                          path.string()));
+  }
+  if (path.extension() == ".bin") return read_llama2c(path).config;
+  return config_from_hf_json(read_json_file(path), path.string());
+}
+
+static LayerConfig random_layer(const LayerConfig& base, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0, 1);
+  LayerConfig l = base;
+  if (base.has_attention()) {
+    l.num_attention_heads = 1 + int64_t(rng() % uint64_t(base.num_attention_heads));
+    std::vector<int64_t> divisors;
+    for (int64_t g = 1; g <= std::min(l.num_attention_heads, base.num_key_value_heads); ++g)
+      if (l.num_attention_heads % g == 0) divisors.push_back(g);
+    l.num_key_value_heads = divisors[rng() % divisors.size()];
+  }
+  if (base.has_ffn()) {
+    int64_t lo = std::max<int64_t>(1, base.intermediate_size / 8);
+    l.intermediate_size = lo + int64_t(rng() % uint64_t(base.intermediate_size - lo + 1));
+  }
+  double r = u(rng);
+  if (r < 0.15 && base.has_attention()) {
+    l.attention_no_op = true;
+    l.num_attention_heads = l.num_key_value_heads = 0;
+  } else if (r < 0.25 && base.has_ffn()) {
+    l.ffn_no_op = true;
+    l.intermediate_size = 0;
+  }
+  return l;
+}
+
+std::vector<ModelConfig> random_architectures(const ModelConfig& base, int count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<ModelConfig> out;
+  while (int(out.size()) < count) {
+    ModelConfig c = base;
+    if (rng() % 3 == 0) {
+      int64_t steps = base.hidden_size / 16;
+      c.hidden_size = 16 * std::max<int64_t>(2, steps / 2 + int64_t(rng() % uint64_t(steps / 2 + 1)));
+    }
+    bool any = false;
+    for (size_t i = 0; i < c.layers.size(); ++i) {
+      c.layers[i] = random_layer(base.layers[i], rng);
+      any = any || c.layers[i].has_attention() || c.layers[i].has_ffn();
+    }
+    if (!any) continue;
+    c.validate("random_architectures");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void check_profile_is_this_cpu(const Profile& p) {
+  DeviceSpec here = detect_cpu();
+  if (p.identity.device != "cpu" || p.identity.cpu_model != here.display_name ||
+      p.identity.cores != here.cores)
+    throw ConfigError(msg("validate", "the profile was measured on {} '{}' with {} cores, this "
+                                      "machine is '{}' with {} cores: re-run `autocompress "
+                                      "profile` here",
+                          p.identity.device, p.identity.cpu_model, p.identity.cores,
+                          here.display_name, here.cores));
+  if (p.identity.timer != timer_kind())
+    throw ConfigError(msg("validate", "the profile's latencies are {} time, this run measures {} "
+                                      "time: set AC_TIMER={} or re-run `autocompress profile`",
+                          p.identity.timer, timer_kind(), p.identity.timer == "cpu" ? "cpu" : "wall"));
+  if (p.identity.threads != at::get_num_threads())
+    throw ConfigError(msg("validate", "the profile used {} torch threads, this run uses {}: set "
+                                      "AC_NUM_THREADS={} or re-run `autocompress profile`",
+                          p.identity.threads, at::get_num_threads(), p.identity.threads));
+}
+
+static double ape(double pred, double meas) { return std::fabs(pred - meas) / meas * 100.0; }
+
+ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Scenario& s,
+                                 const Profile& profile, int repeats, bool progress) {
+  if (s.device_spec.kind != "cpu" || s.engine != "native")
+    throw ConfigError(msg("validate", "scenario '{}' runs on {} with engine {}: only the native "
+                                      "engine on this CPU can be measured here",
+                          s.name, s.device, s.engine));
+  check_profile_is_this_cpu(profile);
+  ValidationReport rep;
+  Progress bar("validate", int64_t(archs.size()), "models");
+  for (size_t i = 0; i < archs.size(); ++i) {
+    ValidationRow row;
+    row.config = archs[i];
+    row.predicted = predict(archs[i], s, &profile);
+    LlamaModel m{archs[i], random_weights(archs[i], /*seed=*/1000 + i)};
+    row.measured = measure_native(m, s.workload, repeats);
+    rep.rows.push_back(std::move(row));
+    if (progress) bar.update(int64_t(i + 1));
+  }
+  if (progress) bar.finish();
+  for (const auto& r : rep.rows) {
+    double t = ape(r.predicted.ttft_ms, r.measured.ttft_ms),
+           p = ape(r.predicted.tpot_ms, r.measured.tpot_ms),
+           m = ape(double(r.predicted.peak_memory_bytes), double(r.measured.peak_memory_bytes));
+    rep.mape_ttft += t / double(rep.rows.size());
+    rep.mape_tpot += p / double(rep.rows.size());
+    rep.mape_memory += m / double(rep.rows.size());
+    rep.max_ape_ttft = std::max(rep.max_ape_ttft, t);
+    rep.max_ape_tpot = std::max(rep.max_ape_tpot, p);
+    rep.max_ape_memory = std::max(rep.max_ape_memory, m);
+  }
+  return rep;
+}
+
+json ValidationReport::to_json() const {
+  json rs = json::array();
+  for (const auto& r : rows)
+    rs.push_back({{"architecture", describe(r.config)},
+                  {"parameters", r.config.num_parameters()},
+                  {"config", config_to_hf_json(r.config)},
+                  {"predicted", r.predicted.to_json()},
+                  {"measured", r.measured.to_json()}});
+  return {{"rows", rs},
+          {"mape_percent", {{"ttft_ms", mape_ttft}, {"tpot_ms", mape_tpot},
+                            {"peak_memory_bytes", mape_memory}}},
+          {"max_ape_percent", {{"ttft_ms", max_ape_ttft}, {"tpot_ms", max_ape_tpot},
+                               {"peak_memory_bytes", max_ape_memory}}}};
+}
+
+std::string ValidationReport::table() const {
+  std::string out = fmt::format("{:>3} {:>9} | {:>9} {:>9} | {:>8} {:>8} | {:>9} {:>9} | {}\n",
+                                "#", "params", "TTFT pred", "meas ms", "TPOT prd", "meas ms",
+                                "mem pred", "meas MB", "architecture");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    out += fmt::format("{:>3} {:>9} | {:>9.3f} {:>9.3f} | {:>8.3f} {:>8.3f} | {:>9.2f} {:>9.2f} | {}\n",
+                       i, r.config.num_parameters(), r.predicted.ttft_ms, r.measured.ttft_ms,
+                       r.predicted.tpot_ms, r.measured.tpot_ms, r.predicted.peak_memory_bytes / 1e6,
+                       r.measured.peak_memory_bytes / 1e6, describe(r.config));
+  }
+  out += fmt::format("MAPE over {} architectures: TTFT {:.2f}% (max {:.2f}%), TPOT {:.2f}% (max "
+                     "{:.2f}%), peak memory {:.2f}% (max {:.2f}%)\n",
+                     rows.size(), mape_ttft, max_ape_ttft, mape_tpot, max_ape_tpot, mape_memory,
+                     max_ape_memory);
+  return out;
+}
+
+}  // namespace ac

@@ -1,0 +1,52 @@
+// Validation of the cost model: predictions beside measurements of the native engine on this
+// machine, over real or random heterogeneous architectures (DESIGN.md, `validate`).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hardware/cost_model.h"
+#include "hardware/measure.h"
+
+namespace ac {
+
+/// stories15M's shape (llama2.c TinyStories: D 288, 6 layers of 6 heads x 48, F 768,
+/// V 32000, tied head), the default shapes of interest of a CPU profile.
+ModelConfig stories15m_shape();
+
+/// Reads an architecture: a checkpoint folder (its config.json), a config.json, or a
+/// llama2.c model.bin (header only). Throws FormatError / ConfigError naming the path.
+ModelConfig read_architecture(const fs::path& path);
+
+/// `count` random heterogeneous prunes of `base` (seeded): hidden size kept or cut to a
+/// multiple of 16; per layer, query heads in [1, H], KV heads a divisor of them, head_dim kept,
+/// FFN width anywhere in [F/8, F] (odd widths included), attention or FFN sometimes removed,
+/// never both in every layer.
+std::vector<ModelConfig> random_architectures(const ModelConfig& base, int count, uint64_t seed);
+
+struct ValidationRow {
+  ModelConfig config;
+  CostEstimate predicted;
+  Measurement measured;
+};
+
+struct ValidationReport {
+  std::vector<ValidationRow> rows;
+  double mape_ttft = 0, mape_tpot = 0, mape_memory = 0;  // mean |pred - meas| / meas, percent
+  double max_ape_ttft = 0, max_ape_tpot = 0, max_ape_memory = 0;  // worst row, percent
+  json to_json() const;
+  /// A text table, one row per architecture, then the MAPE line.
+  std::string table() const;
+};
+
+/// Measures each architecture with random weights (measure_native, `repeats` runs) and predicts
+/// it from `profile`; scenario must target device "cpu" with engine "native".
+/// Throws ConfigError otherwise, or when the profile was measured on another CPU than this one.
+ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Scenario& scenario,
+                                 const Profile& profile, int repeats = 3, bool progress = true);
+
+/// Throws ConfigError when `profile` was not measured on this machine's CPU (model name,
+/// cores) or with another thread count than torch uses now.
+void check_profile_is_this_cpu(const Profile& profile);
+
+}  // namespace ac

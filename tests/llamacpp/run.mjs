@@ -1,0 +1,51 @@
+// Runs a GGUF in llama.cpp (node-llama-cpp 3.21.1, prebuilt CPU binaries, never built here) and
+// prints one JSON object: llama.cpp's tokenization of the prompt text, its greedy continuation
+// of the given prompt ids, and the decode time per output token (TPOT).
+//
+//   node run.mjs MODEL.gguf "PROMPT TEXT" PROMPT_IDS(comma separated, BOS included) N_TOKENS [THREADS]
+//
+// THREADS defaults to the core count. ggml's CPU threads wait for each other at every op by
+// spinning: on a machine whose cores are busy with other work, more than one thread can make
+// each token take a scheduler time slice (hundreds of ms) instead of milliseconds.
+//
+// Used by tests/test_export.cpp (LlamaCpp.*) and for the TPOT figure of the export report.
+import os from "node:os";
+import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+
+const [modelPath, promptText, promptIds, nText, threadsText] = process.argv.slice(2);
+if (!modelPath || promptIds === undefined || !nText) {
+    console.error("usage: node run.mjs MODEL.gguf PROMPT_TEXT PROMPT_IDS N_TOKENS");
+    process.exit(2);
+}
+const threads = threadsText ? Number(threadsText)
+    : (os.availableParallelism ? os.availableParallelism() : os.cpus().length);
+const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
+const model = await llama.loadModel({modelPath});
+const context = await model.createContext({contextSize: 256, batchSize: 256, threads});
+const sequence = context.getSequence();
+
+const prompt = promptIds.split(",").map(Number);
+const wanted = Number(nText);
+const tokens = [];
+const stamps = [];
+const t0 = performance.now();
+// temperature 0 = greedy argmax; no repeat penalty unless asked; keep EOS so that the
+// comparison sees it too.
+for await (const token of sequence.evaluate(prompt, {temperature: 0, yieldEogToken: true})) {
+    stamps.push(performance.now());
+    tokens.push(token);
+    if (tokens.length >= wanted || model.isEogToken(token)) break;
+}
+const decodeMs = tokens.length > 1 ? (stamps[stamps.length - 1] - stamps[0]) / (tokens.length - 1) : null;
+console.log(JSON.stringify({
+    llama_cpp: llama.llamaCppRelease,
+    threads,
+    prompt_tokens_llama_cpp: model.tokenize(promptText),
+    continuation: tokens,
+    text: model.detokenize(tokens),
+    first_token_ms: stamps.length ? stamps[0] - t0 : null,
+    tpot_ms: decodeMs,
+}));
+await context.dispose();
+await model.dispose();
+await llama.dispose();

@@ -1,0 +1,637 @@
+// Export: GGUF byte layout (hand-computed), corrupt GGUF files, HF / DeciLM / GGUF round trips
+// to identical logits (homogeneous, heterogeneous with attention-free and FFN-free layers,
+// rope_theta and llama3 / linear rope_scaling), DeciLM's ffn_mult rule, the field listing and
+// special-token checks, `import gguf`, and the real client: llama.cpp (node-llama-cpp 3.21.1)
+// runs our GGUF exports of stories15M and of a pruned heterogeneous stories15M and continues a
+// prompt greedily with exactly our tokens.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "common/error.h"
+#include "common/json_io.h"
+#include "common/runtime.h"
+#include "export/checks.h"
+#include "export/gguf.h"
+#include "export/gguf_model.h"
+#include "export/hf_export.h"
+#include "importance/importance.h"
+#include "io/checkpoint.h"
+#include "io/llama2c.h"
+#include "io/tokenizer.h"
+#include "model/llama.h"
+#include "prune/prune.h"
+#include "test_util.h"
+
+namespace ac {
+namespace {
+using json = nlohmann::json;
+using test::TempDir;
+
+std::string bytes_of(const fs::path& p) { return read_file(p); }
+
+template <typename T>
+T at_offset(const std::string& b, size_t off) {
+  T v;
+  std::memcpy(&v, b.data() + off, sizeof(T));
+  return v;
+}
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+at::Tensor logits(const LlamaModel& m) {
+  at::NoGradGuard g;
+  const int64_t V = m.config.vocab_size;
+  return m.forward(at::arange(0, 13, at::kLong).mul(7).remainder(V).view({1, -1}));  // [1, 13, V]
+}
+
+/// A SentencePiece-style vocabulary with llama2.c's layout: <unk> <s> </s>, 256 byte tokens,
+/// then V - 259 pieces (some with spaces).
+GgufVocab synthetic_vocab(int64_t V) {
+  GgufVocab v;
+  for (int64_t id = 0; id < V; ++id) {
+    std::string t;
+    int64_t type = 1;
+    if (id == 0) t = "<unk>", type = 2;
+    else if (id == 1) t = "<s>", type = 3;
+    else if (id == 2) t = "</s>", type = 3;
+    else if (id <= 258) t = fmt::format("<0x{:02X}>", id - 3), type = 6;
+    else if (id == 259) t = "\xE2\x96\x81";  // the space piece (the dummy prefix)
+    else t = fmt::format("\xE2\x96\x81w{}", id);
+    v.tokens.push_back(t);
+    v.scores.push_back(-float(id));
+    v.types.push_back(type);
+  }
+  return v;
+}
+
+/// A checkpoint folder of a random model with a tokenizer.bin (synthetic vocabulary).
+fs::path write_checkpoint(const fs::path& dir, const LlamaModel& m) {
+  fs::create_directories(dir);
+  save_checkpoint(dir, m);
+  write_file_atomic(dir / "tokenizer.bin",
+                    llama2c_tokenizer_bytes(synthetic_vocab(m.config.vocab_size), "test"));
+  return dir;
+}
+
+LayerConfig no_attn(LayerConfig l) {
+  l.attention_no_op = true;
+  l.num_attention_heads = l.num_key_value_heads = 0;
+  return l;
+}
+LayerConfig no_ffn(LayerConfig l) {
+  l.ffn_no_op = true;
+  l.intermediate_size = 0;
+  return l;
+}
+
+/// Heterogeneous, DeciLM-expressible: D 96, H 4 everywhere, Hd 16 (!= 96/4), widths multiples
+/// of 256; an attention-free layer, an FFN-free layer, a GQA layer; llama3 rope scaling.
+ModelConfig deci_config() {
+  const LayerConfig base{/*H=*/4, /*G=*/4, /*Hd=*/16, /*F=*/512};
+  ModelConfig c = ModelConfig::uniform(/*V=*/300, /*D=*/96, /*L=*/5, base);
+  c.layers[1] = no_attn(c.layers[1]);
+  c.layers[1].intermediate_size = 256;
+  c.layers[2] = no_ffn(c.layers[2]);
+  c.layers[3].num_key_value_heads = 2;
+  c.layers[4].intermediate_size = 768;
+  c.rope_theta = 500000.0;
+  RopeScaling s;
+  s.rope_type = "llama3";
+  s.factor = 8.0;
+  s.original_max_position_embeddings = 16;
+  s.raw = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 16}};
+  c.rope_scaling = s;
+  c.max_position_embeddings = 4096;
+  c.extra["my_field"] = "kept";
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// GGUF container
+
+TEST(Gguf, ByteLayoutMatchesTheSpecAndReversesDims) {
+  TempDir tmp;
+  const fs::path p = tmp.path / "t.gguf";
+  at::Tensor t = at::arange(0, 6, at::kFloat).view({2, 3});  // torch [2, 3]
+  write_gguf(p, {{"general.alignment", GgufValue::u32(32)}}, {{"t", t, GgmlType::F32}});
+  const std::string b = bytes_of(p);
+  // Offsets computed by hand from the layout in gguf.h.
+  // 98 bytes of header and info, padded to 128, + 24 data bytes padded to 32 (gguf.cpp pads
+  // after every tensor, the last one included).
+  ASSERT_EQ(b.size(), 160u);
+  EXPECT_EQ(b.substr(0, 4), "GGUF");
+  EXPECT_EQ(at_offset<uint32_t>(b, 4), 3u);    // version
+  EXPECT_EQ(at_offset<uint64_t>(b, 8), 1u);    // tensor_count
+  EXPECT_EQ(at_offset<uint64_t>(b, 16), 1u);   // kv count
+  EXPECT_EQ(at_offset<uint64_t>(b, 24), 17u);  // strlen("general.alignment")
+  EXPECT_EQ(b.substr(32, 17), "general.alignment");
+  EXPECT_EQ(at_offset<uint32_t>(b, 49), 4u);   // UINT32
+  EXPECT_EQ(at_offset<uint32_t>(b, 53), 32u);
+  EXPECT_EQ(at_offset<uint64_t>(b, 57), 1u);   // strlen("t")
+  EXPECT_EQ(b[65], 't');
+  EXPECT_EQ(at_offset<uint32_t>(b, 66), 2u);   // n_dims
+  EXPECT_EQ(at_offset<uint64_t>(b, 70), 3u);   // ne[0] = torch's LAST dim
+  EXPECT_EQ(at_offset<uint64_t>(b, 78), 2u);   // ne[1] = torch's first dim
+  EXPECT_EQ(at_offset<uint32_t>(b, 86), 0u);   // F32
+  EXPECT_EQ(at_offset<uint64_t>(b, 90), 0u);   // offset in the data section
+  for (int i = 98; i < 128; ++i) EXPECT_EQ(b[size_t(i)], 0) << i;
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(at_offset<float>(b, 128 + 4 * size_t(i)), float(i));
+
+  GgufFile g(p);
+  EXPECT_EQ(g.ggml_ne("t"), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(g.shape("t"), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(g.data_offset("t"), 128u);
+  EXPECT_TRUE(g.tensor("t").equal(t));
+}
+
+TEST(Gguf, MetadataTypesAndTensorDtypesRoundTrip) {
+  TempDir tmp;
+  const fs::path p = tmp.path / "m.gguf";
+  at::Tensor w = at::randn({5, 7}, at::kFloat);  // odd sizes: padding between tensors
+  write_gguf(p,
+             {{"a.u32", GgufValue::u32(4000000000)},
+              {"a.f32", GgufValue::f32(1e-5)},
+              {"a.bool", GgufValue::boolean(true)},
+              {"a.str", GgufValue::str("h\xC3\xA9llo")},
+              {"a.arr", GgufValue::i32_array({0, -3, 7})},
+              {"a.strs", GgufValue::str_array({"x", "", "\xE2\x96\x81y"})}},
+             {{"w32", w, GgmlType::F32}, {"w16", w, GgmlType::F16}, {"wbf", w, GgmlType::BF16}});
+  GgufFile g(p);
+  EXPECT_EQ(g.get_int("a.u32"), 4000000000);
+  EXPECT_EQ(g.get_float("a.f32"), double(1e-5f));
+  EXPECT_EQ(g.find("a.bool")->ints[0], 1);
+  EXPECT_EQ(g.get_string("a.str"), "h\xC3\xA9llo");
+  EXPECT_EQ(g.get_int_or_array("a.arr", 3), (std::vector<int64_t>{0, -3, 7}));
+  EXPECT_EQ(g.find("a.strs")->strings, (std::vector<std::string>{"x", "", "\xE2\x96\x81y"}));
+  EXPECT_TRUE(g.tensor("w32").equal(w));
+  EXPECT_TRUE(g.tensor("w16").equal(w.to(at::kHalf)));
+  EXPECT_TRUE(g.tensor("wbf").equal(w.to(at::kBFloat16)));
+  for (const auto& n : g.tensor_names()) EXPECT_EQ(g.data_offset(n) % 32, 0u) << n;
+  EXPECT_THROW(g.get_int_or_array("a.arr", 4), FormatError);
+  EXPECT_THROW(g.get_string("a.u32"), FormatError);
+}
+
+void expect_format_error(const fs::path& p, const std::string& needle) {
+  try {
+    GgufFile g(p);
+    FAIL() << "expected FormatError containing '" << needle << "'";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Gguf, CorruptFilesThrowClearErrors) {
+  TempDir tmp;
+  const fs::path good = tmp.path / "good.gguf", bad = tmp.path / "bad.gguf";
+  write_gguf(good, {{"k", GgufValue::u32(1)}}, {{"t", at::ones({4, 4}), GgmlType::F32}});
+  const std::string b = bytes_of(good);
+  auto with = [&](std::string x) { write_file_atomic(bad, x); };
+
+  with("GGML" + b.substr(4));
+  expect_format_error(bad, "not a GGUF file");
+  std::string v2 = b;
+  v2[4] = 2;
+  with(v2);
+  expect_format_error(bad, "version 2");
+  with(b.substr(0, b.size() - 10));
+  expect_format_error(bad, "truncated");
+  with(b.substr(0, 30));
+  expect_format_error(bad, "truncated");
+  std::string huge = b;  // the key length claims 2^40 bytes
+  const uint64_t n = 1ull << 40;
+  std::memcpy(&huge[24], &n, 8);
+  with(huge);
+  expect_format_error(bad, "limit");
+  std::string quant = b;  // tensor type -> Q4_0 (2)
+  const size_t type_at = b.find('t', 40) + 1 + 4 + 16;
+  quant[type_at] = 2;
+  with(quant);
+  expect_format_error(bad, "quantized");
+}
+
+// ---------------------------------------------------------------------------------------------
+// model <-> GGUF
+
+TEST(GgufModel, QkRowsAreInLlamaCppOrderAndPermuteBack) {
+  // Head of Hd 4: HF rotate-half rows [r0 r1 r2 r3] = pairs (r0,r2), (r1,r3); llama.cpp wants
+  // the pairs adjacent: [r0 r2 r1 r3].
+  at::Tensor w = at::arange(0, 8, at::kFloat).view({8, 1});  // 2 heads of Hd 4
+  at::Tensor u = unpermute_rotary_rows(w, 2).view({8});
+  EXPECT_TRUE(u.equal(at::tensor({0.f, 2.f, 1.f, 3.f, 4.f, 6.f, 5.f, 7.f})));
+  EXPECT_TRUE(permute_rotary_rows(unpermute_rotary_rows(w, 2), 2).equal(w));
+}
+
+TEST(GgufModel, HomogeneousRoundTripGivesIdenticalLogits) {
+  init_torch_threads();
+  TempDir tmp;
+  ModelConfig c = ModelConfig::uniform(300, 48, 2, LayerConfig{6, 2, 8, 40});
+  c.attention_bias = true;  // q/k biases are permuted like the rows
+  c.rope_theta = 123456.0;
+  RopeScaling s;
+  s.rope_type = "linear";
+  s.factor = 2.5;
+  s.raw = {{"rope_type", "linear"}, {"factor", 2.5}};
+  c.rope_scaling = s;
+  const LlamaModel m{c, random_weights(c, 3, 0.2)};
+  write_model_gguf(tmp.path / "m.gguf", m, synthetic_vocab(300));
+  GgufFile g(tmp.path / "m.gguf");
+  EXPECT_EQ(g.get_string("general.architecture"), "llama");
+  EXPECT_EQ(g.get_int("llama.attention.head_count_kv"), 2);
+  EXPECT_EQ(g.get_string("llama.rope.scaling.type"), "linear");
+  EXPECT_FLOAT_EQ(float(g.get_float("llama.rope.freq_base")), 123456.f);
+  EXPECT_TRUE(g.has_tensor("output.weight"));  // untied
+  EXPECT_EQ(g.ggml_ne("blk.0.ffn_down.weight"), (std::vector<int64_t>{40, 48}));  // torch [48, 40]
+  const GgufModel back = read_model_gguf(tmp.path / "m.gguf");
+  EXPECT_EQ(back.model.config.rope_theta, 123456.0);
+  ASSERT_TRUE(back.model.config.rope_scaling.has_value());
+  EXPECT_EQ(back.model.config.rope_scaling->raw, s.raw);
+  const double d = max_diff(logits(back.model), logits(m));
+  std::printf("homogeneous GGUF round trip: max |logit diff| = %g\n", d);
+  EXPECT_EQ(d, 0.0);
+
+  // A GGUF from another writer has only the standard keys: drop ours and read it again.
+  GgufMetadata standard;
+  for (const auto& kv : g.metadata())
+    if (kv.first.rfind("autocompress.", 0) != 0) standard.push_back(kv);
+  std::vector<GgufTensorOut> tensors;
+  for (const auto& n : g.tensor_names()) tensors.push_back({n, g.tensor(n), g.type(n)});
+  write_gguf(tmp.path / "plain.gguf", standard, tensors);
+  const GgufModel plain = read_model_gguf(tmp.path / "plain.gguf");
+  EXPECT_FLOAT_EQ(float(plain.model.config.rope_theta), 123456.f);
+  EXPECT_EQ(plain.model.config.rope_scaling->rope_type, "linear");
+  EXPECT_EQ(plain.model.config.rope_scaling->factor, 2.5);
+  EXPECT_FALSE(plain.model.config.tie_word_embeddings);
+  EXPECT_TRUE(plain.model.config.attention_bias);
+  EXPECT_LT(max_diff(logits(plain.model), logits(m)), 1e-4);  // eps/theta now via float32 keys
+}
+
+TEST(GgufModel, HeterogeneousRoundTripKeepsFreeLayersAndLlama3Rope) {
+  init_torch_threads();
+  TempDir tmp;
+  const ModelConfig c = deci_config();
+  const LlamaModel m{c, random_weights(c, 5, 0.2)};
+  write_model_gguf(tmp.path / "m.gguf", m, synthetic_vocab(300));
+  GgufFile g(tmp.path / "m.gguf");
+  EXPECT_EQ(g.get_string("general.architecture"), "deci");
+  EXPECT_EQ(g.get_int_or_array("deci.attention.head_count", 5),
+            (std::vector<int64_t>{4, 0, 4, 4, 4}));
+  EXPECT_EQ(g.get_int_or_array("deci.attention.head_count_kv", 5),
+            (std::vector<int64_t>{4, 0, 4, 2, 4}));
+  // Layer 2 (attention, no FFN) is a width-1 zero FFN for llama.cpp (see gguf_model.h).
+  EXPECT_EQ(g.get_int_or_array("deci.feed_forward_length", 5),
+            (std::vector<int64_t>{512, 256, 1, 512, 768}));
+  EXPECT_EQ(g.get_int("deci.attention.key_length"), 16);
+  EXPECT_TRUE(g.has_tensor("rope_freqs.weight"));
+  EXPECT_FALSE(g.has_tensor("blk.1.attn_q.weight"));
+  const GgufModel back = read_model_gguf(tmp.path / "m.gguf");
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    EXPECT_TRUE(back.model.config.layers[i] == c.layers[i]) << "layer " << i;
+  EXPECT_EQ(back.model.config.rope_theta, 500000.0);
+  EXPECT_EQ(back.model.config.rope_scaling->raw, c.rope_scaling->raw);
+  EXPECT_EQ(back.model.config.extra["my_field"], "kept");
+  const double d = max_diff(logits(back.model), logits(m));
+  std::printf("heterogeneous GGUF round trip: max |logit diff| = %g\n", d);
+  EXPECT_EQ(d, 0.0);
+}
+
+TEST(GgufModel, Llama3RopeFactorsMatchTheConverterFormula) {
+  ModelConfig c = deci_config();  // theta 5e5, factor 8, low 1, high 4, original 16
+  at::Tensor f = llama3_rope_factors(c, 16);
+  // By hand: wavelen_i = 2*pi*5e5^(2i/16); high_wavelen = 4, low_wavelen = 16.
+  // i = 0: wavelen 6.28 (between): smooth = (16/6.283 - 1)/3 = 0.5155, factor = 1/((1-s)/8 + s)
+  const double w0 = 2 * M_PI, s0 = (16.0 / w0 - 1.0) / 3.0;
+  EXPECT_FLOAT_EQ(f[0].item<float>(), float(1.0 / ((1.0 - s0) / 8.0 + s0)));
+  EXPECT_FLOAT_EQ(f[7].item<float>(), 8.0f);  // wavelen 2*pi*5e5^(14/16) >> 16
+}
+
+TEST(GgufModel, RefusesWhatLlamaCppCannotRun) {
+  ModelConfig c = deci_config();
+  c.layers[0] = no_attn(c.layers[0]);
+  const LlamaModel m{c, random_weights(c, 1)};
+  TempDir tmp;
+  try {
+    write_model_gguf(tmp.path / "x.gguf", m, synthetic_vocab(300));
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 0 has no attention"), std::string::npos);
+  }
+  GgufVocab dup = synthetic_vocab(300);
+  dup.tokens[299] = "<s>";  // BOS text twice: not exactly one id
+  const LlamaModel ok{deci_config(), random_weights(deci_config(), 1)};
+  EXPECT_THROW(write_model_gguf(tmp.path / "y.gguf", ok, dup), ConfigError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HF / DeciLM
+
+TEST(DeciLM, FfnMultRuleMatchesThePublicFormula) {
+  // find_multiple(int(2 * ffn_mult * n_embd / 3), 256), by hand:
+  EXPECT_EQ(decilm_ffn_width(5.25, 8192), 28672);   // 2*5.25*8192/3 = 28672 exactly
+  EXPECT_EQ(decilm_ffn_width(1.0, 8192), 5632);     // 5461 -> 5632
+  EXPECT_EQ(decilm_ffn_width(4.0, 288), 768);       // stories15M
+  EXPECT_EQ(decilm_ffn_width(0.5, 96), 256);        // 32 -> 256
+  for (int64_t D : {33, 96, 288, 4096, 5120, 8192})
+    for (int64_t F = 256; F <= 8 * 4096; F += 256) {
+      auto m = decilm_ffn_mult_for(F, D);
+      if (int64_t(2.0 * 1e6 * double(D) / 3.0) < F) continue;  // unreachable ranges
+      ASSERT_TRUE(m.has_value()) << D << " " << F;
+      EXPECT_EQ(decilm_ffn_width(*m, D), F) << D << " " << F;
+    }
+  EXPECT_FALSE(decilm_ffn_mult_for(300, 96).has_value());
+}
+
+TEST(DeciLM, HeterogeneousExportIsPlainDeciLMAndReloadsIdentically) {
+  init_torch_threads();
+  TempDir tmp;
+  const ModelConfig c = deci_config();
+  const LlamaModel m{c, random_weights(c, 9, 0.2)};
+  const fs::path src = write_checkpoint(tmp.path / "src", m);
+  ExportOptions opt;
+  opt.gguf = true;
+  const ExportReport r = export_model(src, tmp.path / "out", opt);
+  EXPECT_EQ(r.max_logit_diff_hf, 0.0);
+  EXPECT_EQ(r.max_logit_diff_gguf, 0.0);
+
+  const json j = read_json_file(tmp.path / "out/config.json");
+  EXPECT_EQ(j["architectures"], json::array({"DeciLMForCausalLM"}));
+  EXPECT_EQ(j["model_type"], "nemotron-nas");
+  EXPECT_EQ(j["num_attention_heads"], 4);
+  EXPECT_EQ(j["head_dim"], 16);
+  EXPECT_EQ(j["rope_theta"], 500000.0);
+  EXPECT_EQ(j["rope_scaling"], c.rope_scaling->raw);
+  EXPECT_EQ(j["my_field"], "kept");
+  ASSERT_EQ(j["block_configs"].size(), 5u);
+  const std::vector<int64_t> want_F = {512, 256, 0, 512, 768};
+  for (size_t i = 0; i < 5; ++i) {
+    const json& a = j["block_configs"][i]["attention"];
+    const json& f = j["block_configs"][i]["ffn"];
+    // Only DeciLM's own keys: loaders build dataclasses from them.
+    for (auto it = a.begin(); it != a.end(); ++it)
+      EXPECT_TRUE(it.key() == "no_op" || it.key() == "replace_with_linear" ||
+                  it.key() == "n_heads_in_group") << it.key();
+    for (auto it = f.begin(); it != f.end(); ++it)
+      EXPECT_TRUE(it.key() == "no_op" || it.key() == "replace_with_linear" ||
+                  it.key() == "ffn_mult") << it.key();
+    if (want_F[i]) {  // what vLLM / llama.cpp's converter compute from ffn_mult
+      const double mult = f["ffn_mult"].get<double>();
+      int64_t n = int64_t(2 * mult * 96 / 3);
+      n = n % 256 ? n + 256 - n % 256 : n;
+      EXPECT_EQ(n, want_F[i]) << "layer " << i;
+    } else {
+      EXPECT_TRUE(f["no_op"].get<bool>());
+      EXPECT_TRUE(f["ffn_mult"].is_null());
+    }
+  }
+  EXPECT_TRUE(j["block_configs"][1]["attention"]["n_heads_in_group"].is_null());
+  EXPECT_EQ(j["block_configs"][3]["attention"]["n_heads_in_group"], 2);
+
+  // Our loader reads it back (independently of export_model's own check).
+  const LlamaModel back = load_checkpoint(tmp.path / "out");
+  EXPECT_EQ(max_diff(logits(back), logits(m)), 0.0);
+  const GgufModel g = read_model_gguf(tmp.path / "out/model.gguf");
+  EXPECT_EQ(max_diff(logits(g.model), logits(m)), 0.0);
+  EXPECT_EQ(g.model.config.rope_scaling->raw, c.rope_scaling->raw);
+  // head_dim 16 != 96 / 4: the report warns about loaders that derive it.
+  bool warned = false;
+  for (const auto& n : r.notes) warned |= n.find("head_dim 16") != std::string::npos;
+  EXPECT_TRUE(warned);
+  EXPECT_TRUE(fs::exists(tmp.path / "out/export_report.json"));
+  EXPECT_TRUE(fs::exists(tmp.path / "out/generation_config.json"));
+}
+
+TEST(DeciLM, ExportRefusesWidthsDeciLMCannotExpress) {
+  TempDir tmp;
+  ModelConfig c = deci_config();
+  c.layers[4].intermediate_size = 300;
+  c.layers[3].num_attention_heads = 2;  // another query-head count
+  c.layers[3].num_key_value_heads = 2;
+  const fs::path src = write_checkpoint(tmp.path / "src", LlamaModel{c, random_weights(c, 2)});
+  try {
+    export_model(src, tmp.path / "out", ExportOptions{});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("layer 4 has FFN width 300"), std::string::npos) << w;
+    EXPECT_NE(w.find("nearest: 256 or 512"), std::string::npos) << w;
+    EXPECT_NE(w.find("layer 3 has 2 query heads"), std::string::npos) << w;
+  }
+  EXPECT_FALSE(fs::exists(tmp.path / "out"));
+  ExportOptions gguf_only;  // GGUF has per-layer arrays: no such limit
+  gguf_only.hf = false;
+  gguf_only.gguf = true;
+  EXPECT_EQ(export_model(src, tmp.path / "out", gguf_only).max_logit_diff_gguf, 0.0);
+}
+
+TEST(Export, HomogeneousHfKeepsParentFieldsAndDtype) {
+  init_torch_threads();
+  TempDir tmp;
+  ModelConfig c = ModelConfig::uniform(300, 64, 2, LayerConfig{4, 2, 16, 96});
+  c.architecture = "MistralForCausalLM";
+  c.model_type = "mistral";
+  c.tie_word_embeddings = true;
+  c.rms_norm_eps = 1e-6;
+  c.max_position_embeddings = 32768;
+  c.extra["sliding_window"] = nullptr;
+  c.extra["eos_token_id"] = json::array({2, 7});
+  c.rope_theta = 1e6;
+  RopeScaling s;
+  s.rope_type = "linear";
+  s.factor = 4.0;
+  s.raw = {{"type", "linear"}, {"factor", 4.0}};  // the older spelling, kept verbatim
+  c.rope_scaling = s;
+  const LlamaModel m{c, random_weights(c, 4, 0.2)};
+  const fs::path src = write_checkpoint(tmp.path / "src", m);
+  write_json_file(src / "special_tokens_map.json", {{"bos_token", "<s>"}, {"eos_token", "</s>"}});
+  ExportOptions opt;
+  opt.dtype = GgmlType::BF16;
+  opt.gguf = true;
+  const ExportReport r = export_model(src, tmp.path / "out", opt);
+  const json j = read_json_file(tmp.path / "out/config.json");
+  EXPECT_EQ(j["architectures"], json::array({"MistralForCausalLM"}));
+  EXPECT_EQ(j["torch_dtype"], "bfloat16");
+  EXPECT_EQ(j["eos_token_id"], json::array({2, 7}));
+  EXPECT_EQ(j["rms_norm_eps"], 1e-6);
+  EXPECT_EQ(j["head_dim"], 16);
+  EXPECT_EQ(j["rope_theta"], 1e6);
+  EXPECT_EQ(j["rope_scaling"], s.raw);
+  EXPECT_EQ(bytes_of(src / "tokenizer.bin"), bytes_of(tmp.path / "out/tokenizer.bin"));
+  bool dtype_listed = false;
+  for (const auto& f : r.fields) {
+    if (f.field == "torch_dtype") {
+      EXPECT_EQ(f.status, "changed");
+      dtype_listed = true;
+    } else {
+      EXPECT_NE(f.status, "dropped") << f.field;
+      if (f.status == "changed") ADD_FAILURE() << f.field << " changed: " << f.reason;
+    }
+  }
+  EXPECT_TRUE(dtype_listed);
+  // bf16 files reload to the bf16-rounded model exactly.
+  const LlamaModel back = load_checkpoint(tmp.path / "out");
+  EXPECT_EQ(max_diff(logits(back), logits(round_to_dtype(m, GgmlType::BF16, false))), 0.0);
+  EXPECT_GT(max_diff(logits(back), logits(m)), 0.0);  // and bf16 did round something
+  const GgufModel g = read_model_gguf(tmp.path / "out/model.gguf");
+  EXPECT_EQ(g.dtype, GgmlType::BF16);
+  EXPECT_EQ(g.model.config.rope_theta, 1e6);
+  EXPECT_EQ(g.model.config.rope_scaling->raw, s.raw);
+  EXPECT_EQ(GgufFile(tmp.path / "out/model.gguf").get_string("llama.rope.scaling.type"), "linear");
+  EXPECT_EQ(GgufFile(tmp.path / "out/model.gguf").type("output_norm.weight"), GgmlType::F32);
+}
+
+TEST(Export, FieldListingRefusesSilentChanges) {
+  const json parent = {{"vocab_size", 10}, {"rope_theta", 1e4}, {"foo", 1},
+                       {"num_key_value_heads", 4}, {"torch_dtype", "float32"}};
+  json out = parent;
+  out["num_key_value_heads"] = 2;
+  out["head_dim"] = 8;
+  const auto fields = compare_config_fields(parent, out);
+  std::map<std::string, std::string> status;
+  for (const auto& f : fields) status[f.field] = f.status;
+  EXPECT_EQ(status["num_key_value_heads"], "changed");
+  EXPECT_EQ(status["head_dim"], "added");
+  EXPECT_EQ(status["foo"], "carried");
+  json dropped = parent;
+  dropped.erase("foo");
+  EXPECT_THROW(compare_config_fields(parent, dropped), ConfigError);
+  json theta = parent;
+  theta["rope_theta"] = 5e5;
+  EXPECT_THROW(compare_config_fields(parent, theta), ConfigError);
+}
+
+TEST(Export, SpecialTokensMustBeOneIdEach) {
+  TempDir tmp;
+  ModelConfig c = ModelConfig::uniform(300, 32, 1, LayerConfig{2, 2, 16, 64});
+  const fs::path src = write_checkpoint(tmp.path / "src", LlamaModel{c, random_weights(c, 1)});
+  EXPECT_NO_THROW(check_special_tokens(c, src));
+  write_json_file(src / "tokenizer.json",
+                  {{"added_tokens", {{{"id", 0}, {"content", "<unk>"}},
+                                     {{"id", 1}, {"content", "<s>"}},
+                                     {{"id", 5}, {"content", "</s>"}}}}});
+  write_json_file(src / "special_tokens_map.json", {{"bos_token", "<s>"}, {"eos_token", "</s>"}});
+  EXPECT_THROW(check_special_tokens(c, src), ConfigError);  // </s> is 5, config says 2
+  c.bos_token_id = 3;
+  fs::remove(src / "tokenizer.json");
+  EXPECT_THROW(check_special_tokens(c, src), ConfigError);  // tokenizer.bin's BOS is 1
+}
+
+// ---------------------------------------------------------------------------------------------
+// stories15M and llama.cpp
+
+const fs::path& stories15m_checkpoint() {
+  static TempDir tmp;
+  static const fs::path dir = [] {
+    const fs::path src = test::stories15m_dir();
+    if (!fs::exists(src / "model.bin"))
+      throw std::runtime_error(src.string() + ": run scripts/fetch_stories15m.sh");
+    import_llama2c(src / "model.bin", src / "tokenizer.bin", tmp.path / "ckpt");
+    return tmp.path / "ckpt";
+  }();
+  return dir;
+}
+
+TEST(Stories15M, GgufExportImportsBackIdentically) {
+  init_torch_threads();
+  TempDir tmp;
+  const fs::path ckpt = stories15m_checkpoint();
+  ExportOptions opt;
+  opt.hf = false;
+  opt.gguf = true;
+  export_model(ckpt, tmp.path / "out", opt);
+  const std::string cli = (fs::path(AC_BINARY_DIR) / "autocompress").string();
+  test::run_or_fail(cli + " import gguf " + (tmp.path / "out/model.gguf").string() + " --out " +
+                    (tmp.path / "back").string() + " > /dev/null");
+  const LlamaModel a = load_checkpoint(ckpt), b = load_checkpoint(tmp.path / "back");
+  EXPECT_EQ(max_diff(logits(a), logits(b)), 0.0);
+  EXPECT_EQ(config_to_hf_json(a.config), config_to_hf_json(b.config));
+  const Tokenizer ta = Tokenizer::from_checkpoint(ckpt, 32000),
+                  tb = Tokenizer::from_checkpoint(tmp.path / "back", 32000);
+  for (const char* text : {"Once upon a time", "Lily's \xC3\xA9t\xC3\xA9 \xE2\x9C\x93\n ok"})
+    EXPECT_EQ(ta.encode(text, true), tb.encode(text, true)) << text;
+}
+
+/// Runs tests/llamacpp/run.mjs on a GGUF; returns its JSON.
+json run_llamacpp(const fs::path& gguf, const std::string& text,
+                  const std::vector<int64_t>& prompt, int n, const fs::path& out) {
+  const fs::path dir = test::source_dir() / "tests/llamacpp";
+  if (!fs::exists(dir / "node_modules/node-llama-cpp"))
+    throw std::runtime_error("tests/llamacpp/node_modules is missing: run scripts/setup_node.sh");
+  const std::string ids = fmt::format("{}", fmt::join(prompt, ","));
+  const std::string cmd = fmt::format("node '{}' '{}' '{}' {} {} > '{}' 2> '{}.err'",
+                                      (dir / "run.mjs").string(), gguf.string(), text, ids, n,
+                                      out.string(), out.string());
+  if (std::system(cmd.c_str()) != 0)
+    throw std::runtime_error("llama.cpp run failed: " + cmd + "\n" + read_file(out.string() + ".err"));
+  return json::parse(read_file(out));
+}
+
+void expect_llamacpp_matches(const LlamaModel& m, const fs::path& gguf, const Tokenizer& tok,
+                             const fs::path& tmp, const char* label) {
+  const std::string text = "Once upon a time";
+  const std::vector<int64_t> prompt = tok.encode(text, /*bos=*/true);
+  GenerateOptions g;
+  g.max_new_tokens = 20;
+  const std::vector<int64_t> ours = generate(m, prompt, g);
+  const json r = run_llamacpp(gguf, text, prompt, 20, tmp / (std::string(label) + ".json"));
+  const auto theirs = r["continuation"].get<std::vector<int64_t>>();
+  std::printf("%s: ours    %s\n%s: llama.cpp %s (%s, %d threads, TPOT %.3f ms)\n", label,
+              tok.decode(ours).c_str(), label, r["text"].get<std::string>().c_str(),
+              r["llama_cpp"].dump().c_str(), r["threads"].get<int>(),
+              r["tpot_ms"].is_null() ? -1.0 : r["tpot_ms"].get<double>());
+  EXPECT_EQ(theirs, ours) << label;
+  EXPECT_EQ(ours.size(), 20u) << label;
+  // llama.cpp's SentencePiece tokenizer, from the GGUF alone, splits the prompt as ours does.
+  std::vector<int64_t> no_bos(prompt.begin() + 1, prompt.end());
+  EXPECT_EQ(r["prompt_tokens_llama_cpp"].get<std::vector<int64_t>>(), no_bos) << label;
+}
+
+TEST(LlamaCpp, RunsStories15MGgufWithOurGreedyContinuation) {
+  init_torch_threads();
+  TempDir tmp;
+  const fs::path ckpt = stories15m_checkpoint();
+  ExportOptions opt;
+  opt.hf = false;
+  opt.gguf = true;
+  export_model(ckpt, tmp.path / "out", opt);
+  const LlamaModel m = load_checkpoint(ckpt);
+  const Tokenizer tok = Tokenizer::from_checkpoint(ckpt, m.config.vocab_size);
+  expect_llamacpp_matches(m, tmp.path / "out/model.gguf", tok, tmp.path, "stories15M");
+  GenerateOptions g;
+  g.max_new_tokens = 20;
+  // The known continuation (DESIGN.md), so that both sides are right, not just equal.
+  EXPECT_EQ(tok.decode(generate(m, tok.encode("Once upon a time", true), g)).rfind(
+                ", there was a little girl named Lily. She loved to play outside", 0), 0u);
+}
+
+TEST(LlamaCpp, RunsPrunedHeterogeneousDeciGguf) {
+  init_torch_threads();
+  TempDir tmp;
+  const fs::path ckpt = stories15m_checkpoint();
+  const LlamaModel parent = load_checkpoint(ckpt);
+  const Tokenizer tok = Tokenizer::from_checkpoint(ckpt, parent.config.vocab_size);
+  ImportanceOptions io;
+  io.show_progress = false;
+  at::Tensor calib = at::tensor(tok.encode("Once upon a time, there was a little girl named "
+                                           "Lily. She loved to play outside.", true)).view({1, -1});
+  const Importance imp = compute_importance(parent, {calib}, io);
+  ModelConfig target = parent.config;     // D 288, H = G = 6, Hd 48, F 768, L 6
+  target.layers[1].num_attention_heads = target.layers[1].num_key_value_heads = 3;
+  target.layers[2] = no_attn(target.layers[2]);   // attention removed
+  target.layers[3] = no_ffn(target.layers[3]);    // FFN removed (attention kept)
+  target.layers[4].intermediate_size = 512;       // FFN narrowed
+  const LlamaModel pruned = prune_model(parent, imp, target);
+  save_checkpoint_atomic(tmp.path / "pruned", pruned, ckpt);
+  ExportOptions opt;
+  opt.hf = false;
+  opt.gguf = true;
+  export_model(tmp.path / "pruned", tmp.path / "out", opt);
+  EXPECT_EQ(GgufFile(tmp.path / "out/model.gguf").get_string("general.architecture"), "deci");
+  expect_llamacpp_matches(pruned, tmp.path / "out/model.gguf", tok, tmp.path, "pruned-deci");
+}
+
+}  // namespace
+}  // namespace ac

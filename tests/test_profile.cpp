@@ -1,0 +1,141 @@
+// Profile and measurement tests: the profiler's op replicas equal the native forward (so the
+// tables time what the model runs), a tiny profile has every table on the expected grid,
+// the counting allocator counts, and measured memory holds the weights and the KV cache.
+#include "common/error.h"
+#include "common/runtime.h"
+#include "hardware/measure.h"
+#include "hardware/native_ops.h"
+#include "hardware/profile.h"
+#include "hardware/validate.h"
+#include "test_util.h"
+
+using namespace ac;
+
+namespace {
+
+ModelConfig tiny_config(bool tied) {
+  LayerConfig l;
+  l.num_attention_heads = 4;
+  l.num_key_value_heads = 2;
+  l.head_dim = 8;
+  l.intermediate_size = 24;
+  ModelConfig c = ModelConfig::uniform(50, 16, 1, l);
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// The forward of a 1-layer model written with native_ops, from the KV cache position pos0.
+at::Tensor replica_logits(const LlamaModel& m, const at::Tensor& tokens, at::Tensor& ck,
+                          at::Tensor& cv, int64_t pos0) {
+  const ModelConfig& c = m.config;
+  const LayerWeights& w = m.weights.layers[0];
+  const LayerConfig& l = c.layers[0];
+  const int64_t T = tokens.size(1), Hd = l.head_dim;
+  at::Tensor x = at::embedding(m.weights.embed_tokens, tokens);  // [B, T, D]
+  at::Tensor h = native_ops::rmsnorm(x, w.input_layernorm, c.rms_norm_eps);
+  auto [cos, sin] = rope_tables(c, Hd, pos0, T);
+  at::Tensor allowed = T > 1 ? native_ops::causal_allowed(pos0, T) : at::Tensor();
+  at::Tensor a = native_ops::attention(at::linear(h, w.q_proj), at::linear(h, w.k_proj),
+                                       at::linear(h, w.v_proj), ck, cv, pos0,
+                                       l.num_attention_heads, l.num_key_value_heads, Hd, cos, sin,
+                                       allowed);
+  x = x + at::linear(a, w.o_proj);
+  h = native_ops::rmsnorm(x, w.post_attention_layernorm, c.rms_norm_eps);
+  x = x + at::linear(native_ops::silu_mul(at::linear(h, w.gate_proj), at::linear(h, w.up_proj)),
+                     w.down_proj);
+  x = native_ops::rmsnorm(x.narrow(1, T - 1, 1), m.weights.norm, c.rms_norm_eps);
+  return at::linear(x, m.weights.lm_head);  // [B, 1, V]
+}
+
+}  // namespace
+
+TEST(Profile, NativeOpsReplicateTheForward) {
+  ModelConfig c = tiny_config(false);
+  LlamaModel m{c, random_weights(c, 3, 0.2)};
+  at::Tensor tokens = at::randint(0, 50, {2, 5}, at::kLong);
+  KVCache cache = KVCache::allocate(c, 2, 8);
+  ForwardOptions opt;
+  opt.cache = &cache;
+  opt.last_logits_only = true;
+  at::Tensor ck = at::zeros({2, 2, 8, 8}), cv = at::zeros({2, 2, 8, 8});
+  at::Tensor want = m.forward(tokens, opt), got = replica_logits(m, tokens, ck, cv, 0);
+  double diff = (want - got).abs().max().item<double>();
+  EXPECT_LT(diff, 1e-5) << "prefill: largest difference " << diff;
+  at::Tensor next = at::randint(0, 50, {2, 1}, at::kLong);
+  want = m.forward(next, opt);
+  got = replica_logits(m, next, ck, cv, 5);
+  diff = (want - got).abs().max().item<double>();
+  EXPECT_LT(diff, 1e-5) << "decode: largest difference " << diff;
+}
+
+TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
+  init_torch_threads();
+  ModelConfig c = tiny_config(true);
+  Workload w;
+  w.prompt_tokens = 8;
+  w.output_tokens = 4;
+  ProfileOptions o;
+  o.warmup = 1;
+  o.min_repeats = o.max_repeats = 2;
+  o.min_time_ms = 0;
+  o.rotation_bytes = 1 << 20;
+  o.min_width = 16;
+  o.progress = false;
+  o.calibrate = true;
+  Profile p = run_profile({c}, w, o);
+  // Widths: D 16, H*Hd 32, G*Hd 16, F 24, and the ladder 16, 24, 32 -> {16, 24, 32}.
+  EXPECT_EQ(width_ladder({c}, 16), (std::vector<int64_t>{16, 24, 32}));
+  EXPECT_EQ(p.table("gemm").entries.size(), 2u * 3 * 3);  // M in {1, 8}
+  EXPECT_EQ(p.table("lm_head").entries.size(), 1u);      // K <= D = 16
+  // (H, G) with G | H, H <= 4: (1,1) (2,1) (2,2) (3,1) (3,3) (4,1) (4,2) (4,4): 8 shapes,
+  // decode at contexts 9, 10, 12.
+  EXPECT_EQ(p.table("attention_prefill").entries.size(), 8u);
+  EXPECT_EQ(p.table("attention_decode").entries.size(), 8u * 3);
+  EXPECT_EQ(p.table("rmsnorm").entries.size(), 2u * 3);
+  EXPECT_EQ(p.table("embedding").entries.size(), 2u * 1);  // widths <= D only
+  for (const auto& [name, t] : p.tables)
+    for (const auto& e : t.entries) {
+      EXPECT_GT(e.median_ms, 0) << name;
+      EXPECT_EQ(e.dims.size(), t.dim_names.size()) << name;
+    }
+  const OpTiming& g = p.table("gemm").entries.back();
+  EXPECT_DOUBLE_EQ(p.table("gemm").lookup({double(g.dims[0]), double(g.dims[1]), double(g.dims[2])}),
+                   g.median_ms);
+  EXPECT_EQ(p.table("step").entries.size(), 2u);  // T = 8 (prefill) and 1 (decode)
+  EXPECT_EQ(p.calibration.models, 1);
+  EXPECT_EQ(p.identity.cores, cpu_cores());
+  EXPECT_GT(p.memory_bandwidth_bytes_per_s, 0);
+  EXPECT_NO_THROW(check_profile_is_this_cpu(p));
+  Profile other = p;
+  other.identity.cpu_model = "Another CPU";
+  EXPECT_THROW(check_profile_is_this_cpu(other), ConfigError);
+}
+
+TEST(Measure, CountingAllocatorCountsLiveAndPeakBytes) {
+  install_counting_allocator();
+  int64_t before = counted_bytes_now();
+  reset_counted_peak();
+  {
+    at::Tensor t = at::empty({1 << 20});  // 4 MiB
+    EXPECT_GE(counted_bytes_now() - before, 4 << 20);
+  }
+  EXPECT_EQ(counted_bytes_now(), before);
+  EXPECT_GE(counted_bytes_peak() - before, 4 << 20);
+}
+
+TEST(Measure, NativeMeasurementHoldsWeightsAndKvCache) {
+  ModelConfig c = tiny_config(true);
+  LlamaModel m{c, random_weights(c, 5)};
+  Workload w;
+  w.prompt_tokens = 6;
+  w.output_tokens = 3;
+  Measurement r = measure_native(m, w, 1);
+  EXPECT_EQ(r.weight_bytes, 4 * c.num_parameters());  // tied head counted once
+  int64_t kv = 2 * 1 * 2 * 8 * 9 * 4;  // k and v [1, 2, 9, 8] fp32
+  EXPECT_GE(r.peak_memory_bytes, r.weight_bytes + kv);
+  EXPECT_LT(r.peak_memory_bytes, r.weight_bytes + kv + (1 << 20));
+  EXPECT_GT(r.ttft_ms, 0);
+  EXPECT_GT(r.tpot_ms, 0);
+  w.weight_dtype = "bf16";
+  EXPECT_THROW(measure_native(m, w, 1), ConfigError);
+}
