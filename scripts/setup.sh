@@ -7,7 +7,11 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build ccache pkg-config
           libtorch-dev libopenblas0-openmp nlohmann-json3-dev libcli11-dev libfmt-dev
-          libgtest-dev python3-torch python3-numpy nodejs npm)
+          libgtest-dev python3-torch python3-numpy)
+# node + npm run llama.cpp (node-llama-cpp) in the export tests; a machine may already have them
+# from another source (e.g. NodeSource), whose packages conflict with Debian's npm.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -28,9 +28,9 @@ struct CompressOptions {
   uint64_t seed = 1234;
   int64_t seq_len = 256;                 // T of calibration, training and held-out windows
   int64_t calibration_sequences = 32;    // importance + ranking of candidates
-  int64_t train_sequences = 512;         // teacher-sampled training stories
+  int64_t train_sequences = 256;         // teacher-sampled training stories
   int64_t heldout_sequences = 64;        // held-out stories (other seeds, overlap removed)
-  int64_t distill_tokens = 400'000;      // distillation token budget
+  int64_t distill_tokens = 131072;       // distillation token budget
   int64_t distill_batch = 8;
   double distill_lr = 1e-3;
   double safety_margin = 0.05;           // the search meets limits x (1 - margin) by the model
