@@ -99,8 +99,12 @@ json run_compress(const CompressOptions& opt) {
 
   // The teacher measured on this device: relative limits resolve against it.
   Measurement teacher_measured = measure_native(teacher, scenario.workload, opt.measure_repeats);
+  // Relative limits ("0.6 x the teacher's TPOT") resolve against the teacher's measurement for
+  // the measured check, and against the teacher's prediction for the search, so that the search
+  // compares predictions with predictions and a profile/measurement offset cancels out.
   Limits limits = scenario.limits.resolve(teacher_measured.as_estimate());
   CostEstimate teacher_predicted = predict(teacher.config, scenario, &profile);
+  Limits search_limits = scenario.limits.resolve(teacher_predicted);
   timer.done("measure_teacher");
 
   std::vector<at::Tensor> calib = data.calibration.sequential_batches(8, opt.seq_len);
@@ -113,9 +117,9 @@ json run_compress(const CompressOptions& opt) {
   mo.safety_margin = opt.safety_margin;
   CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, &profile); };
   std::vector<at::Tensor> rank_batches(calib.begin(), calib.begin() + std::min<size_t>(1, calib.size()));
-  SearchResult search = minitron_search(teacher, imp, cost, limits, rank_batches, mo);
+  SearchResult search = minitron_search(teacher, imp, cost, search_limits, rank_batches, mo);
   json arch_extra = {{"search", search.to_json()},
-                     {"limits", limits.to_json()},
+                     {"limits", search_limits.to_json()},
                      {"scenario", scenario.name}};
   write_arch(out.path() / "arch.json", search.best.target, arch_extra);
   timer.done("search");
@@ -161,6 +165,7 @@ json run_compress(const CompressOptions& opt) {
                                   {"output_tokens", scenario.workload.output_tokens},
                                   {"batch_size", scenario.workload.batch_size}}},
                     {"limits", limits.to_json()},
+                    {"limits_for_search", search_limits.to_json()},
                     {"limits_as_written", scenario.limits.to_json()}}},
       {"device", {{"cpu_model", profile.identity.cpu_model}, {"cores", profile.identity.cores},
                   {"threads", profile.identity.threads}, {"torch", profile.identity.torch_version}}},
@@ -174,7 +179,7 @@ json run_compress(const CompressOptions& opt) {
                       {"parameters", student.config.num_parameters()},
                       {"predicted", student_predicted.to_json()},
                       {"measured", student_measured.to_json()},
-                      {"limits_predicted", check_limits(student_predicted, limits)},
+                      {"limits_predicted", check_limits(student_predicted, search_limits)},
                       {"limits_measured", check_limits(student_measured.as_estimate(), limits)},
                       {"eval_after_prune", pruned_eval.to_json()},
                       {"eval", student_eval.to_json()}}},

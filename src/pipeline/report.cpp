@@ -38,6 +38,10 @@ std::string render_report_md(const json& r) {
                     "teacher's measurement): `{}`.\n\n",
                     s["workload"]["batch_size"].get<int64_t>(), s["workload"]["prompt_tokens"].get<int64_t>(),
                     s["workload"]["output_tokens"].get<int64_t>(), lim.dump());
+  if (s.contains("limits_for_search"))
+    md += fmt::format("The search met `{}` by the cost model (relative limits resolved against the "
+                      "teacher's prediction, so that predictions are compared with predictions).\n\n",
+                      s["limits_for_search"].dump());
   md += "## Architecture\n\n| | teacher | compressed |\n|---|---|---|\n";
   md += fmt::format("| structure | {} | {} |\n", t["config"].get<std::string>(), c["config"].get<std::string>());
   md += fmt::format("| parameters | {} | {} ({:.1f}%) |\n\n", t["parameters"].get<int64_t>(),
