@@ -15,13 +15,9 @@
 
 using namespace ac;
 using ac::test::TempDir;
+using ac::test::random_tokens;
 
 namespace {
-
-at::Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  at::Generator g = at::detail::createCPUGenerator(seed);
-  return at::randint(0, V, {B, T}, g, at::kLong);
-}
 
 // Runs the python reference on `m` (saved to a temp checkpoint) and returns float64 logits.
 at::Tensor reference_logits(const LlamaModel& m, const at::Tensor& tokens, const fs::path& dir) {

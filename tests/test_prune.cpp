@@ -14,13 +14,9 @@
 
 using namespace ac;
 using ac::test::TempDir;
+using ac::test::random_tokens;
 
 namespace {
-
-at::Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  at::Generator g = at::detail::createCPUGenerator(seed);
-  return at::randint(0, V, {B, T}, g, at::kLong);
-}
 
 LlamaModel random_model(const ModelConfig& c, uint64_t seed) {
   return LlamaModel{c, random_weights(c, seed, /*std=*/0.2)};

@@ -1,5 +1,6 @@
 // Helpers shared by the tests: temporary folders, the stories15M cache, the python reference.
 #pragma once
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -33,6 +34,12 @@ inline fs::path stories15m_dir() {
 inline std::string debian_python() { return "/usr/bin/python3"; }
 
 inline fs::path source_dir() { return AC_SOURCE_DIR; }
+
+/// Uniform random token ids [B, T] int64 in [0, V), seeded.
+inline at::Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+  at::Generator g = at::detail::createCPUGenerator(seed);
+  return at::randint(0, V, {B, T}, g, at::kLong);
+}
 
 /// Runs a shell command; fails the test (with the command) on a non-zero exit.
 inline void run_or_fail(const std::string& cmd) {
