@@ -4,9 +4,16 @@
 
 #include <ATen/Parallel.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <sstream>
+#include <thread>
 
 #include "common/error.h"
 #include "common/fs.h"
@@ -16,6 +23,7 @@
 #include "distill/loss.h"
 #include "eval/eval.h"
 #include "io/checkpoint.h"
+#include "test_util.h"
 
 namespace ac {
 namespace {
@@ -289,11 +297,199 @@ TEST(Distill, NonFiniteStepsAreSkippedAndLogged) {
   TempDir d;
   DistillOptions o = small_options(3);
   o.log_path = d.path / "log.csv";
+  o.max_consecutive_skips = 0;  // no restore: every step is skipped and logged
+  o.allow_nonfinite = true;
   DistillResult r = distill(teacher, s, random_data(1000, 48, 5), o);
   EXPECT_EQ(r.skipped_steps, 3);
   expect_same_weights(s, before);
   std::string csv = read_file(o.log_path);
   EXPECT_NE(csv.find(",1\n"), std::string::npos) << csv;
+}
+
+TEST(Distill, RepeatedNonFiniteStepsRestoreTheCheckpointWithALowerLr) {
+  SingleThread one;
+  LlamaModel teacher = make_teacher(true);
+  TokenDataset data = random_data(3000, 48, 6);
+  DistillOptions o = small_options(10);
+  o.checkpoint_every = 4;
+  o.max_consecutive_skips = 2;
+  o.skip_lr_factor = 0.5;
+  // Steps 5 and 6 get NaN gradients once: two skips in a row restore the checkpoint of step 4.
+  int injected = 0;
+  o.after_backward = [&](int64_t step, std::vector<at::Tensor>& grads) {
+    if ((step == 5 || step == 6) && injected < 2) {
+      grads[0].fill_(NAN);
+      ++injected;
+    }
+  };
+  std::vector<StepRecord> seen;
+  o.on_step = [&](const StepRecord& r) { seen.push_back(r); };
+  LlamaModel s = perturbed_student(teacher, 0.1);
+  DistillResult r = distill(teacher, s, data, o);
+  EXPECT_EQ(r.restores, 1);
+  EXPECT_DOUBLE_EQ(r.lr_scale, 0.5);
+  EXPECT_EQ(r.steps_done, 10);
+  ASSERT_EQ(r.steps.size(), 10u);  // the undone steps 4..6 are replaced by their replays
+  for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(r.steps[size_t(i)].step, i);
+  EXPECT_EQ(r.skipped_steps, 0);
+  // 7 steps ran before the restore (0..6), then 4..9 again: 13 in all.
+  ASSERT_EQ(seen.size(), 13u);
+  EXPECT_TRUE(seen[5].skipped && seen[6].skipped);
+  for (int64_t i = 4; i < 10; ++i)
+    EXPECT_DOUBLE_EQ(r.steps[size_t(i)].lr, 0.5 * lr_at(i, 10, o)) << "step " << i;
+  EXPECT_DOUBLE_EQ(r.steps[3].lr, lr_at(3, 10, o));
+  // The replayed step 4 starts from the restored weights: it equals the first step 4 but for
+  // the learning rate, so its loss (computed before the update) is identical.
+  EXPECT_EQ(seen[4].loss, seen[7].loss);
+
+  // A run that never recovers (NaN teacher) stops with an error after max_restores.
+  LlamaModel bad = make_teacher(true);
+  bad.weights.norm = at::full_like(bad.weights.norm, NAN);
+  DistillOptions ob = small_options(6);
+  ob.max_consecutive_skips = 2;
+  ob.max_restores = 2;
+  ob.allow_nonfinite = true;
+  LlamaModel s2 = perturbed_student(teacher, 0.1);
+  try {
+    distill(bad, s2, data, ob);
+    ADD_FAILURE() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("diverges"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Distill, PrefixVocabulariesCompareOverSharedIds) {
+  // Teacher vocab 48, student vocab 40 (its token table a prefix): the KL runs over ids < 40.
+  LlamaModel teacher = make_teacher(true);
+  ModelConfig sc = tiny_config(true);
+  sc.vocab_size = 40;
+  LlamaModel student{sc, random_weights(sc, 3, 0.1)};
+  TokenDataset data = random_data(2000, 40, 7);
+  DistillOptions o = small_options(3);
+  EXPECT_THROW(distill(teacher, student, data, o), ConfigError);  // no shared_vocab given
+  o.shared_vocab = 40;
+  DistillResult r = distill(teacher, student, data, o);
+  EXPECT_EQ(r.steps_done, 3);
+  EXPECT_TRUE(std::isfinite(r.loss_curve[0]));
+  // The first loss equals the KL between the renormalised first-40-id distributions.
+  LlamaModel s0{sc, random_weights(sc, 3, 0.1)};
+  at::Tensor tokens = data.batch(0, o.batch_size, o.seq_len, o.seed);
+  at::Tensor t = teacher.forward(tokens).narrow(-1, 0, 40).to(at::kDouble).log_softmax(-1);
+  at::Tensor q = s0.forward(tokens).to(at::kDouble).log_softmax(-1);
+  double want = (t.exp() * (t - q)).sum(-1).mean().item<double>();
+  EXPECT_NEAR(r.loss_curve[0], want, 1e-5 * std::max(1.0, want));
+  o.shared_vocab = 41;  // more than the smaller vocabulary
+  EXPECT_THROW(distill(teacher, student, data, o), ConfigError);
+  TokenDataset wide = random_data(2000, 48, 8);  // ids the student cannot see
+  o.shared_vocab = 40;
+  EXPECT_THROW(distill(teacher, student, wide, o), ConfigError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI as separate processes: kill -9 + resume, and two data-parallel ranks.
+
+struct CliRun {
+  fs::path dir;
+  std::string cli = (fs::path(AC_BINARY_DIR) / "autocompress").string();
+  /// A model large enough that a step takes milliseconds (the kill must land mid-run).
+  explicit CliRun(const fs::path& d) : dir(d) {
+    ModelConfig c = ModelConfig::uniform(512, 128, 2, LayerConfig{4, 2, 32, 256});
+    c.tie_word_embeddings = false;
+    LlamaModel teacher{c, random_weights(c, 21, /*std=*/0.2)};
+    LlamaModel student = perturbed_student(teacher, 0.05);
+    for (const char* name : {"teacher", "student"}) fs::create_directories(dir / name);
+    save_checkpoint(dir / "teacher", teacher);
+    save_checkpoint(dir / "student", student);
+    write_token_file(dir / "train.tokens", random_data(40000, 512, 12).ids(), 512);
+  }
+  std::string command(const std::string& out, int64_t steps, const std::string& extra) const {
+    return fmt::format("AC_NUM_THREADS=1 AC_QUIET=1 {} distill --teacher {} --student {} --data {} "
+                       "--tokens {} --batch-size 4 --seq-len 32 --lr 3e-3 --warmup 2 --seed 3 "
+                       "--out {} {}", cli, (dir / "teacher").string(), (dir / "student").string(),
+                       (dir / "train.tokens").string(), steps * 128, (dir / out).string(), extra);
+  }
+  std::vector<double> losses(const std::string& out) const {
+    std::vector<double> ls;
+    std::istringstream in(read_file(dir / out / "distill_log.csv"));
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
+      ls.push_back(std::stod(line.substr(b + 1, c - b - 1)));
+    }
+    return ls;
+  }
+};
+
+TEST(DistillCli, KillNineThenResumeReproducesTheLossCurve) {
+  TempDir d;
+  CliRun run(d.path);
+  const int64_t N = 120;
+  test::run_or_fail(run.command("full", N, "") + " >/dev/null 2>&1");
+  // The same run, killed with SIGKILL once a checkpoint exists and some steps past it ran.
+  fs::path log = d.path / "cut.state" / "distill_log.csv";
+  std::string start =
+      run.command("cut", N, "--checkpoint-every 5") + " >/dev/null 2>&1 & echo $!";
+  FILE* p = ::popen(start.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  long pid = 0;
+  ASSERT_EQ(std::fscanf(p, "%ld", &pid), 1);
+  ::pclose(p);
+  int rows = 0;
+  for (int i = 0; i < 6000 && rows < 13; ++i) {  // wait for step 12 (checkpoint at 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::error_code ec;
+    if (fs::exists(log, ec)) {
+      std::string t = read_file(log);
+      rows = int(std::count(t.begin(), t.end(), '\n')) - 1;
+    }
+  }
+  ASSERT_GE(rows, 12) << "the run did not reach step 12 in time";
+  ASSERT_LT(rows, N) << "the run ended before the kill: make its steps slower";
+  ASSERT_EQ(::kill(pid_t(pid), SIGKILL), 0);
+  for (int i = 0; i < 100 && ::kill(pid_t(pid), 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(fs::exists(d.path / "cut")) << "a killed run must leave no output folder";
+  ASSERT_TRUE(fs::exists(d.path / "cut.state" / kDistillStateFile));
+  test::run_or_fail(run.command("cut", N, "--checkpoint-every 5 --resume") + " >/dev/null 2>&1");
+  std::vector<double> full = run.losses("full"), cut = run.losses("cut");
+  ASSERT_EQ(full.size(), size_t(N));
+  EXPECT_EQ(cut, full);  // the printed (%.8g) losses of every step, equal
+  LlamaModel a = load_checkpoint(d.path / "full"), b = load_checkpoint(d.path / "cut");
+  expect_same_weights(a, b);
+}
+
+TEST(DistillCli, TwoDataParallelProcessesMatchOneProcess) {
+  TempDir d;
+  CliRun run(d.path);
+  const int64_t N = 6;
+  test::run_or_fail(run.command("single", N, "") + " >/dev/null 2>&1");
+  std::string init = "file://" + (d.path / "rendezvous").string();
+  std::string ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks += run.command("ddp", N, fmt::format("--world-size 2 --rank {} --init-method {} "
+                                               "--rendezvous-timeout 120", r, init)) +
+             " >/dev/null 2>>" + (d.path / fmt::format("rank{}.log", r)).string() +
+             fmt::format(" & p{}=$!; ", r);
+  test::run_or_fail(ranks + "wait $p0 && wait $p1");
+  ASSERT_TRUE(fs::exists(d.path / "ddp" / "model.safetensors"))
+      << read_file(d.path / "rank0.log") << read_file(d.path / "rank1.log");
+  LlamaModel one = load_checkpoint(d.path / "single"), two = load_checkpoint(d.path / "ddp");
+  auto p1 = one.weights.parameters(), p2 = two.weights.parameters();
+  ASSERT_EQ(p1.size(), p2.size());
+  double worst = 0;
+  for (size_t i = 0; i < p1.size(); ++i) {
+    double scale = std::max(1e-3, p1[i].abs().max().item<double>());
+    worst = std::max(worst, (p1[i] - p2[i]).abs().max().item<double>() / scale);
+  }
+  EXPECT_LT(worst, 1e-4) << "largest relative weight difference, 1 vs 2 processes";
+  // Not trivially equal: the student moved away from its starting point.
+  LlamaModel start = load_checkpoint(d.path / "student");
+  EXPECT_GT((start.weights.embed_tokens - two.weights.embed_tokens).abs().max().item<double>(),
+            1e-3);
+  std::vector<double> l1 = run.losses("single"), l2 = run.losses("ddp");
+  ASSERT_EQ(l1.size(), l2.size());
+  for (size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l1[i], l2[i], 1e-5 * l1[i]) << "step " << i;
 }
 
 }  // namespace

@@ -145,9 +145,10 @@ TEST(Cli, SampleDistillEval) {
   EXPECT_EQ(info["steps"].get<int64_t>(), 8);
   ASSERT_EQ(run_cli(fmt::format("eval --model {0}/distilled --teacher {0}/teacher --data "
                                 "{0}/train.bin --seq-len 16 --json {0}/eval.json", D)), 0);
-  nlohmann::json e = read_json_file(d / "eval.json");
+  nlohmann::json e = read_json_file(d / "eval.json")["models"][0]["eval"];
   EXPECT_GT(e["perplexity"].get<double>(), 1.0);
   EXPECT_TRUE(e.contains("top1_agreement"));
+  EXPECT_TRUE(e.contains("topk_overlap"));
   // A bad input fails with a non-zero exit code.
   EXPECT_NE(run_cli(fmt::format("eval --model {0}/distilled --data {0}/missing.bin", D)), 0);
   fs::remove_all(d);

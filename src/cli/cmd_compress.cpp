@@ -14,7 +14,7 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--scenario", o->scenario, "scenario name (scenarios/NAME.json) or path")->required();
   s->add_option("--out", *out, "output folder (created atomically; replaced only on success)")->required();
   s->add_option("--profile", *profile, "reuse a profile.json of this device instead of profiling");
-  s->add_option("--method", o->method, "search method")->check(CLI::IsMember({"minitron"}))->capture_default_str();
+  s->add_option("--method", o->method, "search method: minitron (uniform grid), autocompress (differentiable) or both side by side (same distillation budget and held-out data)")->check(CLI::IsMember({"minitron", "autocompress", "both"}))->capture_default_str();
   s->add_option("--seed", o->seed, "seed of the teacher-sampled data")->capture_default_str();
   s->add_option("--seq-len", o->seq_len, "tokens per sequence (T)")->capture_default_str();
   s->add_option("--calibration-sequences", o->calibration_sequences, "teacher-sampled calibration stories")->capture_default_str();
@@ -22,8 +22,10 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--heldout-sequences", o->heldout_sequences, "held-out stories (other seeds)")->capture_default_str();
   s->add_option("--distill-tokens", o->distill_tokens, "distillation token budget")->capture_default_str();
   s->add_option("--distill-batch", o->distill_batch, "distillation batch size")->capture_default_str();
+  s->add_option("--task-items", o->task_items, "items per in-domain task (cloze, story ending; 0 = none)")->capture_default_str();
   s->add_option("--distill-lr", o->distill_lr, "distillation peak learning rate")->capture_default_str();
   s->add_option("--safety-margin", o->safety_margin, "search against limits x (1 - margin)")->capture_default_str();
+  s->add_flag("--allow-nonfinite", o->allow_nonfinite, "run even if the teacher has NaN/Inf weights (refused by default)");
   s->callback([o, model, out, profile] {
     o->model_dir = *model;
     o->out_dir = *out;

@@ -1,6 +1,8 @@
 // `autocompress distill`: distills a (pruned) student toward its teacher on token data and
 // writes the distilled checkpoint atomically, with its step log. Resumable: the state lives in
 // OUT.state (or --state-dir) until the output is written; Ctrl-C saves it at the next step.
+// Data-parallel: start the same command once per rank with --world-size, --rank and one
+// --init-method (file:///shared/path or tcp://host:port); rank 0 writes the state and output.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -10,16 +12,40 @@
 #include "common/json_io.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
+#include "distill/data_parallel.h"
 #include "distill/distill.h"
 #include "io/checkpoint.h"
+#include "io/tokenizer.h"
+#include "model/finite.h"
 
 namespace ac::cli {
 namespace {
 
 struct DistillArgs {
   std::string teacher, student, data, out, state_dir;
+  std::string init_method;
+  int world_size = 1, rank = 0;
+  double rendezvous_timeout_s = 300;
   DistillOptions opt;
 };
+
+/// Teacher and student vocabularies differ: allowed when one tokenizer's token table is a
+/// prefix of the other's; returns the shared id count. Throws ConfigError naming the first
+/// differing id otherwise.
+int64_t shared_vocab_size(const DistillArgs& a, const LlamaModel& teacher,
+                          const LlamaModel& student) {
+  int64_t vt = teacher.config.vocab_size, vs = student.config.vocab_size;
+  Tokenizer tt = Tokenizer::from_checkpoint(a.teacher, vt);
+  Tokenizer ts = Tokenizer::from_checkpoint(a.student, vs);
+  int64_t n = std::min(vt, vs);
+  for (int64_t i = 0; i < n; ++i)
+    if (tt.piece(i) != ts.piece(i))
+      throw ConfigError(msg("distill", "teacher {} (vocab {}) and student {} (vocab {}): token "
+                            "{} is '{}' in one and '{}' in the other; distillation needs the "
+                            "same tokenizer or one token table that is a prefix of the other",
+                            a.teacher, vt, a.student, vs, i, tt.piece(i), ts.piece(i)));
+  return n;
+}
 
 void write_output(const DistillArgs& a, const LlamaModel& student, const DistillResult& r) {
   StagingDir staging(a.out);
@@ -34,7 +60,9 @@ void write_output(const DistillArgs& a, const LlamaModel& student, const Distill
                       {"batch_size", a.opt.batch_size}, {"seq_len", a.opt.seq_len},
                       {"grad_accum", a.opt.grad_accum}, {"lr", a.opt.lr},
                       {"min_lr", a.opt.min_lr},      {"temperature", a.opt.temperature},
-                      {"ce_weight", a.opt.ce_weight}, {"seed", a.opt.seed}};
+                      {"ce_weight", a.opt.ce_weight}, {"seed", a.opt.seed},
+                      {"world_size", a.world_size},  {"restores", r.restores},
+                      {"lr_scale", r.lr_scale},      {"shared_vocab", a.opt.shared_vocab}};
   write_json_file(staging.path() / "distill.json", j);
   staging.commit();
 }
@@ -44,6 +72,22 @@ void run(DistillArgs& a) {
     check_not_overwriting_input(in, a.out, "distill");
   LlamaModel teacher = load_checkpoint(a.teacher);
   LlamaModel student = load_checkpoint(a.student);
+  if (!a.opt.allow_nonfinite) {  // refused here with the folder names, before any state is made
+    require_finite(teacher, a.teacher, "distill", /*allow=*/false);
+    require_finite(student, a.student, "distill", /*allow=*/false);
+  }
+  if (teacher.config.vocab_size != student.config.vocab_size)
+    a.opt.shared_vocab = shared_vocab_size(a, teacher, student);
+  std::unique_ptr<DataParallel> parallel;
+  if (a.world_size > 1) {
+    if (a.init_method.empty())
+      throw ConfigError(msg("distill", "--world-size {} needs --init-method (file:///path or "
+                            "tcp://host:port)", a.world_size));
+    parallel = std::make_unique<DataParallel>(a.init_method, a.rank, a.world_size,
+                                              a.rendezvous_timeout_s);
+    a.opt.parallel = parallel.get();
+    if (a.rank != 0) a.opt.show_progress = false;
+  }
   TokenDataset data = TokenDataset::load(a.data, int32_t(teacher.config.bos_token_id));
   a.opt.state_dir = a.state_dir.empty() ? fs::path(a.out + ".state") : fs::path(a.state_dir);
   a.opt.log_path = a.opt.state_dir / "distill_log.csv";
@@ -56,6 +100,7 @@ void run(DistillArgs& a) {
     throw Error(msg("distill", "interrupted at step {} of {}; state saved in {}: rerun the same "
                     "command with --resume to continue", r.steps_done, r.total_steps,
                     a.opt.state_dir.string()));
+  if (parallel && !parallel->is_main()) return;  // rank 0 writes the output
   write_output(a, student, r);
   fs::remove_all(a.opt.state_dir);
   log_info(fmt::format("[distill] {} steps, {} tokens, {:.0f} tokens/s, final loss {:.4f} -> {}",
@@ -75,6 +120,8 @@ RegisterCommand reg(70, [](CLI::App& app) {
   s->add_option("--tokens", o.token_budget, "Token budget")->required();
   s->add_option("--out", a->out, "Output checkpoint folder (written atomically)")->required();
   s->add_flag("--resume", o.resume, "Continue from the saved state");
+  s->add_flag("--allow-nonfinite", o.allow_nonfinite,
+              "Distill even if the teacher or student has NaN/Inf weights (refused by default)");
   s->add_option("--state-dir", a->state_dir, "Resumable state folder (default OUT.state)");
   s->add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->capture_default_str();
   s->add_option("--seq-len", o.seq_len, "Tokens per sequence")->capture_default_str();
@@ -91,6 +138,17 @@ RegisterCommand reg(70, [](CLI::App& app) {
   s->add_option("--checkpoint-every", o.checkpoint_every, "Steps between state saves")
       ->capture_default_str();
   s->add_option("--seed", o.seed, "Data order seed")->capture_default_str();
+  s->add_option("--world-size", a->world_size, "Data-parallel processes (one command per rank)")
+      ->capture_default_str();
+  s->add_option("--rank", a->rank, "This process's rank in [0, world-size)")
+      ->capture_default_str();
+  s->add_option("--init-method", a->init_method,
+                "Rendezvous of the ranks: file:///shared/path or tcp://host:port");
+  s->add_option("--rendezvous-timeout", a->rendezvous_timeout_s, "Seconds to wait for the ranks")
+      ->capture_default_str();
+  s->add_option("--max-consecutive-skips", o.max_consecutive_skips,
+                "Non-finite steps in a row that restore the last checkpoint")
+      ->capture_default_str();
   s->callback([a] { run(*a); });
 });
 

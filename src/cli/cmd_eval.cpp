@@ -1,7 +1,10 @@
-// `autocompress eval`: perplexity of a checkpoint, and its KL / top-1 agreement to a teacher.
+// `autocompress eval`: perplexity and bits per byte of one or more checkpoints, their KL /
+// top-1 / top-k agreement to a teacher, and benchmark tasks (JSONL, eval/tasks.h), side by side.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "cli/command.h"
 #include "common/error.h"
@@ -9,6 +12,7 @@
 #include "common/runtime.h"
 #include "data/dataset.h"
 #include "eval/eval.h"
+#include "eval/tasks.h"
 #include "io/checkpoint.h"
 #include "io/tokenizer.h"
 
@@ -16,72 +20,171 @@ namespace ac::cli {
 namespace {
 
 struct EvalArgs {
-  std::string model, teacher, data, text, json_out;
-  int64_t batch_size = 8, seq_len = 256, max_batches = -1, stride = 0;
+  std::vector<std::string> models, tasks;
+  std::string teacher, data, text, json_out;
+  int64_t batch_size = 8, seq_len = 256, max_batches = -1, stride = 0, top_k = 5;
+  int64_t max_batch_tokens = 4096;
 };
 
-std::vector<int32_t> text_ids(const EvalArgs& a, const LlamaModel& m) {
-  Tokenizer tok = Tokenizer::from_checkpoint(a.model, m.config.vocab_size);
-  return tokenize_text_file(a.text, tok);
+// One model's results: the stream metrics (when --data / --text) and the tasks.
+struct ModelResult {
+  std::string model;
+  std::optional<EvalResult> stream;
+  std::vector<TaskResult> tasks;
+};
+
+std::optional<Tokenizer> find_tokenizer(const std::string& dir, int64_t vocab_size) {
+  if (!fs::exists(fs::path(dir) / "tokenizer.bin")) return std::nullopt;
+  return Tokenizer::from_checkpoint(dir, vocab_size);
 }
 
-EvalResult run_eval(const EvalArgs& a, const LlamaModel& m, const LlamaModel* teacher) {
-  if (a.data.empty() == a.text.empty())
-    throw ConfigError("[eval] give exactly one of --data and --text");
+EvalResult eval_stream(const EvalArgs& a, const std::string& dir, const LlamaModel& m,
+                       const LlamaModel* teacher, const std::optional<Tokenizer>& tok) {
   EvalOptions opt;
   opt.batch_size = a.batch_size;
   opt.seq_len = a.seq_len;
   opt.max_batches = a.max_batches;
+  opt.top_k = a.top_k;
+  std::optional<TokenBytes> bytes;
+  if (tok) bytes = TokenBytes::from_tokenizer(*tok);
+  opt.token_bytes = bytes ? &*bytes : nullptr;
   const int32_t bos = int32_t(m.config.bos_token_id);
-  TokenDataset data = a.data.empty() ? TokenDataset(text_ids(a, m), m.config.vocab_size, bos)
-                                     : TokenDataset::load(a.data, bos);
+  if (!a.text.empty() && !tok)
+    throw ConfigError(msg("eval", "{}: --text needs the model's tokenizer.bin", dir));
+  TokenDataset data = a.data.empty()
+                          ? TokenDataset(tokenize_text_file(a.text, *tok), m.config.vocab_size, bos)
+                          : TokenDataset::load(a.data, bos);
   if (a.stride > 0) {
-    if (teacher) throw ConfigError("[eval] --stride (sliding window) does not take --teacher");
-    data.check_vocab(m.config.vocab_size, "eval", a.model);
-    return sliding_window_perplexity(m, data.ids(), a.seq_len, a.stride);
+    data.check_vocab(m.config.vocab_size, "eval", dir);
+    return sliding_window_evaluate(m, teacher, data.ids(), a.seq_len, a.stride, opt);
   }
   return evaluate(m, teacher, data, opt);
 }
 
+ModelResult eval_model(const EvalArgs& a, const std::string& dir, const LlamaModel* teacher,
+                       const std::vector<Task>& tasks) {
+  ModelResult r{dir, std::nullopt, {}};
+  LlamaModel m = load_checkpoint(dir);
+  std::optional<Tokenizer> tok = find_tokenizer(dir, m.config.vocab_size);
+  if (!a.data.empty() || !a.text.empty()) r.stream = eval_stream(a, dir, m, teacher, tok);
+  if (!tasks.empty() && !tok)
+    throw ConfigError(msg("eval", "{}: --tasks needs the model's tokenizer.bin", dir));
+  LoglikelihoodOptions lo;
+  lo.max_batch_tokens = a.max_batch_tokens;
+  for (const Task& t : tasks) {
+    r.tasks.push_back(evaluate_task(m, *tok, t, lo));
+    log_info(fmt::format("[eval] {}: task {} done in {:.1f} s", dir, t.name, r.tasks.back().wall_s));
+  }
+  return r;
+}
+
+std::string cell(double v, int digits) { return std::isfinite(v) ? fmt::format("{:.{}f}", v, digits) : "—"; }
+
+// Rows = metrics, columns = models.
+void print_table(const std::vector<ModelResult>& rs) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
+  auto add = [&](const std::string& name, auto&& get) {
+    std::vector<std::string> cells;
+    for (const ModelResult& r : rs) cells.push_back(get(r));
+    rows.emplace_back(name, std::move(cells));
+  };
+  const ModelResult& first = rs.front();
+  if (first.stream) {
+    auto stream = [&](const char* name, auto&& f, bool teacher_only = false, bool bytes_only = false) {
+      if ((teacher_only && !first.stream->has_teacher) || (bytes_only && !first.stream->has_bytes)) return;
+      add(name, [&](const ModelResult& r) { return f(*r.stream); });
+    };
+    stream("perplexity", [](const EvalResult& e) { return cell(e.perplexity, 4); });
+    stream("bits_per_byte", [](const EvalResult& e) { return cell(e.bits_per_byte, 4); }, false, true);
+    stream("mean_nll (nats/token)", [](const EvalResult& e) { return cell(e.mean_nll, 5); });
+    stream("kl_to_teacher (nats/token)", [](const EvalResult& e) { return cell(e.kl_to_teacher, 5); }, true);
+    stream("top1_agreement", [](const EvalResult& e) { return cell(e.top1_agreement, 4); }, true);
+    stream(fmt::format("top{}_overlap", first.stream->top_k).c_str(),
+           [](const EvalResult& e) { return cell(e.topk_overlap, 4); }, true);
+    stream("tokens", [](const EvalResult& e) { return std::to_string(e.tokens); });
+  }
+  for (size_t t = 0; t < first.tasks.size(); ++t) {
+    for (const auto& [name, _] : first.tasks[t].metrics)
+      add(fmt::format("{} {}", first.tasks[t].name, name), [&, t, name = name](const ModelResult& r) {
+        const MetricValue& v = r.tasks[t].metric(name);
+        return std::isfinite(v.std_error) ? fmt::format("{} ± {}", cell(v.value, 4), cell(v.std_error, 4))
+                                          : cell(v.value, 4);
+      });
+  }
+  size_t w0 = 6;
+  std::vector<size_t> w(rs.size());
+  for (size_t c = 0; c < rs.size(); ++c) w[c] = rs[c].model.size();
+  for (const auto& [name, cells] : rows) {
+    w0 = std::max(w0, name.size());
+    for (size_t c = 0; c < cells.size(); ++c) w[c] = std::max(w[c], cells[c].size());
+  }
+  std::string line = fmt::format("{:<{}}", "metric", w0);
+  for (size_t c = 0; c < rs.size(); ++c) line += fmt::format("  {:>{}}", rs[c].model, w[c]);
+  std::printf("%s\n", line.c_str());
+  for (const auto& [name, cells] : rows) {
+    line = fmt::format("{:<{}}", name, w0);
+    for (size_t c = 0; c < cells.size(); ++c) line += fmt::format("  {:>{}}", cells[c], w[c]);
+    std::printf("%s\n", line.c_str());
+  }
+  for (const TaskResult& t : first.tasks)
+    std::printf("%s: n = %lld, baseline (%s) %.4f\n", t.name.c_str(), (long long)t.n,
+                t.baseline_kind.c_str(), t.baseline);
+}
+
 void run(const EvalArgs& a) {
-  LlamaModel m = load_checkpoint(a.model);
+  if (!a.data.empty() && !a.text.empty()) throw ConfigError("[eval] give at most one of --data and --text");
+  if (a.data.empty() && a.text.empty() && a.tasks.empty())
+    throw ConfigError("[eval] nothing to evaluate: give --data, --text or --tasks");
+  std::vector<fs::path> inputs{a.teacher, a.data, a.text};
+  inputs.insert(inputs.end(), a.models.begin(), a.models.end());
+  inputs.insert(inputs.end(), a.tasks.begin(), a.tasks.end());
+  check_not_overwriting_inputs(inputs, a.json_out, "eval");
+  std::vector<Task> tasks;
+  for (const std::string& t : a.tasks) tasks.push_back(read_task_file(t));
   std::optional<LlamaModel> teacher;
   if (!a.teacher.empty()) teacher = load_checkpoint(a.teacher);
-  EvalResult r = run_eval(a, m, teacher ? &*teacher : nullptr);
-  std::printf("perplexity      %.4f\n", r.perplexity);
-  std::printf("mean_nll        %.5f nats/token\n", r.mean_nll);
-  if (r.has_teacher) {
-    std::printf("kl_to_teacher   %.5f nats/token\n", r.kl_to_teacher);
-    std::printf("top1_agreement  %.4f\n", r.top1_agreement);
+  std::vector<ModelResult> results;
+  for (const std::string& dir : a.models)
+    results.push_back(eval_model(a, dir, teacher ? &*teacher : nullptr, tasks));
+  print_table(results);
+  if (a.json_out.empty()) return;
+  nlohmann::json j = {{"teacher", a.teacher.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.teacher)},
+                      {"data", a.data.empty() ? (a.text.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.text))
+                                              : nlohmann::json(a.data)},
+                      {"seq_len", a.seq_len},
+                      {"stride", a.stride},
+                      {"models", nlohmann::json::array()}};
+  for (const ModelResult& r : results) {
+    nlohmann::json m = {{"model", r.model}, {"tasks", nlohmann::json::array()}};
+    if (r.stream) m["eval"] = r.stream->to_json();
+    for (const TaskResult& t : r.tasks) m["tasks"].push_back(t.to_json());
+    j["models"].push_back(m);
   }
-  std::printf("tokens          %lld in %lld sequences (%.1f s)\n", (long long)r.tokens,
-              (long long)r.sequences, r.wall_s);
-  if (!a.json_out.empty()) {
-    nlohmann::json j = r.to_json();
-    j["model"] = a.model;
-    if (teacher) j["teacher"] = a.teacher;
-    j["data"] = a.data.empty() ? a.text : a.data;
-    j["seq_len"] = a.seq_len;
-    if (a.stride > 0) j["stride"] = a.stride;
-    write_json_file(a.json_out, j);
-  }
+  write_json_file(a.json_out, j);
 }
 
 RegisterCommand reg(80, [](CLI::App& app) {
-  auto* s = app.add_subcommand("eval", "Perplexity, and KL / top-1 agreement to a teacher");
+  auto* s = app.add_subcommand("eval", "Perplexity, bits per byte, agreement with a teacher and "
+                                       "benchmark tasks, for one or more models side by side");
   auto a = std::make_shared<EvalArgs>();
-  s->add_option("--model", a->model, "Checkpoint folder")->required();
-  s->add_option("--teacher", a->teacher, "Teacher checkpoint (adds KL and top-1 agreement)");
+  s->add_option("--model", a->models, "Checkpoint folder (repeat to compare models)")->required();
+  s->add_option("--teacher", a->teacher, "Teacher checkpoint (adds KL, top-1 agreement and "
+                                         "top-k overlap)");
   s->add_option("--data", a->data, "Token file (data/token_file.h)");
-  s->add_option("--text", a->text, "UTF-8 text file, tokenized with the model's tokenizer.bin");
+  s->add_option("--text", a->text, "UTF-8 text file, tokenized with each model's tokenizer.bin");
+  s->add_option("--tasks", a->tasks, "Task file (JSONL, docs/eval.md); repeat for more");
   s->add_option("--json", a->json_out, "Write the results as JSON here");
   s->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();
   s->add_option("--seq-len", a->seq_len, "Tokens per window (the context with --stride)")
       ->capture_default_str();
   s->add_option("--max-batches", a->max_batches, "Batches to score (-1 = all)")
       ->capture_default_str();
-  s->add_option("--stride", a->stride, "Sliding-window perplexity with this stride (< seq-len); "
+  s->add_option("--stride", a->stride, "Sliding-window evaluation with this stride (< seq-len); "
                                        "0 = packed windows")->capture_default_str();
+  s->add_option("--top-k", a->top_k, "k of the top-k overlap with the teacher")
+      ->capture_default_str();
+  s->add_option("--max-batch-tokens", a->max_batch_tokens, "Tasks: padded tokens per forward "
+                                                           "pass")->capture_default_str();
   s->callback([a] { run(*a); });
 });
 

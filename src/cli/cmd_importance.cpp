@@ -10,6 +10,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
+#include "model/finite.h"
 
 namespace ac::cli {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 struct ImportanceArgs {
   std::string model, tokens, text, out, aggregation = "mean";
   int64_t batch_size = 8, seq_len = 256, max_batches = -1, save_every = 16;
-  bool layer_drop_loss = false, resume = false;
+  bool layer_drop_loss = false, resume = false, allow_nonfinite = false;
 };
 
 TokenDataset calibration_data(const ImportanceArgs& a, const LlamaModel& m) {
@@ -39,6 +40,7 @@ void run(const ImportanceArgs& a) {
                                   "'{}'", a.aggregation));
   check_not_overwriting_input(a.model, a.out, "importance");
   LlamaModel m = load_checkpoint(a.model);
+  if (!a.allow_nonfinite) require_finite(m, a.model, "importance", /*allow=*/false);
   TokenDataset data = calibration_data(a, m);
   std::vector<at::Tensor> batches = data.sequential_batches(a.batch_size, a.seq_len, a.max_batches);
   if (batches.empty())
@@ -50,6 +52,7 @@ void run(const ImportanceArgs& a) {
   opt.state_path = a.out + ".state";
   opt.save_every = a.save_every;
   opt.resume = a.resume;
+  opt.allow_nonfinite = a.allow_nonfinite;
   Importance imp = compute_importance(m, batches, opt);
   save_importance(a.out, imp);
   fs::remove(opt.state_path);
@@ -77,6 +80,8 @@ RegisterCommand reg(40, [](CLI::App& app) {
   s->add_option("--save-every", a->save_every, "Save resumable state every N batches "
                                                "(OUT.state)")->capture_default_str();
   s->add_flag("--resume", a->resume, "Continue from OUT.state if present");
+  s->add_flag("--allow-nonfinite", a->allow_nonfinite,
+              "Score a model with NaN/Inf weights anyway (refused by default)");
   s->callback([a] { run(*a); });
 });
 

@@ -17,6 +17,8 @@ struct ProfileArgs {
 };
 
 void run(const ProfileArgs& a) {
+  ac::check_not_overwriting_inputs(std::vector<ac::fs::path>(a.models.begin(), a.models.end()),
+                                   a.out, "profile");
   ac::Scenario s = ac::find_scenario(a.scenario);
   if (a.device != s.device)
     throw ac::ConfigError(ac::msg("profile", "--device {} but scenario '{}' targets device '{}'",

@@ -33,7 +33,8 @@ void write_text(const SampleArgs& a, const LlamaModel& m, const std::vector<int3
 }
 
 void run(const SampleArgs& a) {
-  check_not_overwriting_input(a.model, a.out, "sample");
+  check_not_overwriting_inputs({a.model, a.exclude}, a.out, "sample");
+  check_not_overwriting_inputs({a.model, a.exclude, a.out}, a.text_out, "sample");
   LlamaModel m = load_checkpoint(a.model);
   const int32_t bos = int32_t(m.config.bos_token_id);
   std::vector<int32_t> ids =

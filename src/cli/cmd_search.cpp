@@ -8,30 +8,47 @@
 #include "hardware/measure.h"
 #include "hardware/profile.h"
 #include "io/checkpoint.h"
-#include "prune/arch.h"
-#include "search/minitron.h"
+#include "search/outcome.h"
 
 namespace {
 struct SearchArgs {
   std::string model, importance, scenario, profile, data, out, method = "minitron";
   int64_t seq_len = 256, batches = 1;
-  double safety_margin = 0.05;
+  ac::SearchSettings settings;
 };
 
 ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   auto a = std::make_shared<SearchArgs>();
-  CLI::App* s = app.add_subcommand("search", "Search an architecture under the scenario's limits; writes arch.json");
+  ac::SearchSettings& st = a->settings;
+  ac::DifferentiableOptions& d = st.autocompress;
+  CLI::App* s = app.add_subcommand("search", "Search an architecture under the scenario's limits; writes arch.json and two SVGs beside it");
   s->add_option("--model", a->model, "teacher checkpoint folder")->required();
   s->add_option("--importance", a->importance, "importance.safetensors (autocompress importance)")->required();
   s->add_option("--scenario", a->scenario, "scenario name or path")->required();
   s->add_option("--profile", a->profile, "profile.json of this device (autocompress profile); roofline from the spec when absent");
-  s->add_option("--data", a->data, "calibration token file to rank candidates")->required();
-  s->add_option("--out", a->out, "arch.json to write")->required();
-  s->add_option("--method", a->method, "search method")->check(CLI::IsMember({"minitron"}))->capture_default_str();
-  s->add_option("--seq-len", a->seq_len, "tokens per calibration window")->capture_default_str();
-  s->add_option("--batches", a->batches, "calibration batches of 8 windows used for ranking")->capture_default_str();
-  s->add_option("--safety-margin", a->safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
+  s->add_option("--data", a->data, "calibration token file (ranking, search steps, KL after pruning)")->required();
+  s->add_option("--out", a->out, "arch.json to write (with --method both: the autocompress one; minitron's goes to ARCH.minitron.json)")->required();
+  s->add_option("--method", a->method, "search method: autocompress (differentiable), minitron (uniform grid) or both side by side")->check(CLI::IsMember({"autocompress", "minitron", "both"}))->capture_default_str();
+  s->add_option("--seq-len", a->seq_len, "tokens per calibration window (minitron ranking, KL after pruning)")->capture_default_str();
+  s->add_option("--batches", a->batches, "calibration batches of 8 windows for minitron's ranking and the KL after pruning")->capture_default_str();
+  s->add_option("--safety-margin", st.safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
+  s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods)")->capture_default_str();
+  s->add_option("--steps", d.steps, "autocompress: optimisation steps at most")->capture_default_str();
+  s->add_option("--search-batch", st.autocompress_batch_size, "autocompress: windows per step")->capture_default_str();
+  s->add_option("--search-seq-len", st.autocompress_seq_len, "autocompress: tokens per window")->capture_default_str();
+  s->add_option("--search-batches", st.autocompress_batches, "autocompress: distinct batches cycled over")->capture_default_str();
+  s->add_option("--logit-lr", d.logit_lr, "autocompress: Adam step on the architecture logits")->capture_default_str();
+  s->add_option("--dual-lr", d.dual_lr, "autocompress: dual ascent step of the multipliers")->capture_default_str();
+  s->add_option("--seed", d.seed, "autocompress: Gumbel noise seed")->capture_default_str();
+  s->add_option("--cost-weight", d.cost_weight, "autocompress: weight of the Lagrangian cost term (0 = distillation loss only)")->capture_default_str();
+  s->add_option("--straight-through", d.straight_through, "autocompress: hard one-hot Gumbel samples in the forward pass (true) or soft ones (false)")->capture_default_str();
+  s->add_option("--init-full-logit", d.init_full_logit, "autocompress: initial logit of the parent's option")->capture_default_str();
   s->callback([a] {
+    ac::init_torch_threads();
+    ac::check_not_overwriting_inputs({a->model, a->importance, a->profile, a->data}, a->out,
+                                     "search");
+    a->settings.minitron.width_granularity = a->settings.autocompress.space.width_granularity;
+    a->settings.minitron_batches = a->batches;
     ac::LlamaModel teacher = ac::load_checkpoint(a->model);
     ac::Scenario scenario = ac::find_scenario(a->scenario);
     std::optional<ac::Profile> profile;
@@ -39,22 +56,41 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
     const ac::Profile* p = profile ? &*profile : nullptr;
     ac::Limits limits = scenario.limits;
     if (limits.has_relative()) {
-      ac::log_info("[search] the scenario has limits relative to the teacher: measuring it");
-      ac::Measurement m = ac::measure_native(teacher, scenario.workload, 3);
-limits = limits.resolve(m.as_estimate());
+      // As in compress: the search compares predictions with predictions, so relative limits
+      // resolve against the teacher's prediction (a profile/measurement offset cancels out).
+      ac::log_info("[search] the scenario has limits relative to the teacher: resolving them "
+                   "against its predicted cost");
+      limits = limits.resolve(ac::predict(teacher.config, scenario, p));
     }
     ac::Importance imp = ac::load_importance(a->importance);
     ac::TokenDataset data = ac::TokenDataset::load(a->data, int32_t(teacher.config.bos_token_id));
-    std::vector<at::Tensor> batches = data.sequential_batches(8, a->seq_len, a->batches);
-    ac::MinitronOptions mo;
-    mo.safety_margin = a->safety_margin;
-    ac::CostFn cost = [&](const ac::ModelConfig& c) { return ac::predict(c, scenario, p); };
-    ac::SearchResult r = ac::minitron_search(teacher, imp, cost, limits, batches, mo);
-    ac::write_arch(a->out, r.best.target, {{"search", r.to_json()}, {"limits", limits.to_json()},
-                                           {"scenario", scenario.name}});
-    std::printf("%s: %s, predicted TPOT %.3f ms, TTFT %.3f ms, %s\n", a->out.c_str(),
-                ac::describe(r.best.config).c_str(), r.best.cost.tpot_ms, r.best.cost.ttft_ms,
-                r.best.cost.source.c_str());
+    std::vector<ac::SearchOutcome> outcomes;
+    for (const std::string& m : ac::search_methods(a->method))
+      outcomes.push_back(ac::run_search_method(m, teacher, imp, scenario, p, limits, data,
+                                               a->seq_len, a->settings));
+    // Evaluation (not a search cost): KL after pruning of every result on the same windows.
+    std::vector<at::Tensor> eval_batches = data.sequential_batches(8, a->seq_len, a->batches);
+    nlohmann::json comparison = nlohmann::json::array();
+    for (const auto& o : outcomes) {
+      nlohmann::json row = o.summary();
+      row["kl_after_prune"] = ac::kl_after_prune(teacher, imp, o.best.target, eval_batches);
+      int64_t tokens = 0;
+      for (const auto& b : eval_batches) tokens += b.numel();
+      row["kl_tokens"] = tokens;
+      comparison.push_back(row);
+      std::printf("%-12s %s: predicted TPOT %.3f ms, TTFT %.3f ms, memory %.1f MiB (%s); KL after "
+                  "prune %.4f; search tokens %lld\n",
+                  o.method.c_str(), ac::describe(o.best.config).c_str(), o.best.cost.tpot_ms,
+                  o.best.cost.ttft_ms, double(o.best.cost.peak_memory_bytes) / (1 << 20),
+                  o.best.cost.source.c_str(), row["kl_after_prune"].get<double>(),
+                  (long long)o.search_tokens);
+    }
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      ac::fs::path path = i == 0 ? ac::fs::path(a->out) : ac::method_arch_path(a->out, outcomes[i].method);
+      ac::write_search_outputs(path, outcomes[i], scenario.name,
+                               {{"comparison", comparison}, {"evaluation", comparison[i]}});
+      std::printf("wrote %s\n", path.c_str());
+    }
   });
 });
 }  // namespace

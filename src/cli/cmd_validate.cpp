@@ -16,6 +16,9 @@ struct ValidateArgs {
 };
 
 void run(const ValidateArgs& a) {
+  std::vector<ac::fs::path> inputs{a.profile, a.base};
+  inputs.insert(inputs.end(), a.models.begin(), a.models.end());
+  ac::check_not_overwriting_inputs(inputs, a.out, "validate");
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile p = ac::load_profile(a.profile);
   std::vector<ac::ModelConfig> archs;

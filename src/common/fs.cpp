@@ -1,7 +1,13 @@
 #include "common/fs.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include <fstream>
 #include <random>
@@ -16,41 +22,85 @@ static std::string unique_suffix() {
   return fmt::format(".tmp-{}-{:x}", ::getpid(), rng() & 0xffffffff);
 }
 
+/// fsync of a folder, so that a rename inside it survives a crash (best effort: some file
+/// systems refuse to open folders for it).
+static void sync_dir(const fs::path& dir) {
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
 void write_file_atomic(const fs::path& path, std::string_view bytes) {
   fs::path tmp = path;
   tmp += unique_suffix();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0)
     throw FormatError(msg("write_file", "{}: cannot create ({}); does the folder exist?",
                           path.string(), std::strerror(errno)));
+  auto fail = [&](const std::string& what) {
+    const int e = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return FormatError(msg("write_file", "{}: {} ({})", path.string(), what, std::strerror(e)));
+  };
   size_t off = 0;
   while (off < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw FormatError(msg("write_file", "{}: write failed after {} of {} bytes ({})",
-                            path.string(), off, bytes.size(), std::strerror(e)));
-    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw fail(fmt::format("write failed after {} of {} bytes", off, bytes.size()));
     off += size_t(n);
   }
-  ::fsync(fd);
-  ::close(fd);
+  if (::fsync(fd) != 0) throw fail("fsync failed");
+  if (::close(fd) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw FormatError(msg("write_file", "{}: close failed ({})", path.string(), std::strerror(e)));
+  }
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
-    fs::remove(tmp);
+    fs::remove(tmp, ec);
     throw FormatError(msg("write_file", "{}: rename failed ({})", path.string(), ec.message()));
   }
+  sync_dir(path.parent_path());
 }
 
 std::string read_file(const fs::path& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    throw FormatError(msg("read_file", "{}: no such file or not readable", path.string()));
+  // A folder, a FIFO or a device (/dev/zero) would block or never end: regular files only.
+  if (!fs::is_regular_file(status))
+    throw FormatError(msg("read_file", "{}: not a regular file", path.string()));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw FormatError(msg("read_file", "{}: no such file or not readable", path.string()));
   std::ostringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw FormatError(msg("read_file", "{}: read failed", path.string()));
   return ss.str();
+}
+
+/// The staging name of `final_dir` for this process: ".staging-NAME.tmp-PID-RANDOM".
+static std::string staging_prefix(const fs::path& final_dir) {
+  return ".staging-" + final_dir.filename().string() + ".tmp-";
+}
+
+/// Removes staging folders of `final_dir` left by processes that no longer run (killed by
+/// SIGKILL or a power loss, so their destructor never ran). A live process's folder is kept.
+static void remove_stale_staging(const fs::path& parent, const fs::path& final_dir) {
+  const std::string prefix = staging_prefix(final_dir);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || pid == long(::getpid())) continue;
+    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+  }
 }
 
 StagingDir::StagingDir(fs::path final_dir) : final_(std::move(final_dir)) {
@@ -61,8 +111,15 @@ StagingDir::StagingDir(fs::path final_dir) : final_(std::move(final_dir)) {
   if (ec)
     throw FormatError(msg("output", "{}: cannot create parent folder ({})", parent.string(),
                           ec.message()));
+  if (fs::exists(final_, ec) && !fs::is_directory(final_, ec))
+    throw ConfigError(msg("output", "{}: exists and is not a folder; refusing to replace a file "
+                          "with an output folder", final_.string()));
+  remove_stale_staging(parent, final_);
   tmp_ = parent / (".staging-" + final_.filename().string() + unique_suffix());
-  fs::create_directory(tmp_);
+  fs::create_directory(tmp_, ec);
+  if (ec)
+    throw FormatError(msg("output", "{}: cannot create the staging folder ({})", tmp_.string(),
+                          ec.message()));
 }
 
 StagingDir::~StagingDir() {
@@ -74,8 +131,20 @@ StagingDir::~StagingDir() {
 
 void StagingDir::commit() {
   std::error_code ec;
+  const fs::path parent = tmp_.parent_path();
+  sync_dir(tmp_);
+  // Replacing an existing output: swap the two folders in one atomic step (renameat2
+  // RENAME_EXCHANGE), so that at every instant `final_` is either the old or the new output.
+  if (fs::exists(final_, ec) &&
+      ::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, final_.c_str(), RENAME_EXCHANGE) == 0) {
+    committed_ = true;
+    sync_dir(parent);
+    fs::remove_all(tmp_, ec);  // now the previous output
+    return;
+  }
+  // No previous output, or a file system without RENAME_EXCHANGE: move the old one aside first.
   fs::path old;
-  if (fs::exists(final_)) {
+  if (fs::exists(final_, ec)) {
     old = final_;
     old += unique_suffix() + ".old";
     fs::rename(final_, old, ec);
@@ -85,17 +154,22 @@ void StagingDir::commit() {
   }
   fs::rename(tmp_, final_, ec);
   if (ec) {
-    if (!old.empty()) fs::rename(old, final_);
+    std::error_code ec2;
+    if (!old.empty()) fs::rename(old, final_, ec2);
     throw FormatError(msg("output", "{}: rename failed ({})", final_.string(), ec.message()));
   }
   committed_ = true;
+  sync_dir(parent);
   if (!old.empty()) fs::remove_all(old, ec);
 }
 
 void check_not_overwriting_input(const fs::path& input, const fs::path& out, const char* where) {
-  std::error_code ec;
-  fs::path a = fs::weakly_canonical(fs::absolute(input), ec);
-  fs::path b = fs::weakly_canonical(fs::absolute(out), ec);
+  auto canonical = [](const fs::path& p) {
+    std::error_code ec;
+    fs::path c = fs::weakly_canonical(fs::absolute(p), ec);
+    return c.has_filename() ? c : c.parent_path();  // "dir/" names the folder "dir"
+  };
+  const fs::path a = canonical(input), b = canonical(out);
   auto inside = [](const fs::path& outer, const fs::path& inner) {
     auto o = outer.begin(), i = inner.begin();
     for (; o != outer.end(); ++o, ++i)
@@ -105,6 +179,13 @@ void check_not_overwriting_input(const fs::path& input, const fs::path& out, con
   if (inside(a, b) || inside(b, a))
     throw ConfigError(msg(where, "refusing to write '{}': it overlaps the input '{}'",
                           out.string(), input.string()));
+}
+
+void check_not_overwriting_inputs(const std::vector<fs::path>& inputs, const fs::path& out,
+                                  const char* where) {
+  if (out.empty()) return;
+  for (const auto& in : inputs)
+    if (!in.empty()) check_not_overwriting_input(in, out, where);
 }
 
 }  // namespace ac

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ac {
 namespace fs = std::filesystem;
@@ -36,6 +37,9 @@ class StagingDir {
 
 /// Throws ConfigError if `out` is, contains, or lies inside `input` (refuse to overwrite input).
 void check_not_overwriting_input(const fs::path& input, const fs::path& out, const char* where);
+/// The same for every non-empty input; nothing to check when `out` is empty (no output asked).
+void check_not_overwriting_inputs(const std::vector<fs::path>& inputs, const fs::path& out,
+                                  const char* where);
 
 
 }  // namespace ac

@@ -4,17 +4,47 @@
 
 namespace ac {
 
-json read_json_file(const fs::path& path) {
-  std::string text = read_file(path);
+namespace {
+
+/// Rejects arrays/objects nested deeper than kMaxJsonDepth before the parser sees the text, so
+/// no later recursive walk (dump, destruction, our readers) can exhaust the stack. Brackets
+/// inside strings do not count; the parser itself reports any other syntax error.
+void check_json_depth(std::string_view text, const std::string& file) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        throw FormatError(msg("read_json", "{}: nesting depth exceeds {} at byte {}", file,
+                              kMaxJsonDepth, i));
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+}  // namespace
+
+json parse_json_text(std::string_view text, const std::string& file) {
+  if (text.size() > kMaxJsonBytes)
+    throw FormatError(msg("read_json", "{}: {} bytes, more than the {} MiB limit for JSON", file,
+                          text.size(), kMaxJsonBytes >> 20));
+  check_json_depth(text, file);
   try {
-    // Nesting depth is bounded by nlohmann's recursive parser; reject absurd sizes first.
-    if (text.size() > (64u << 20))
-      throw FormatError(msg("read_json", "{}: {} bytes, more than the 64 MiB limit for JSON",
-                            path.string(), text.size()));
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw FormatError(msg("read_json", "{}: invalid JSON: {}", path.string(), e.what()));
+    throw FormatError(msg("read_json", "{}: invalid JSON: {}", file, e.what()));
   }
+}
+
+json read_json_file(const fs::path& path) {
+  return parse_json_text(read_file(path), path.string());
 }
 
 void write_json_file(const fs::path& path, const json& j) {
@@ -25,12 +55,11 @@ template <typename T>
 T json_get(const json& j, const char* key, const std::string& file) {
   if (!j.is_object() || !j.contains(key))
     throw FormatError(msg("json", "{}: missing field '{}'", file, key));
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw FormatError(msg("json", "{}: field '{}' has the wrong type: found {}", file, key,
-                          j.at(key).dump()));
-  }
+  const json& v = j.at(key);
+  if (!json_holds<T>(v))
+    throw FormatError(msg("json", "{}: field '{}' has the wrong type or range: found {}", file,
+                          key, v.dump().substr(0, 200)));
+  return v.get<T>();
 }
 
 template <typename T>

@@ -1,6 +1,5 @@
 #include "common/runtime.h"
 
-#include <ATen/Parallel.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,13 +11,6 @@ namespace ac {
 int cpu_cores() {
   long n = ::sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? int(n) : 1;
-}
-
-int init_torch_threads() {
-  int n = cpu_cores();
-  if (const char* env = std::getenv("AC_NUM_THREADS")) n = std::max(1, std::atoi(env));
-  if (at::get_num_threads() != n) at::set_num_threads(n);
-  return n;
 }
 
 static bool quiet() {

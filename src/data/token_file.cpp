@@ -31,9 +31,11 @@ void write_token_file(const fs::path& path, const std::vector<int32_t>& ids, int
 }
 
 TokenFile read_token_file(const fs::path& path) {
+  return parse_token_file(read_file(path), path.string());
+}
+
+TokenFile parse_token_file(std::string_view bytes, const std::string& file) {
   const char* where = "read_token_file";
-  std::string bytes = read_file(path);
-  const std::string file = path.string();
   if (bytes.size() < size_t(kTokenFileHeaderBytes))
     throw FormatError(msg(where, "{}: {} bytes, shorter than the {}-byte header: not a token file "
                           "or truncated", file, bytes.size(), kTokenFileHeaderBytes));

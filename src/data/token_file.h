@@ -10,6 +10,8 @@
 // document starts with BOS, as in llama2.c's pretokenized TinyStories shards.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/fs.h"
@@ -36,5 +38,8 @@ void write_token_file(const fs::path& path, const std::vector<int32_t>& ids,
 /// wrong magic ("not a token file"), a size that disagrees with the count (truncated or
 /// trailing bytes), or an id outside [0, vocab_size).
 TokenFile read_token_file(const fs::path& path);
+
+/// The same from the file's bytes already in memory; `file` names errors.
+TokenFile parse_token_file(std::string_view bytes, const std::string& file);
 
 }  // namespace ac

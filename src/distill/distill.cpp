@@ -11,7 +11,9 @@
 #include "common/json_io.h"
 #include "common/progress.h"
 #include "common/runtime.h"
+#include "distill/data_parallel.h"
 #include "distill/loss.h"
+#include "model/finite.h"
 
 namespace ac {
 
@@ -119,8 +121,12 @@ class Trainer {
   void build_optimizer();
   StepRecord train_step(int64_t step);
   void set_lr(double lr);
-  void save_state(int64_t step) const;
+  std::string serialize_state(int64_t step) const;
+  void save_state(int64_t step);
+  int64_t restore_state(const std::string& bytes, const std::string& source);
   int64_t load_state();
+  bool is_main() const { return !opt_.parallel || opt_.parallel->is_main(); }
+  int world_size() const { return opt_.parallel ? opt_.parallel->world_size() : 1; }
   void open_log(int64_t resume_step);
   void log_step(const StepRecord& r);
   fs::path state_file() const { return opt_.state_dir / kDistillStateFile; }
@@ -134,6 +140,10 @@ class Trainer {
   int64_t tokens_per_step_ = 0, total_steps_ = 0;
   std::vector<StepRecord> records_;
   double wall_before_ = 0;  // training seconds of earlier runs (resume)
+  double lr_scale_ = 1.0;   // product of skip_lr_factor over the restores
+  int64_t restores_ = 0;
+  int64_t vocab_ = 0;       // ids compared by the loss: vocab_size, or shared_vocab
+  std::string snapshot_;    // the last checkpoint, in memory (serialize_state)
   std::ofstream log_;
 };
 
@@ -141,6 +151,11 @@ Trainer::Trainer(const LlamaModel& teacher, LlamaModel& student, const TokenData
                  const DistillOptions& opt)
     : teacher_(teacher), student_(student), data_(data), opt_(opt) {
   check_inputs();
+  vocab_ = opt.shared_vocab > 0 ? opt.shared_vocab : student.config.vocab_size;
+  if (opt.shared_vocab > 0 && teacher.config.vocab_size != student.config.vocab_size && is_main())
+    log_info(fmt::format("[distill] teacher vocab {} and student vocab {} share a prefix of {} "
+                         "ids: KL over those ids, both distributions renormalised",
+                         teacher.config.vocab_size, student.config.vocab_size, vocab_));
   tokens_per_step_ = opt.batch_size * opt.seq_len * opt.grad_accum;
   total_steps_ = opt.token_budget / tokens_per_step_;
   if (total_steps_ < 1)
@@ -164,13 +179,22 @@ void Trainer::check_inputs() const {
   if (!(o.lr > 0) || !(o.min_lr >= 0) || o.min_lr > o.lr)
     throw ConfigError(msg(where, "need 0 <= min_lr <= lr and lr > 0, found lr {} min_lr {}", o.lr,
                           o.min_lr));
-  if (teacher_.config.vocab_size != student_.config.vocab_size)
+  const int64_t vt = teacher_.config.vocab_size, vs = student_.config.vocab_size;
+  if (vt != vs && o.shared_vocab != std::min(vt, vs))
     throw ConfigError(msg(where, "teacher vocab_size {} differs from student vocab_size {}: "
-                          "distillation needs the same tokenizer", teacher_.config.vocab_size,
-                          student_.config.vocab_size));
+                          "distillation needs the same tokenizer, or one token table that is a "
+                          "prefix of the other (shared_vocab = {}, found {})", vt, vs,
+                          std::min(vt, vs), o.shared_vocab));
+  if (o.shared_vocab < 0 || o.shared_vocab > std::min(vt, vs))
+    throw ConfigError(msg(where, "shared_vocab {} outside [0, {}]", o.shared_vocab,
+                          std::min(vt, vs)));
   if (teacher_.weights.embed_tokens.is_alias_of(student_.weights.embed_tokens))
     throw ConfigError(msg(where, "teacher and student share weights; clone the student first"));
-  data_.check_vocab(student_.config.vocab_size, where, "student");
+  data_.check_vocab(o.shared_vocab > 0 ? o.shared_vocab : vs, where,
+                    o.shared_vocab > 0 ? "shared vocabulary" : "student");
+  if (o.batch_size % world_size() != 0)
+    throw ConfigError(msg(where, "batch_size {} does not split over {} data-parallel ranks",
+                          o.batch_size, world_size()));
 }
 
 void Trainer::build_optimizer() {
@@ -200,25 +224,44 @@ StepRecord Trainer::train_step(int64_t step) {
   double t0 = now_s();
   StepRecord r;
   r.step = step;
-  r.lr = lr_at(step, total_steps_, opt_);
+  r.lr = lr_at(step, total_steps_, opt_) * lr_scale_;
   set_lr(r.lr);
   optim_->zero_grad();
+  const int64_t world = world_size(), rank = opt_.parallel ? opt_.parallel->rank() : 0;
+  const int64_t shard = opt_.batch_size / world;
   double loss = 0, kl = 0, ce = 0;
   for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
     at::Tensor tokens = data_.batch(step * opt_.grad_accum + micro, opt_.batch_size,
                                     opt_.seq_len, opt_.seed);  // [B, T]
+    if (world > 1) tokens = tokens.narrow(0, rank * shard, shard).contiguous();  // [B/W, T]
     at::Tensor teacher_logits;
     {
       at::NoGradGuard no_grad;
       teacher_logits = teacher_.forward(tokens);  // [B, T, V]
     }
     at::Tensor student_logits = student_.forward(tokens);  // [B, T, V]
+    if (teacher_logits.size(-1) != vocab_) teacher_logits = teacher_logits.narrow(-1, 0, vocab_);
+    if (student_logits.size(-1) != vocab_) student_logits = student_logits.narrow(-1, 0, vocab_);
     DistillLoss l = distill_loss(teacher_logits, student_logits, tokens, {}, opt_.temperature,
                                  opt_.ce_weight);
     (l.loss / double(opt_.grad_accum)).backward();
     loss += l.loss.item<double>();
     kl += l.kl.item<double>();
     ce += l.ce.defined() ? l.ce.item<double>() : NAN;
+  }
+  if (opt_.parallel || opt_.after_backward) {
+    std::vector<at::Tensor> grads;
+    for (auto& p : params_) {
+      if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+      grads.push_back(p.mutable_grad());
+    }
+    if (opt_.parallel) {
+      opt_.parallel->allreduce_mean(grads);
+      loss = opt_.parallel->allreduce_sum(loss) / double(world);
+      kl = opt_.parallel->allreduce_sum(kl) / double(world);
+      ce = opt_.parallel->allreduce_sum(ce) / double(world);
+    }
+    if (opt_.after_backward) opt_.after_backward(step, grads);
   }
   r.loss = loss / double(opt_.grad_accum);
   r.kl = kl / double(opt_.grad_accum);
@@ -227,8 +270,9 @@ StepRecord Trainer::train_step(int64_t step) {
   r.grad_norm = torch::nn::utils::clip_grad_norm_(params_, max_norm);
   r.skipped = !std::isfinite(r.loss) || !std::isfinite(r.grad_norm);
   if (r.skipped) {
-    log_warn(fmt::format("[distill] step {}: non-finite loss {} or gradient norm {}: step "
-                         "skipped", step, r.loss, r.grad_norm));
+    if (is_main())
+      log_warn(fmt::format("[distill] step {}: non-finite loss {} or gradient norm {}: step "
+                           "skipped", step, r.loss, r.grad_norm));
     optim_->zero_grad();
   } else {
     optim_->step();
@@ -241,12 +285,13 @@ StepRecord Trainer::train_step(int64_t step) {
 // ---------------------------------------------------------------------------------------------
 // State: one torch archive, written to a temporary file and renamed.
 
-void Trainer::save_state(int64_t step) const {
-  if (opt_.state_dir.empty()) return;
+std::string Trainer::serialize_state(int64_t step) const {
   torch::serialize::OutputArchive ar;
   json meta = {{"version", 1},
                {"step", step},
                {"wall_s", wall_before_},
+               {"lr_scale", lr_scale_},
+               {"restores", restores_},
                {"options", fingerprint(opt_, total_steps_, int64_t(params_.size()))}};
   ar.write("meta", c10::IValue(meta.dump()));
   ar.write("records", records_to_tensor(records_));
@@ -257,18 +302,28 @@ void Trainer::save_state(int64_t step) const {
   ar.write("optimizer", optim_ar);
   std::ostringstream bytes;
   ar.save_to(bytes);
+  return bytes.str();
+}
+
+void Trainer::save_state(int64_t step) {
+  snapshot_ = serialize_state(step);
+  if (opt_.state_dir.empty() || !is_main()) return;
   fs::create_directories(opt_.state_dir);
-  write_file_atomic(state_file(), bytes.str());
+  write_file_atomic(state_file(), snapshot_);
 }
 
 int64_t Trainer::load_state() {
+  return restore_state(read_file(state_file()), state_file().string());
+}
+
+int64_t Trainer::restore_state(const std::string& bytes, const std::string& file) {
   const char* where = "distill";
-  const std::string file = state_file().string();
   torch::serialize::InputArchive ar;
   c10::IValue meta_v;
   at::Tensor records;
   try {
-    ar.load_from(file);
+    std::istringstream in(bytes);
+    ar.load_from(in);
     ar.read("meta", meta_v);
     ar.read("records", records);
   } catch (const c10::Error& e) {
@@ -297,11 +352,14 @@ int64_t Trainer::load_state() {
   optim_->load(optim_ar);
   records_ = records_from_tensor(records);
   wall_before_ = meta["wall_s"].get<double>();
+  lr_scale_ = meta.value("lr_scale", 1.0);
+  restores_ = meta.value("restores", int64_t(0));
+  snapshot_ = bytes;
   return meta["step"].get<int64_t>();
 }
 
 void Trainer::open_log(int64_t resume_step) {
-  if (opt_.log_path.empty()) return;
+  if (opt_.log_path.empty() || !is_main()) return;
   // Rewrite the rows of the steps the state holds (drops rows logged after the last save).
   std::string text = kCsvHeader;
   for (const auto& r : records_)
@@ -326,16 +384,20 @@ DistillResult Trainer::run() {
                           "continue it, or remove the folder to start over", state_file().string()));
   if (have_state) {
     step = load_state();
-    log_info(fmt::format("[distill] resuming at step {} of {}", step, total_steps_));
+    if (is_main()) log_info(fmt::format("[distill] resuming at step {} of {}", step, total_steps_));
+  } else {
+    snapshot_ = serialize_state(0);  // what repeated non-finite steps fall back to
   }
   open_log(step);
   SignalScope signals;
   Progress progress("distill", (total_steps_ - step) * tokens_per_step_, "tok");
   double t0 = now_s();
-  int64_t steps_this_run = 0;
+  int64_t steps_this_run = 0, consecutive_skips = 0;
   bool interrupted = false;
   while (step < total_steps_) {
-    if (g_stop_signal || (opt_.stop_after_steps >= 0 && steps_this_run >= opt_.stop_after_steps)) {
+    bool stop = g_stop_signal != 0;
+    if (opt_.parallel) stop = opt_.parallel->allreduce_sum(stop ? 1.0 : 0.0) > 0;  // all ranks stop
+    if (stop || (opt_.stop_after_steps >= 0 && steps_this_run >= opt_.stop_after_steps)) {
       interrupted = true;
       break;
     }
@@ -345,22 +407,42 @@ DistillResult Trainer::run() {
     ++step;
     ++steps_this_run;
     if (opt_.on_step) opt_.on_step(r);
+    consecutive_skips = r.skipped ? consecutive_skips + 1 : 0;
+    if (opt_.max_consecutive_skips > 0 && consecutive_skips >= opt_.max_consecutive_skips) {
+      if (restores_ >= opt_.max_restores)
+        throw Error(msg("distill", "{} restores of the last checkpoint with a lower learning "
+                        "rate did not stop the non-finite steps (step {}, lr scale {}): the run "
+                        "diverges", restores_, step, lr_scale_));
+      int64_t restores = restores_ + 1;
+      double lr_scale = lr_scale_ * opt_.skip_lr_factor;
+      int64_t back_to = restore_state(snapshot_, "the last checkpoint");
+      restores_ = restores;
+      lr_scale_ = lr_scale;
+      if (is_main())
+        log_warn(fmt::format("[distill] {} non-finite steps in a row at step {}: restored the "
+                             "checkpoint of step {}, learning rate x{} from now on (restore {} "
+                             "of at most {})", consecutive_skips, step, back_to, lr_scale_,
+                             restores_, opt_.max_restores));
+      step = back_to;
+      consecutive_skips = 0;
+      continue;
+    }
     if (opt_.checkpoint_every > 0 && step % opt_.checkpoint_every == 0 && step < total_steps_) {
       wall_before_ += now_s() - t0;
       t0 = now_s();
       save_state(step);
     }
-    if (opt_.show_progress)
+    if (opt_.show_progress && is_main())
       progress.update(steps_this_run * tokens_per_step_,
                     fmt::format("step {}/{} loss {:.4f} lr {:.2e}", step, total_steps_, r.loss,
                                 r.lr));
   }
   wall_before_ += now_s() - t0;
   save_state(step);
-  if (interrupted)
+  if (interrupted && is_main())
     log_info(fmt::format("[distill] stopped at step {} of {}; state saved to {}", step,
                          total_steps_, opt_.state_dir.string()));
-  else if (opt_.show_progress)
+  else if (opt_.show_progress && is_main())
     progress.finish();
 
   DistillResult res;
@@ -374,6 +456,8 @@ DistillResult Trainer::run() {
   res.tokens = step * tokens_per_step_;
   res.wall_s = wall_before_;
   res.interrupted = interrupted;
+  res.restores = restores_;
+  res.lr_scale = lr_scale_;
   return res;
 }
 
@@ -381,6 +465,8 @@ DistillResult Trainer::run() {
 
 DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
                       const DistillOptions& opt) {
+  require_finite(teacher, "the teacher", "distill", opt.allow_nonfinite);
+  require_finite(student, "the student", "distill", opt.allow_nonfinite);
   Trainer trainer(teacher, student, data, opt);
   struct ReleaseGrad {  // leave the student as it came: no grads, no requires_grad
     std::vector<at::Tensor> ps;

@@ -12,6 +12,18 @@
 // SIGINT or SIGTERM (a second signal kills the process as usual). The data order is a pure
 // function of (seed, step) (data/dataset.h), so a resumed run continues bit for bit: same
 // losses, same weights, given the same thread count.
+//
+// Non-finite steps: a non-finite loss or gradient skips the update; `max_consecutive_skips`
+// skips in a row restore the last checkpoint (in memory; the one on disk when resuming) and
+// multiply the learning rate by `skip_lr_factor` from then on; all of it is logged.
+//
+// Data-parallel (`parallel`, distill/data_parallel.h): each rank takes its contiguous shard of
+// every global micro-batch (rows [r B/W, (r+1) B/W)), gradients are all-reduced (mean) before
+// clipping and the step, rank 0 alone writes the state and the log.
+//
+// Vocabularies: teacher and student must have the same vocab_size, unless `shared_vocab` says
+// how many leading ids they share (the caller checked that one token table is a prefix of the
+// other): then both distributions are renormalised over ids [0, shared_vocab).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -23,6 +35,8 @@
 #include "model/llama.h"
 
 namespace ac {
+
+class DataParallel;
 
 /// One optimizer step, as logged in the CSV (one row per step).
 struct StepRecord {
@@ -58,6 +72,15 @@ struct DistillOptions {
   bool resume = false;               // continue from state_dir (fresh start if no state there)
   int64_t stop_after_steps = -1;     // stop (saving state) after this many steps of this call
   bool show_progress = true;
+  bool allow_nonfinite = false;      // run on NaN/Inf weights (else FormatError; model/finite.h)
+  int64_t max_consecutive_skips = 3; // this many skipped steps in a row restore the checkpoint
+  double skip_lr_factor = 0.5;       // ... and scale the learning rate by this from then on
+  int64_t max_restores = 4;          // more restores than this: Error (the run diverges)
+  int64_t shared_vocab = 0;          // > 0: compare over ids [0, shared_vocab) (prefix vocabs)
+  DataParallel* parallel = nullptr;  // data-parallel group; null = this process alone
+  /// Called after backward (and the all-reduce), before clipping, with the gradients in
+  /// parameter order; may modify them (tests inject non-finite values).
+  std::function<void(int64_t step, std::vector<at::Tensor>& grads)> after_backward;
   /// Called after every step (tests, external monitors). May raise SIGINT to test shutdown.
   std::function<void(const StepRecord&)> on_step;
 };
@@ -70,6 +93,8 @@ struct DistillResult {
   int64_t steps_done = 0;
   int64_t tokens = 0;             // tokens consumed so far
   int64_t skipped_steps = 0;
+  int64_t restores = 0;           // checkpoint restores after repeated non-finite steps
+  double lr_scale = 1.0;          // product of skip_lr_factor over the restores
   double wall_s = 0;              // seconds spent in training, all runs together
   bool interrupted = false;       // stopped early (signal or stop_after_steps); state saved
 };
@@ -77,8 +102,9 @@ struct DistillResult {
 /// Distills `student` toward `teacher` on `data`; `student.weights` are updated in place (and
 /// left with requires_grad off). The teacher runs under NoGradGuard and must not share storage
 /// with the student. Throws ConfigError on incompatible models (vocab), a budget smaller than
-/// one step, data ids outside the vocabulary, an existing state without `resume`, or a state
-/// saved with other options; FormatError on a corrupt state file.
+/// one step, data ids outside the vocabulary, a batch that does not split over the ranks, an
+/// existing state without `resume`, or a state saved with other options; FormatError on a
+/// corrupt state file; Error when more than max_restores restores did not stop the divergence.
 DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
                       const DistillOptions& opt);
 

@@ -1,8 +1,11 @@
 #include "eval/eval.h"
 
+#include <cmath>
+
 #include "common/error.h"
 #include "common/progress.h"
 #include "common/runtime.h"
+#include "io/tokenizer.h"
 
 namespace ac {
 
@@ -12,45 +15,116 @@ nlohmann::json EvalResult::to_json() const {
   if (has_teacher) {
     j["kl_to_teacher"] = kl_to_teacher;
     j["top1_agreement"] = top1_agreement;
+    j["topk_overlap"] = topk_overlap;
+    j["top_k"] = top_k;
+  }
+  if (has_bytes) {
+    j["bits_per_byte"] = bits_per_byte;
+    j["bytes"] = bytes;
   }
   return j;
+}
+
+TokenBytes TokenBytes::from_tokenizer(const Tokenizer& tokenizer) {
+  const int64_t V = tokenizer.vocab_size();
+  TokenBytes t;
+  t.bos_id = tokenizer.bos_id();
+  t.bytes = at::empty({V}, at::kLong);
+  t.leading_space = at::zeros({V}, at::kBool);
+  auto bytes = t.bytes.accessor<int64_t, 1>();
+  auto space = t.leading_space.accessor<bool, 1>();
+  for (int64_t id = 0; id < V; ++id) {
+    if (id == tokenizer.bos_id() || id == tokenizer.eos_id()) {
+      bytes[id] = 0;  // decode() drops them
+      continue;
+    }
+    // decode_piece after a token that is not BOS: the piece as printed.
+    const std::string p = tokenizer.decode_piece(/*prev=*/tokenizer.eos_id() + 1, id);
+    bytes[id] = int64_t(p.size());
+    space[id] = !tokenizer.is_byte_token(id) && !p.empty() && p[0] == ' ';
+  }
+  return t;
+}
+
+int64_t TokenBytes::count(const at::Tensor& targets, const at::Tensor& prev) const {
+  at::Tensor after_bos = prev.eq(bos_id).logical_and(leading_space.index({targets}));
+  return bytes.index({targets}).sum().item<int64_t>() - after_bos.sum().item<int64_t>();
+}
+
+std::optional<TokenBytes> token_bytes_of_checkpoint(const fs::path& dir, int64_t vocab_size) {
+  if (!fs::exists(dir / "tokenizer.bin")) return std::nullopt;
+  return TokenBytes::from_tokenizer(Tokenizer::from_checkpoint(dir, vocab_size));
 }
 
 namespace {
 
 struct Sums {
-  double nll = 0, kl = 0, agree = 0;
-  int64_t tokens = 0, sequences = 0;
+  double nll = 0, kl = 0, agree = 0, overlap = 0;
+  int64_t tokens = 0, sequences = 0, bytes = 0;
 };
 
-// Scores positions t < T-1 of one batch [B, T]: NLL of x_{t+1}, and KL / top-1 to the teacher.
-void score_batch(const LlamaModel& model, const LlamaModel* teacher, const at::Tensor& tokens,
-                 Sums& s) {
-  const int64_t T = tokens.size(1);
-  at::Tensor logq = at::log_softmax(model.forward(tokens).slice(1, 0, T - 1), -1);  // [B,T-1,V]
-  at::Tensor next = tokens.slice(1, 1, T).unsqueeze(-1);                           // [B,T-1,1]
-  s.nll -= logq.gather(-1, next).sum().item<double>();
-  s.tokens += tokens.size(0) * (T - 1);
-  s.sequences += tokens.size(0);
-  if (!teacher) return;
-  at::Tensor logp = at::log_softmax(teacher->forward(tokens).slice(1, 0, T - 1), -1);
-  at::Tensor p = logp.exp();
-  at::Tensor kl = at::xlogy(p, p).sum(-1) -
-                  (p * logq.clamp_min(std::numeric_limits<float>::lowest())).sum(-1);  // [B,T-1]
-  s.kl += kl.to(at::kDouble).sum().item<double>();
-  s.agree += logp.argmax(-1).eq(logq.argmax(-1)).sum().item<double>();
+void check_options(const LlamaModel& model, const LlamaModel* teacher, const EvalOptions& opt,
+                   const char* where) {
+  if (teacher && teacher->config.vocab_size != model.config.vocab_size)
+    throw ConfigError(msg(where, "teacher vocab_size {} differs from model vocab_size {}",
+                          teacher->config.vocab_size, model.config.vocab_size));
+  if (teacher && (opt.top_k < 1 || opt.top_k > model.config.vocab_size))
+    throw ConfigError(msg(where, "top_k {} outside [1, {}] (the vocabulary)", opt.top_k,
+                          model.config.vocab_size));
+  if (opt.token_bytes && opt.token_bytes->bytes.size(0) != model.config.vocab_size)
+    throw ConfigError(msg(where, "the tokenizer has {} tokens, the model vocab_size {}",
+                          opt.token_bytes->bytes.size(0), model.config.vocab_size));
 }
 
-EvalResult finish(const Sums& s, bool has_teacher, double t0) {
+// Scores positions t < T-1 of one batch [B, T] where `scored` [B, T-1] bool holds (undefined =
+// every position): NLL of x_{t+1}, KL / top-1 / top-k to the teacher, bytes of x_{t+1}.
+void score_batch(const LlamaModel& model, const LlamaModel* teacher, const at::Tensor& tokens,
+                 const at::Tensor& scored, const EvalOptions& opt, Sums& s) {
+  const int64_t T = tokens.size(1), V = model.config.vocab_size;
+  // Logits of the scored positions only: [N, V], targets and previous tokens [N].
+  auto pick = [&](const at::Tensor& x) {
+    return scored.defined() ? x.index({scored}) : x.reshape({-1, x.size(-1)});
+  };
+  at::Tensor next = tokens.slice(1, 1, T), prev = tokens.slice(1, 0, T - 1);  // [B, T-1]
+  at::Tensor target = scored.defined() ? next.index({scored}) : next.reshape({-1});
+  at::Tensor logq = at::log_softmax(pick(model.forward(tokens).slice(1, 0, T - 1)), -1);  // [N,V]
+  AC_CHECK(logq.size(1) == V, "logits width {} vs V {}", logq.size(1), V);
+  s.nll -= logq.gather(-1, target.unsqueeze(-1)).to(at::kDouble).sum().item<double>();
+  s.tokens += target.size(0);
+  s.sequences += tokens.size(0);
+  if (opt.token_bytes)
+    s.bytes += opt.token_bytes->count(target, scored.defined() ? prev.index({scored})
+                                                               : prev.reshape({-1}));
+  if (!teacher) return;
+  at::Tensor logp = at::log_softmax(pick(teacher->forward(tokens).slice(1, 0, T - 1)), -1);
+  at::Tensor p = logp.exp();
+  at::Tensor kl = at::xlogy(p, p).sum(-1) -
+                  (p * logq.clamp_min(std::numeric_limits<float>::lowest())).sum(-1);  // [N]
+  s.kl += kl.to(at::kDouble).sum().item<double>();
+  s.agree += logp.argmax(-1).eq(logq.argmax(-1)).sum().item<double>();
+  at::Tensor tp = std::get<1>(logp.topk(opt.top_k, -1)), tq = std::get<1>(logq.topk(opt.top_k, -1));
+  at::Tensor shared = tp.unsqueeze(-1).eq(tq.unsqueeze(-2)).any(-1);  // [N, k]
+  s.overlap += shared.sum().item<double>() / double(opt.top_k);
+}
+
+EvalResult finish(const Sums& s, bool has_teacher, const EvalOptions& opt, double t0) {
   EvalResult r;
+  const double n = double(std::max<int64_t>(s.tokens, 1));
   r.tokens = s.tokens;
   r.sequences = s.sequences;
-  r.mean_nll = s.nll / double(std::max<int64_t>(s.tokens, 1));
+  r.mean_nll = s.nll / n;
   r.perplexity = std::exp(r.mean_nll);
   r.has_teacher = has_teacher;
   if (has_teacher) {
-    r.kl_to_teacher = s.kl / double(std::max<int64_t>(s.tokens, 1));
-    r.top1_agreement = s.agree / double(std::max<int64_t>(s.tokens, 1));
+    r.kl_to_teacher = s.kl / n;
+    r.top1_agreement = s.agree / n;
+    r.topk_overlap = s.overlap / n;
+    r.top_k = opt.top_k;
+  }
+  if (opt.token_bytes) {
+    r.has_bytes = true;
+    r.bytes = s.bytes;
+    r.bits_per_byte = s.bytes > 0 ? s.nll / (std::log(2.0) * double(s.bytes)) : 0.0;
   }
   r.wall_s = now_s() - t0;
   return r;
@@ -62,9 +136,7 @@ EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher,
                     const std::vector<at::Tensor>& batches, const EvalOptions& opt) {
   const char* where = "evaluate";
   if (batches.empty()) throw ConfigError(msg(where, "no data to evaluate"));
-  if (teacher && teacher->config.vocab_size != model.config.vocab_size)
-    throw ConfigError(msg(where, "teacher vocab_size {} differs from model vocab_size {}",
-                          teacher->config.vocab_size, model.config.vocab_size));
+  check_options(model, teacher, opt, where);
   at::NoGradGuard no_grad;
   double t0 = now_s();
   Sums s;
@@ -75,11 +147,11 @@ EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher,
     if (b.dim() != 2 || b.size(1) < 2)
       throw ConfigError(msg(where, "a batch has shape [{}], expected [B, T] with T >= 2",
                             fmt::join(b.sizes(), ", ")));
-    score_batch(model, teacher, b.to(at::kLong), s);
+    score_batch(model, teacher, b.to(at::kLong), at::Tensor(), opt, s);
     if (opt.show_progress) progress.update(s.sequences);
   }
   if (opt.show_progress) progress.finish();
-  return finish(s, teacher != nullptr, t0);
+  return finish(s, teacher != nullptr, opt, t0);
 }
 
 EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher, const TokenDataset& data,
@@ -89,30 +161,56 @@ EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher, const To
                                                           opt.max_batches), opt);
 }
 
-EvalResult sliding_window_perplexity(const LlamaModel& model, const std::vector<int32_t>& ids,
-                                     int64_t context, int64_t stride) {
+EvalResult sliding_window_evaluate(const LlamaModel& model, const LlamaModel* teacher,
+                                   const std::vector<int32_t>& ids, int64_t context,
+                                   int64_t stride, const EvalOptions& opt) {
+  const char* where = "sliding_window";
   const int64_t N = int64_t(ids.size());
   if (!(stride > 0 && stride < context) || N < 2)
-    throw ConfigError(msg("sliding_window_perplexity", "need 0 < stride < context and at least "
-                          "2 tokens, found stride {} context {} tokens {}", stride, context, N));
+    throw ConfigError(msg(where, "need 0 < stride < context and at least 2 tokens, found "
+                          "stride {} context {} tokens {}", stride, context, N));
+  check_options(model, teacher, opt, where);
+  // Windows [begin, end); each scores targets [first_target, end), those not scored before.
+  struct Window { int64_t begin, end, first_target; };
+  std::vector<Window> windows;
+  for (int64_t begin = 0, scored_until = 1; scored_until < N; begin += stride) {
+    const int64_t end = std::min(begin + context, N);
+    windows.push_back({begin, end, scored_until});
+    scored_until = end;
+  }
   at::NoGradGuard no_grad;
   double t0 = now_s();
   Sums s;
-  int64_t scored_until = 1;  // tokens [1, scored_until) already predicted
-  for (int64_t begin = 0; scored_until < N; begin += stride) {
-    int64_t end = std::min(begin + context, N);
-    std::vector<int64_t> w(ids.begin() + begin, ids.begin() + end);
-    at::Tensor tokens = at::tensor(w, at::kLong).view({1, -1});  // [1, W]
-    // Logits at position t predict token t+1; score targets [scored_until, end).
-    int64_t first = scored_until - 1 - begin;  // first position whose target is new
-    at::Tensor logq = at::log_softmax(model.forward(tokens).slice(1, first, end - begin - 1), -1);
-    at::Tensor target = tokens.slice(1, first + 1, end - begin).unsqueeze(-1);
-    s.nll -= logq.gather(-1, target).sum().item<double>();
-    s.tokens += end - scored_until;
-    s.sequences += 1;
-    scored_until = end;
+  Progress progress("eval", int64_t(windows.size()), "window");
+  const int64_t B = std::max<int64_t>(opt.batch_size, 1);
+  for (size_t i = 0; i < windows.size();) {
+    // A batch of consecutive windows of the same length (only the last one can be shorter).
+    const int64_t W = windows[i].end - windows[i].begin;
+    size_t j = i;
+    while (j < windows.size() && int64_t(j - i) < B && windows[j].end - windows[j].begin == W) ++j;
+    const int64_t b = int64_t(j - i);
+    std::vector<int64_t> flat;
+    flat.reserve(size_t(b * W));
+    at::Tensor scored = at::zeros({b, W - 1}, at::kBool);  // [b, W-1]
+    for (size_t w = i; w < j; ++w) {
+      const Window& win = windows[w];
+      flat.insert(flat.end(), ids.begin() + win.begin, ids.begin() + win.end);
+      // Logits at position t predict token t+1: targets [first_target, end).
+      scored[int64_t(w - i)].slice(0, win.first_target - 1 - win.begin).fill_(true);
+    }
+    score_batch(model, teacher, at::tensor(flat, at::kLong).view({b, W}), scored, opt, s);
+    if (opt.show_progress) progress.update(int64_t(j));
+    i = j;
   }
-  return finish(s, false, t0);
+  if (opt.show_progress) progress.finish();
+  return finish(s, teacher != nullptr, opt, t0);
+}
+
+EvalResult sliding_window_perplexity(const LlamaModel& model, const std::vector<int32_t>& ids,
+                                     int64_t context, int64_t stride) {
+  EvalOptions opt;
+  opt.show_progress = false;
+  return sliding_window_evaluate(model, nullptr, ids, context, stride, opt);
 }
 
 }  // namespace ac

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "common/error.h"
 #include "common/json_io.h"
@@ -317,11 +318,26 @@ GgufVocab read_vocab(const GgufFile& g) {
                           "elements (one per token)", g.file(), V));
   v.scores.assign(scores->floats.begin(), scores->floats.end());
   v.types = types->ints;
-  v.bos_id = g.get_int("tokenizer.ggml.bos_token_id");
-  v.eos_id = g.get_int("tokenizer.ggml.eos_token_id");
-  v.unk_id = g.find("tokenizer.ggml.unknown_token_id") ? g.get_int("tokenizer.ggml.unknown_token_id") : 0;
-  if (const GgufValue* b = g.find("tokenizer.ggml.add_bos_token")) v.add_bos = b->ints.at(0);
-  if (const GgufValue* e = g.find("tokenizer.ggml.add_eos_token")) v.add_eos = e->ints.at(0);
+  // Every special id must index the vocabulary: they are looked up in `tokens` on import.
+  auto token_id = [&](const char* key, std::optional<int64_t> fallback) {
+    const int64_t id = g.find(key) || !fallback ? g.get_int(key) : *fallback;
+    if (id < 0 || id >= int64_t(V))
+      throw FormatError(msg("import gguf", "{}: {} = {} is outside the vocabulary [0, {})",
+                            g.file(), key, id, V));
+    return id;
+  };
+  v.bos_id = token_id("tokenizer.ggml.bos_token_id", std::nullopt);
+  v.eos_id = token_id("tokenizer.ggml.eos_token_id", std::nullopt);
+  v.unk_id = token_id("tokenizer.ggml.unknown_token_id", 0);
+  auto flag = [&](const char* key, bool fallback) {
+    const GgufValue* f = g.find(key);
+    if (!f) return fallback;
+    if (f->is_array || f->type != GgufType::BOOL || f->ints.size() != 1)
+      throw FormatError(msg("import gguf", "{}: {} must be one bool", g.file(), key));
+    return f->ints[0] != 0;
+  };
+  v.add_bos = flag("tokenizer.ggml.add_bos_token", v.add_bos);
+  v.add_eos = flag("tokenizer.ggml.add_eos_token", v.add_eos);
   return v;
 }
 
@@ -330,8 +346,11 @@ ModelConfig config_from_keys(const GgufFile& g, const std::string& a, int64_t V,
   ModelConfig c;
   c.vocab_size = V;
   c.hidden_size = g.get_int(a + ".embedding_length");
+  if (c.hidden_size <= 0 || c.hidden_size > kMaxHiddenSize)
+    throw FormatError(msg("import gguf", "{}: {}.embedding_length {} out of range 1..{}", g.file(),
+                          a, c.hidden_size, kMaxHiddenSize));
   const int64_t L = g.get_int(a + ".block_count");
-  if (L <= 0 || L > 100000)
+  if (L <= 0 || L > kMaxLayers)
     throw FormatError(msg("import gguf", "{}: {}.block_count {} out of range", g.file(), a, L));
   c.max_position_embeddings = g.get_int(a + ".context_length");
   c.rms_norm_eps = float(g.get_float(a + ".attention.layer_norm_rms_epsilon"));
@@ -375,8 +394,9 @@ void merge_hf_config(const GgufFile& g, ModelConfig& c) {
     c.tie_word_embeddings = !g.has_tensor("output.weight");
     return;
   }
-  ModelConfig h = config_from_hf_json(json::parse(g.get_string("autocompress.hf_config")),
-                                      g.file() + " autocompress.hf_config");
+  const std::string where = g.file() + " autocompress.hf_config";
+  ModelConfig h =
+      config_from_hf_json(parse_json_text(g.get_string("autocompress.hf_config"), where), where);
   for (size_t i = 0; i < c.layers.size() && i < h.layers.size(); ++i)
     if (c.layers[i] != h.layers[i])
       throw FormatError(msg("import gguf", "{}: layer {} of autocompress.hf_config disagrees with "

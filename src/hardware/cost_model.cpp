@@ -176,24 +176,39 @@ double ffn_ms(const OpCosts& op, const Phase& ph, const ModelConfig& c, const La
 
 }  // namespace
 
-// Live bytes at the attention's peak during the prefill, as the native forward holds them
+// Rows of one prefill pass: the whole batch's prompt (B*T), or the engine's chunk when it
+// prefills in chunks (chunked prefill / micro-batches).
+static double prefill_rows(const Workload& w, const EngineSpec& e) {
+  const double M = double(w.batch_size * w.prompt_tokens), chunk = e.prefill_chunk_tokens.value;
+  return chunk > 0 ? std::min(M, chunk) : M;
+}
+
+// Live bytes at the attention's peak during the prefill. As the native forward holds them
 // (model/llama.cpp): residual x and normed h [M, D], rotated q [M, H*Hd], scores and
 // probabilities [B, H, T, T], the values broadcast to H heads [B, H, T, Hd] and the output
-// [B, H, T, Hd]; k and v live in the KV cache.
+// [B, H, T, Hd]; k and v live in the KV cache. An engine that fuses the attention (flash
+// attention: Dao et al. 2022) never holds the scores and reads the G KV heads directly: x, h,
+// q and the output over the rows of one prefill pass.
 static int64_t attention_activation_bytes(const ModelConfig& c, const LayerConfig& l,
-                                          const Workload& w, double abytes, double tp) {
-  const double B = double(w.batch_size), T = double(w.prompt_tokens), M = B * T;
+                                          const Workload& w, const EngineSpec& e, double abytes,
+                                          double tp) {
+  const double B = double(w.batch_size), T = double(w.prompt_tokens);
   const double H = double(l.num_attention_heads) / tp, Hd = double(l.head_dim);
   const double D = double(c.hidden_size);
+  if (e.fuses("attention")) {
+    const double M = prefill_rows(w, e);
+    return int64_t(abytes * (2 * M * D + 2 * M * H * Hd));
+  }
+  const double M = B * T;
   double broadcast_v = l.num_key_value_heads == l.num_attention_heads ? 0 : B * H * T * Hd;
   return int64_t(abytes * (2 * M * D + M * H * Hd + 2 * B * H * T * T + broadcast_v + B * H * T * Hd));
 }
 
 // The FFN's peak: x, h [M, D] and the four [M, F] tensors of silu(gate(h)) * up(h), which live
-// together until the end of that expression.
+// together until the end of that expression; M = the rows of one prefill pass.
 static int64_t ffn_activation_bytes(const ModelConfig& c, const LayerConfig& l, const Workload& w,
-                                    double abytes, double tp) {
-  const double M = double(w.batch_size * w.prompt_tokens), D = double(c.hidden_size);
+                                    const EngineSpec& e, double abytes, double tp) {
+  const double M = prefill_rows(w, e), D = double(c.hidden_size);
   return int64_t(abytes * (2 * M * D + 4 * M * double(l.intermediate_size) / tp));
 }
 
@@ -214,7 +229,7 @@ PartCost attention_part_cost(const ModelConfig& c, const LayerConfig& l, const S
   r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
   r.kv_cache_bytes = int64_t(2.0 * s.workload.batch_size * kv * kv_capacity_tokens(s.workload, e) *
                              op.kvbytes() / op.tp());
-  r.activation_bytes = attention_activation_bytes(c, l, s.workload, op.abytes(), op.tp());
+  r.activation_bytes = attention_activation_bytes(c, l, s.workload, e, op.abytes(), op.tp());
   return r;
 }
 
@@ -233,7 +248,7 @@ PartCost ffn_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenari
   r.tpot_ms = ffn_ms(op, dec, c, l, gu, silu, add);
   int64_t params = c.hidden_size + 3 * c.hidden_size * l.intermediate_size;
   r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
-  r.activation_bytes = ffn_activation_bytes(c, l, s.workload, op.abytes(), op.tp());
+  r.activation_bytes = ffn_activation_bytes(c, l, s.workload, e, op.abytes(), op.tp());
   return r;
 }
 

@@ -17,7 +17,8 @@
 // Memory: weights (parameters x weight dtype bytes) + KV cache (2 * B * G * Hd * capacity *
 // KV dtype bytes per attention layer; capacity = prompt + output rounded up to the engine's
 // block size; layers without attention hold none) + activations (the largest live set of one
-// layer at the prefill, plus the logits) + engine reserve (reserve_bytes + reserved fraction of
+// layer at the prefill, plus the logits; over the engine's prefill chunk, without [T, T] scores
+// where the engine fuses the attention) + engine reserve (reserve_bytes + reserved fraction of
 // device memory). Tensor parallelism divides weights, KV cache and per-GPU work.
 #pragma once
 #include <cstdint>

@@ -55,7 +55,9 @@ fs::path find_data_file(const std::string& kind, const std::string& name_or_path
   if (is_path) return fs::path(name_or_path);
   fs::path root = data_root.empty() ? data_dir() : data_root;
   fs::path file = root / kind / (name_or_path + ".json");
-  if (fs::exists(file)) return file;
+  // Non-throwing: a name too long for the file system (ENAMETOOLONG) is just an unknown name.
+  std::error_code ec;
+  if (fs::is_regular_file(file, ec)) return file;
   std::string names;
   for (const auto& n : list_data_files(kind, root)) names += (names.empty() ? "" : ", ") + n;
   throw ConfigError(msg("find_data_file", "{}: no such file; unknown {} '{}', known: {}",

@@ -75,7 +75,12 @@ DeviceSpec device_from_json(const json& j, const std::string& file) {
       throw FormatError(msg("load_device", "{}: field 'peak_flops': expected an object dtype -> "
                                            "{{value, source}}, found {}", file, p.dump()));
     for (auto it = p.begin(); it != p.end(); ++it) {
-      dtype_bytes(it.key(), "load_device");
+      try {
+        dtype_bytes(it.key(), "load_device");
+      } catch (const ConfigError&) {
+        throw FormatError(msg("load_device", "{}: peak_flops: unknown dtype '{}', expected fp32, "
+                              "bf16, fp16, fp8, int8 or int4", file, it.key()));
+      }
       if (auto v = spec_value(p, it.key().c_str(), file + ": peak_flops", true))
         d.peak_flops[it.key()] = *v;
     }

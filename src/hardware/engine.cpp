@@ -37,6 +37,7 @@ EngineSpec engine_from_json(const json& j, const std::string& file) {
                                          "value in [0, 1), found {}",
                           file, e.memory_reserved_fraction.value));
   e.reserve_bytes = engine_value(j, "reserve_bytes", file, e.reserve_bytes);
+  e.prefill_chunk_tokens = engine_value(j, "prefill_chunk_tokens", file, e.prefill_chunk_tokens);
   e.cuda_graphs = json_get_or<bool>(j, "cuda_graphs", false, file);
   e.notes = json_get_or<std::string>(j, "notes", "", file);
   if (j.contains("fused_ops")) {

@@ -10,7 +10,11 @@
 //     "kv_cache": {"layout": "paged", "block_size_tokens": 16, "dtype": "bf16"},
 //     "memory_reserved_fraction": {"value": 0.1, "source": "..."},
 //     "reserve_bytes": {"value": 0, "source": "..."},
+//     "prefill_chunk_tokens": {"value": 8192, "source": "..."},
 //     "cuda_graphs": true, "notes": "..." }
+// prefill_chunk_tokens: the prompt tokens (over the whole batch) one prefill pass processes
+// (vLLM max_num_batched_tokens, llama.cpp n_ubatch, TensorRT-LLM max_num_tokens); it bounds the
+// activations held at once. 0 (the default): the whole batch's prompt in one pass.
 #pragma once
 #include <cstdint>
 #include <set>
@@ -28,6 +32,7 @@ struct EngineSpec {
   int64_t kv_block_size_tokens = 1;      // the cache grows in blocks of this many tokens
   SpecValue memory_reserved_fraction{0, "default", true};  // of device memory, kept by the engine
   SpecValue reserve_bytes{0, "default", true};             // fixed workspace (bytes)
+  SpecValue prefill_chunk_tokens{0, "default", true};      // tokens per prefill pass; 0 = all
   bool cuda_graphs = false;
   std::string notes;
 

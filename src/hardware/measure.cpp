@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "common/error.h"
+#include "common/progress.h"
 #include "common/runtime.h"
 #include "hardware/timer.h"
 
@@ -87,8 +89,10 @@ struct Run {
   int64_t peak_extra_bytes;
 };
 
-// One request: prefill of the prompt, then greedy decode steps.
-Run run_once(const LlamaModel& m, const at::Tensor& prompt, int64_t output_tokens) {
+// One request: prefill of the prompt, then greedy decode steps; `progress` (may be null) counts
+// the request's tokens from `done_before`.
+Run run_once(const LlamaModel& m, const at::Tensor& prompt, int64_t output_tokens,
+             Progress* progress = nullptr, int64_t done_before = 0) {
   const int64_t B = prompt.size(0), P = prompt.size(1);
   reset_counted_peak();
   const int64_t base = counted_bytes_now();
@@ -108,6 +112,7 @@ Run run_once(const LlamaModel& m, const at::Tensor& prompt, int64_t output_token
       logits = m.forward(next, opt);
       next = logits.argmax(-1);
       steps.push_back(timer_ms() - s);
+      if (progress) progress->update(done_before + B * (P + i + 1));
     }
   }
   r.peak_extra_bytes = counted_bytes_peak() - base;
@@ -117,7 +122,8 @@ Run run_once(const LlamaModel& m, const at::Tensor& prompt, int64_t output_token
 }
 }  // namespace
 
-Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats) {
+Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
+                           bool show_progress) {
   if (w.weight_dtype != "fp32" || w.kv_cache_dtype != "fp32")
     throw ConfigError(msg("measure_native", "the native engine runs fp32, the workload asks for "
                                             "weights {} and KV cache {}",
@@ -131,13 +137,17 @@ Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats) 
   run_once(m, prompt, std::min<int64_t>(w.output_tokens, 8));  // warm-up
   std::vector<double> ttft, tpot, request;
   int64_t peak = 0;
+  const int64_t per_run = w.batch_size * w.context_tokens();
+  std::optional<Progress> progress;
+  if (show_progress) progress.emplace("measure", repeats * per_run, "tok");
   for (int r = 0; r < repeats; ++r) {
-    Run run = run_once(m, prompt, w.output_tokens);
+    Run run = run_once(m, prompt, w.output_tokens, progress ? &*progress : nullptr, r * per_run);
     ttft.push_back(run.ttft_ms);
     tpot.push_back(run.tpot_ms);
     request.push_back(run.ttft_ms + run.decode_total_ms);
     peak = std::max(peak, run.peak_extra_bytes);
   }
+  if (progress) progress->finish();
   Measurement out;
   out.ttft_ms = median(ttft);
   out.tpot_ms = median(tpot);

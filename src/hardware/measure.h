@@ -30,9 +30,12 @@ struct Measurement {
 /// Runs prefill + decode of `workload` `repeats` times (one untimed warm-up first) with random
 /// tokens, the KV cache allocated for prompt + output tokens, torch threads as set by the
 /// caller. Peak memory comes from a counting CPU allocator (install_counting_allocator).
+/// `show_progress`: a progress line (common/progress.h) over the timed tokens, for callers that
+/// measure as a stage of their own (compress); off where an outer stage shows its own.
 /// Throws ConfigError if workload.weight_dtype is not fp32 (the native engine is fp32) or
 /// repeats < 1.
-Measurement measure_native(const LlamaModel& model, const Workload& workload, int repeats = 3);
+Measurement measure_native(const LlamaModel& model, const Workload& workload, int repeats = 3,
+                           bool show_progress = false);
 
 /// Installs (once per process) a CPU allocator that wraps the default one and counts live and
 /// peak bytes. Tensors allocated before it are not counted.

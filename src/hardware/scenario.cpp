@@ -1,5 +1,6 @@
 #include "hardware/scenario.h"
 
+#include <algorithm>
 #include <set>
 
 #include "common/error.h"
@@ -19,13 +20,17 @@ static void reject_unknown_fields(const json& j, const std::set<std::string>& kn
   }
 }
 
-static int64_t positive_int(const json& j, const char* key, int64_t fallback,
+// Workload sizes are bounded so that token and byte counts derived from them cannot overflow.
+static int64_t positive_int(const json& j, const char* key, int64_t fallback, int64_t max,
                             const std::string& where) {
   if (!j.contains(key)) return fallback;
   const json& v = j.at(key);
-  if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+  if (!json_holds<int64_t>(v) || v.get<int64_t>() <= 0)
     throw FormatError(msg("load_scenario", "{}.{}: expected a positive integer, found {}", where,
-                          key, v.dump()));
+                          key, v.dump().substr(0, 200)));
+  if (v.get<int64_t>() > max)
+    throw FormatError(msg("load_scenario", "{}.{}: {} is above the limit {}", where, key,
+                          v.get<int64_t>(), max));
   return v.get<int64_t>();
 }
 
@@ -35,14 +40,23 @@ static Workload workload_from_json(const json& j, const std::string& where) {
   reject_unknown_fields(j, {"prompt_tokens", "output_tokens", "batch_size", "weight_dtype",
                             "kv_cache_dtype", "tensor_parallel"}, where);
   Workload w;
-  w.prompt_tokens = positive_int(j, "prompt_tokens", w.prompt_tokens, where);
-  w.output_tokens = positive_int(j, "output_tokens", w.output_tokens, where);
-  w.batch_size = positive_int(j, "batch_size", w.batch_size, where);
-  w.tensor_parallel = positive_int(j, "tensor_parallel", w.tensor_parallel, where);
+  w.prompt_tokens = positive_int(j, "prompt_tokens", w.prompt_tokens, kMaxWorkloadTokens, where);
+  w.output_tokens = positive_int(j, "output_tokens", w.output_tokens, kMaxWorkloadTokens, where);
+  w.batch_size = positive_int(j, "batch_size", w.batch_size, kMaxWorkloadBatch, where);
+  w.tensor_parallel =
+      positive_int(j, "tensor_parallel", w.tensor_parallel, kMaxTensorParallel, where);
   w.weight_dtype = json_get_or<std::string>(j, "weight_dtype", w.weight_dtype, where);
   w.kv_cache_dtype = json_get_or<std::string>(j, "kv_cache_dtype", w.weight_dtype, where);
-  dtype_bytes(w.weight_dtype, "load_scenario");
-  dtype_bytes(w.kv_cache_dtype, "load_scenario");
+  for (const auto& [field, dtype] : {std::pair<const char*, const std::string&>{
+                                         "weight_dtype", w.weight_dtype},
+                                     {"kv_cache_dtype", w.kv_cache_dtype}}) {
+    try {
+      dtype_bytes(dtype, "load_scenario");
+    } catch (const ConfigError&) {
+      throw ConfigError(msg("load_scenario", "{}.{}: unknown dtype '{}', expected fp32, bf16, "
+                            "fp16, fp8, int8 or int4", where, field, dtype));
+    }
+  }
   return w;
 }
 
@@ -53,15 +67,19 @@ static void one_limit(const json& j, const char* key, std::optional<double>& abs
   const json& v = j.at(key);
   auto bad = [&] {
     throw FormatError(msg("load_scenario", "{}.{}: expected a positive number or "
-                                           "{{\"fraction_of_teacher\": positive number}}, found {}",
+                                           "{{\"fraction_of_teacher\": positive number}}, "
+                                           "below 2^62, found {}",
                           where, key, v.dump()));
   };
+  // Below 2^62 so that a byte limit converts to int64 exactly; JSON has no NaN or Inf.
   if (v.is_number()) {
-    if (v.get<double>() <= 0) bad();
+    if (!(v.get<double>() > 0 && v.get<double>() < 0x1p62)) bad();
     abs = v.get<double>();
   } else if (v.is_object() && v.size() == 1 && v.contains("fraction_of_teacher") &&
              v.at("fraction_of_teacher").is_number()) {
-    if (v.at("fraction_of_teacher").get<double>() <= 0) bad();
+    if (!(v.at("fraction_of_teacher").get<double>() > 0 &&
+          v.at("fraction_of_teacher").get<double>() < 0x1p62))
+      bad();
     frac = v.at("fraction_of_teacher").get<double>();
   } else {
     bad();
@@ -105,16 +123,46 @@ Limits Limits::resolve(const CostEstimate& teacher) const {
   if (throughput_fraction)
     r.min_throughput_tokens_per_s = *throughput_fraction * teacher.throughput_tokens_per_s;
   if (memory_fraction)
-    r.peak_memory_bytes = int64_t(*memory_fraction * double(teacher.peak_memory_bytes));
+    r.peak_memory_bytes = int64_t(
+        std::min(*memory_fraction * double(teacher.peak_memory_bytes), 0x1p62));  // fits int64
   r.ttft_fraction = r.tpot_fraction = r.throughput_fraction = r.memory_fraction = std::nullopt;
   return r;
+}
+
+// "sources": {"workload.batch_size": "why", ...}; every key names a field present in the file.
+static std::map<std::string, std::string> sources_from_json(const json& src, const json& file_json,
+                                                            const std::string& file) {
+  if (!src.is_object())
+    throw FormatError(msg("load_scenario", "{}: sources: expected an object of field -> text, "
+                                           "found {}", file, src.dump().substr(0, 80)));
+  std::map<std::string, std::string> out;
+  for (auto it = src.begin(); it != src.end(); ++it) {
+    const std::string& key = it.key();
+    size_t dot = key.find('.');
+    std::string head = key.substr(0, dot), field = dot == std::string::npos ? "" : key.substr(dot + 1);
+    bool present = dot == std::string::npos
+                       ? (head == "device" || head == "engine")
+                       : ((head == "workload" || head == "limits") && file_json.contains(head) &&
+                          file_json.at(head).is_object() && file_json.at(head).contains(field));
+    if (!present)
+      throw FormatError(msg("load_scenario", "{}: sources.{}: names no field of this file, "
+                                             "expected \"device\", \"engine\", "
+                                             "\"workload.<field>\" or \"limits.<field>\" of a "
+                                             "field that is set", file, key));
+    if (!it.value().is_string() || it.value().get<std::string>().empty())
+      throw FormatError(msg("load_scenario", "{}: sources.{}: expected a non-empty text, found {}",
+                            file, key, it.value().dump()));
+    out[key] = it.value().get<std::string>();
+  }
+  return out;
 }
 
 Scenario scenario_from_json(const json& j, const std::string& file, const fs::path& data_root) {
   if (!j.is_object())
     throw FormatError(msg("load_scenario", "{}: expected a JSON object, found {}", file,
                           j.dump().substr(0, 80)));
-  reject_unknown_fields(j, {"name", "device", "engine", "workload", "limits", "notes"}, file);
+  reject_unknown_fields(j, {"name", "device", "engine", "workload", "limits", "notes", "sources"},
+                        file);
   Scenario s;
   s.name = json_get<std::string>(j, "name", file);
   s.device = json_get<std::string>(j, "device", file);
@@ -122,6 +170,7 @@ Scenario scenario_from_json(const json& j, const std::string& file, const fs::pa
   s.notes = json_get_or<std::string>(j, "notes", "", file);
   s.workload = workload_from_json(j.value("workload", json::object()), file + ": workload");
   s.limits = limits_from_json(j.value("limits", json::object()), file + ": limits");
+  if (j.contains("sources")) s.sources = sources_from_json(j.at("sources"), j, file);
   s.device_spec = load_device(s.device, data_root);
   s.engine_spec = load_engine(s.engine, data_root);
   if (s.device_spec.kind == "cpu" && s.workload.tensor_parallel != 1)

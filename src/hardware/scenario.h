@@ -6,12 +6,16 @@
 //                  "weight_dtype": "fp32", "kv_cache_dtype": "fp32", "tensor_parallel": 1},
 //     "limits": {"tpot_ms": {"fraction_of_teacher": 0.6}, "ttft_ms": 40,
 //                "peak_memory_bytes": 100000000, "min_throughput_tokens_per_s": 200},
-//     "notes": "why these values" }
+//     "notes": "why these values",
+//     "sources": {"workload.prompt_tokens": "why 128", "limits.ttft_ms": "why 40 ms", ...} }
+// "sources" (optional) explains single values: each key names a field of the file ("device",
+// "engine", "workload.<field>", "limits.<field>"), each value says where the number comes from.
 // A limit is a number (absolute, in the field's unit) or {"fraction_of_teacher": x}: x times
 // the teacher's cost on the same scenario (a maximum for ttft/tpot/memory, a minimum for
 // throughput). Relative limits are turned into absolute ones by Limits::resolve.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -21,6 +25,12 @@
 namespace ac {
 
 struct CostEstimate;
+
+/// Ceilings of a workload (docs/formats.md "Limits"): prompt and output tokens <= 2^24 each,
+/// batch <= 2^20, tensor parallel <= 4096, so that derived token and byte counts fit int64.
+inline constexpr int64_t kMaxWorkloadTokens = int64_t(1) << 24;
+inline constexpr int64_t kMaxWorkloadBatch = int64_t(1) << 20;
+inline constexpr int64_t kMaxTensorParallel = 4096;
 
 /// What the deployment runs: B sequences of prompt_tokens each, then output_tokens decode steps.
 struct Workload {
@@ -58,6 +68,7 @@ struct Scenario {
   Workload workload;
   Limits limits;
   std::string notes;
+  std::map<std::string, std::string> sources;  // "workload.prompt_tokens" -> why that value
   DeviceSpec device_spec;  // loaded from `device`
   EngineSpec engine_spec;  // loaded from `engine`
 };

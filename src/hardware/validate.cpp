@@ -29,11 +29,11 @@ ModelConfig read_architecture(const fs::path& path) {
   if (fs::is_directory(path)) {
     fs::path cfg = path / "config.json";
     if (fs::exists(cfg)) return config_from_hf_json(read_json_file(cfg), cfg.string());
-    if (fs::exists(path / "model.bin")) return read_llama2c(path / "model.bin").config;
+    if (fs::exists(path / "model.bin")) return read_llama2c_config(path / "model.bin");
     throw ConfigError(msg("read_architecture", "{}: no config.json or model.bin in the folder",
                           path.string()));
   }
-  if (path.extension() == ".bin") return read_llama2c(path).config;
+  if (path.extension() == ".bin") return read_llama2c_config(path);
   return config_from_hf_json(read_json_file(path), path.string());
 }
 

@@ -10,6 +10,7 @@
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "io/safetensors.h"
+#include "model/finite.h"
 
 namespace ac {
 
@@ -186,6 +187,7 @@ Importance finalize(const Sums& s, const ModelConfig& c, Aggregation agg) {
 Importance compute_importance(const LlamaModel& m, const std::vector<at::Tensor>& batches,
                               const ImportanceOptions& opt) {
   if (batches.empty()) throw ConfigError("[importance] no calibration batches given");
+  require_finite(m, "the model", "importance", opt.allow_nonfinite);
   at::NoGradGuard no_grad;
   const ModelConfig& c = m.config;
   const bool stateful = !opt.state_path.empty();

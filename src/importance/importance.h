@@ -70,13 +70,16 @@ struct ImportanceOptions {
   bool resume = false;
   /// Draw a progress bar (common/progress.h).
   bool show_progress = true;
+  /// Score a model with NaN/Inf weights anyway (otherwise FormatError; model/finite.h).
+  bool allow_nonfinite = false;
 };
 
 /// Runs the model over calibration batches and scores every structure (see the file header).
 /// batches: each [B, T] int64 token ids (B and T may vary between batches).
 /// Memory does not grow with the number of batches (streaming fp32 sums); no autograd.
 /// Throws ConfigError on an empty batch list, a batch that is not [B, T] int64, or a state file
-/// made with other options or for another model; FormatError on a corrupt state file.
+/// made with other options or for another model; FormatError on a corrupt state file or on
+/// NaN/Inf weights (unless opt.allow_nonfinite).
 Importance compute_importance(const LlamaModel& m, const std::vector<at::Tensor>& batches,
                               const ImportanceOptions& opt = {});
 

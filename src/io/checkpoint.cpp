@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "common/json_io.h"
 #include "io/safetensors.h"
+#include "model/finite.h"
 
 namespace ac {
 
@@ -28,6 +29,7 @@ LlamaModel load_checkpoint(const fs::path& dir) {
                                     ? dir / "model.safetensors.index.json"
                                     : dir / "model.safetensors";
   m.weights = from_tensor_map(m.config, tensors, weights_file.string());
+  warn_nonfinite(find_nonfinite(m), weights_file.string());
   return m;
 }
 

@@ -5,43 +5,12 @@
 #include "common/error.h"
 #include "common/json_io.h"
 #include "io/checkpoint.h"
+#include "io/llama2c_header.h"
 #include "io/tokenizer.h"
 
 namespace ac {
 
 namespace {
-
-/// The seven int32 of the version-0 header.
-struct Llama2cHeader {
-  int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
-};
-constexpr uint64_t kHeaderBytes = 7 * sizeof(int32_t);
-constexpr int32_t kMaxDim = 1 << 20;  // far above any real model; keeps the size math in range
-
-Llama2cHeader read_header(std::ifstream& in, const std::string& file, uint64_t file_bytes) {
-  if (file_bytes < kHeaderBytes)
-    throw FormatError(msg("llama2c", "{}: file is {} bytes, shorter than the {}-byte header",
-                          file, file_bytes, kHeaderBytes));
-  Llama2cHeader h{};
-  in.read(reinterpret_cast<char*>(&h), kHeaderBytes);
-  const std::pair<const char*, int32_t> fields[] = {
-      {"dim", h.dim},         {"hidden_dim", h.hidden_dim}, {"n_layers", h.n_layers},
-      {"n_heads", h.n_heads}, {"n_kv_heads", h.n_kv_heads}, {"seq_len", h.seq_len}};
-  for (const auto& [name, v] : fields)
-    if (v <= 0 || v > kMaxDim)
-      throw FormatError(msg("llama2c", "{}: header field {} = {}, expected 1..{}", file, name, v,
-                            kMaxDim));
-  if (h.vocab_size == 0 || h.vocab_size < -kMaxDim || h.vocab_size > kMaxDim)
-    throw FormatError(msg("llama2c", "{}: header field vocab_size = {}, expected a non-zero "
-                          "value within +-{}", file, h.vocab_size, kMaxDim));
-  if (h.dim % h.n_heads != 0 || (h.dim / h.n_heads) % 2 != 0)
-    throw FormatError(msg("llama2c", "{}: dim {} is not n_heads {} times an even head_dim", file,
-                          h.dim, h.n_heads));
-  if (h.n_kv_heads > h.n_heads || h.n_heads % h.n_kv_heads != 0)
-    throw FormatError(msg("llama2c", "{}: n_heads {} is not a multiple of n_kv_heads {}", file,
-                          h.n_heads, h.n_kv_heads));
-  return h;
-}
 
 ModelConfig config_of(const Llama2cHeader& h) {
   LayerConfig layer;
@@ -62,19 +31,19 @@ ModelConfig config_of(const Llama2cHeader& h) {
   return c;
 }
 
-/// Bytes the header implies (all int64 math: every field is <= 2^20, so no product overflows).
-uint64_t expected_bytes(const Llama2cHeader& h) {
-  const uint64_t D = h.dim, F = h.hidden_dim, L = h.n_layers, V = std::abs(int64_t(h.vocab_size));
-  const uint64_t Hd = D / h.n_heads, KV = Hd * h.n_kv_heads;
-  uint64_t floats = V * D                    // token_embedding
-                    + L * D                  // rms_att
-                    + L * D * D + 2 * L * KV * D + L * D * D  // wq, wk, wv, wo
-                    + L * D                  // rms_ffn
-                    + 3 * L * F * D          // w1, w2, w3
-                    + D                      // rms_final
-                    + uint64_t(h.seq_len) * Hd;  // freq_cis_real + freq_cis_imag, [seq, Hd/2] each
-  if (h.vocab_size < 0) floats += V * D;     // wcls
-  return kHeaderBytes + 4 * floats;
+/// Opens model.bin and reads its header (validated against the file size); `in` is left at
+/// the first weight.
+Llama2cHeader open_llama2c(const fs::path& model_bin, std::ifstream& in) {
+  const std::string file = model_bin.string();
+  std::error_code ec;
+  if (!fs::is_regular_file(model_bin, ec))
+    throw FormatError(msg("llama2c", "{}: no such file or not a regular file", file));
+  in.open(model_bin, std::ios::binary);
+  if (!in) throw FormatError(msg("llama2c", "{}: not readable", file));
+  const uint64_t found = fs::file_size(model_bin);
+  uint8_t head[kLlama2cHeaderBytes] = {};
+  in.read(reinterpret_cast<char*>(head), kLlama2cHeaderBytes);
+  return parse_llama2c_header(head, uint64_t(in.gcount()), found, file);
 }
 
 /// Reads the next fp32 array of `shape` from the file.
@@ -99,19 +68,17 @@ at::Tensor permute_rotary_rows(const at::Tensor& w, int64_t n_heads) {
   return w.reshape({n_heads, Hd / 2, 2, D}).transpose(1, 2).reshape({rows, D}).contiguous();
 }
 
+ModelConfig read_llama2c_config(const fs::path& model_bin) {
+  std::ifstream in;
+  ModelConfig c = config_of(open_llama2c(model_bin, in));
+  c.validate("llama2c " + model_bin.string());
+  return c;
+}
+
 LlamaModel read_llama2c(const fs::path& model_bin) {
   const std::string file = model_bin.string();
-  std::ifstream in(model_bin, std::ios::binary);
-  if (!in) throw FormatError(msg("llama2c", "{}: no such file or not readable", file));
-  const uint64_t found = fs::file_size(model_bin);
-  const Llama2cHeader h = read_header(in, file, found);
-  const uint64_t expected = expected_bytes(h);
-  if (found != expected)
-    throw FormatError(msg("llama2c", "{}: file is {} bytes, expected {} from the header (dim {}, "
-                          "hidden_dim {}, n_layers {}, n_heads {}, n_kv_heads {}, vocab_size {}, "
-                          "seq_len {}): truncated or not a version-0 llama2.c model?",
-                          file, found, expected, h.dim, h.hidden_dim, h.n_layers, h.n_heads,
-                          h.n_kv_heads, h.vocab_size, h.seq_len));
+  std::ifstream in;
+  const Llama2cHeader h = open_llama2c(model_bin, in);
 
   LlamaModel m;
   m.config = config_of(h);

@@ -21,6 +21,10 @@ namespace ac {
 /// Throws FormatError on a bad header or a file size that disagrees with it.
 LlamaModel read_llama2c(const fs::path& model_bin);
 
+/// The config of model.bin from its header alone (validated against the file size; no weight
+/// is read). Throws FormatError like read_llama2c.
+ModelConfig read_llama2c_config(const fs::path& model_bin);
+
 /// `autocompress import llama2c`: writes an HF checkpoint folder atomically: config.json
 /// (LlamaForCausalLM), model.safetensors, tokenizer.bin (copied), tokenizer_config.json,
 /// special_tokens_map.json, generation_config.json.

@@ -11,14 +11,11 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "io/safetensors_header.h"
 
 namespace ac {
 
 namespace {
-
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
-constexpr size_t kMaxTensors = 1000000;
-constexpr size_t kMaxRank = 8;
 
 struct DtypeInfo {
   const char* name;
@@ -73,122 +70,18 @@ std::shared_ptr<void> map_file(const fs::path& path, uint64_t* size) {
   return std::shared_ptr<void>(p, [n](void* q) { ::munmap(q, n); });
 }
 
-uint64_t read_u64_le(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const fs::path& path) : path_(path) {
   map_ = map_file(path, &size_);
-  const std::string f = path.string();
-  const auto* base = static_cast<const uint8_t*>(map_.get());
-  const uint64_t header_len = read_u64_le(base);
-  if (header_len > kMaxHeaderBytes)
-    throw FormatError(msg("safetensors", "{}: header length {} exceeds the {} byte limit: "
-                          "corrupt or not a safetensors file?", f, header_len, kMaxHeaderBytes));
-  if (header_len > size_ - 8)
-    throw FormatError(msg("safetensors", "{}: header length {} exceeds file size {}: truncated?",
-                          f, header_len, size_));
-  json header;
-  try {
-    header = json::parse(base + 8, base + 8 + header_len);
-  } catch (const json::exception& e) {
-    throw FormatError(msg("safetensors", "{}: header is not valid JSON: {}", f, e.what()));
+  SafetensorsHeader h =
+      parse_safetensors_header(static_cast<const uint8_t*>(map_.get()), size_, path.string());
+  metadata_ = std::move(h.metadata);
+  for (auto& [name, t] : h.tensors) {
+    const DtypeInfo* dt = dtype_by_name(t.dtype);
+    AC_CHECK(dt && dt->bytes == t.element_bytes, "dtype {} of the header parser", t.dtype);
+    entries_.emplace(name, Entry{dt->type, std::move(t.shape), t.begin, t.end});
   }
-  if (!header.is_object())
-    throw FormatError(msg("safetensors", "{}: header is a JSON {}, expected an object", f,
-                          header.type_name()));
-  if (header.size() > kMaxTensors + 1)
-    throw FormatError(msg("safetensors", "{}: {} header entries, more than the limit {}", f,
-                          header.size(), kMaxTensors));
-
-  const uint64_t data_begin = 8 + header_len, data_len = size_ - data_begin;
-  for (const auto& [name, v] : header.items()) {
-    if (name == "__metadata__") {
-      if (!v.is_object())
-        throw FormatError(msg("safetensors", "{}: __metadata__ is not an object", f));
-      for (const auto& [k, s] : v.items()) {
-        if (!s.is_string())
-          throw FormatError(msg("safetensors", "{}: __metadata__['{}'] is {}, expected a string",
-                                f, k, s.dump()));
-        metadata_[k] = s.get<std::string>();
-      }
-      continue;
-    }
-    auto bad = [&](const std::string& what) {
-      return FormatError(msg("safetensors", "{}: tensor '{}': {}", f, name, what));
-    };
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
-        !v.contains("data_offsets"))
-      throw bad("entry must be an object with dtype, shape and data_offsets, found " +
-                v.dump().substr(0, 200));
-    if (!v["dtype"].is_string()) throw bad("dtype is " + v["dtype"].dump() + ", expected a string");
-    const std::string dtype_name = v["dtype"].get<std::string>();
-    const DtypeInfo* dt = dtype_by_name(dtype_name);
-    if (!dt)
-      throw bad(fmt::format("unknown dtype '{}' (known: F64 F32 F16 BF16 I64 I32 I8 U8 BOOL)",
-                            dtype_name));
-    const json& sh = v["shape"];
-    if (!sh.is_array() || sh.size() > kMaxRank)
-      throw bad(fmt::format("shape {} must be an array of at most {} dims", sh.dump(), kMaxRank));
-    Entry e;
-    e.dtype = dt->type;
-    uint64_t numel = 1, extent = 1;  // extent ignores zero dims, so strides cannot overflow
-    for (const auto& d : sh) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        throw bad(fmt::format("shape {} has a dim that is not a non-negative integer", sh.dump()));
-      const uint64_t dim = d.get<uint64_t>();
-      if (__builtin_mul_overflow(extent, std::max<uint64_t>(dim, 1), &extent) ||
-          extent > uint64_t(INT64_MAX))
-        throw bad(fmt::format("shape {} overflows", sh.dump()));
-      numel *= dim;
-      e.shape.push_back(int64_t(dim));
-    }
-    const json& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
-        !off[1].is_number_unsigned())
-      throw bad(fmt::format("data_offsets {} must be two non-negative integers", off.dump()));
-    const uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
-    if (b > en || en > data_len)
-      throw bad(fmt::format("data_offsets [{}, {}] outside the data section of {} bytes: "
-                            "truncated?", b, en, data_len));
-    uint64_t nbytes = 0;
-    if (__builtin_mul_overflow(numel, dt->bytes, &nbytes) || nbytes != en - b)
-      throw bad(fmt::format("shape {} x {} needs {} bytes but data_offsets [{}, {}] hold {}",
-                            sh.dump(), dtype_name, nbytes, b, en, en - b));
-    e.begin = data_begin + b;
-    e.end = data_begin + en;
-    entries_.emplace(name, std::move(e));
-  }
-
-  // The byte ranges, sorted, must tile the data section exactly (as the reference reader
-  // requires): no overlap, no gap, nothing past the last tensor.
-  std::vector<std::pair<uint64_t, std::string>> order;
-  for (const auto& [name, e] : entries_) order.emplace_back(e.begin, name);
-  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first : entries_[a.second].end < entries_[b.second].end;
-  });
-  uint64_t pos = data_begin;
-  std::string prev = "(start of data)";
-  for (const auto& [begin, name] : order) {
-    const Entry& e = entries_[name];
-    if (begin < pos)
-      throw FormatError(msg("safetensors", "{}: tensor '{}' (bytes [{}, {})) overlaps '{}', which "
-                            "ends at {}", f, name, e.begin - data_begin, e.end - data_begin, prev,
-                            pos - data_begin));
-    if (begin > pos)
-      throw FormatError(msg("safetensors", "{}: gap of {} bytes before tensor '{}' at data offset "
-                            "{}", f, begin - pos, name, begin - data_begin));
-    pos = e.end;
-    prev = name;
-  }
-  if (pos != size_)
-    throw FormatError(msg("safetensors", "{}: {} bytes after the last tensor: the header "
-                          "describes {} data bytes, the file has {}", f, size_ - pos,
-                          pos - data_begin, data_len));
 }
 
 std::vector<std::string> SafetensorsFile::names() const {
@@ -293,25 +186,13 @@ void save_safetensors(const fs::path& path, const TensorMap& tensors,
 namespace {
 
 TensorMap load_sharded(const fs::path& dir, const fs::path& index_path) {
-  const json index = read_json_file(index_path);
-  const std::string idx = index_path.string();
-  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
-    throw FormatError(msg("load_safetensors", "{}: missing object field 'weight_map'", idx));
-  std::map<std::string, std::vector<std::string>> by_shard;
-  for (const auto& [name, shard] : index["weight_map"].items()) {
-    if (!shard.is_string())
-      throw FormatError(msg("load_safetensors", "{}: weight_map['{}'] is {}, expected a file name",
-                            idx, name, shard.dump()));
-    const std::string s = shard.get<std::string>();
-    if (s.empty() || s.find('/') != std::string::npos || s == "." || s == "..")
-      throw FormatError(msg("load_safetensors", "{}: weight_map['{}'] = '{}' is not a plain file "
-                            "name in the checkpoint folder", idx, name, s));
-    by_shard[s].push_back(name);
-  }
+  const std::map<std::string, std::vector<std::string>> by_shard =
+      parse_safetensors_index(read_json_file(index_path), index_path.string());
   TensorMap out;
   for (const auto& [shard, names] : by_shard) {
     const fs::path p = dir / shard;
-    if (!fs::exists(p))
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec))
       throw FormatError(msg("load_safetensors", "{}: shard '{}' listed in {} does not exist",
                             p.string(), shard, file_name(index_path)));
     SafetensorsFile file(p);

@@ -1,5 +1,8 @@
 #include "io/tokenizer.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstring>
 #include <queue>
 
@@ -12,6 +15,7 @@ namespace {
 constexpr int64_t kFirstByteId = 3;   // <0x00>
 constexpr int64_t kLastByteId = 258;  // <0xFF>
 constexpr int32_t kMaxTokenLength = 1 << 16;
+constexpr int64_t kMaxVocab = 1 << 24;
 
 bool is_byte_id(int64_t id) { return id >= kFirstByteId && id <= kLastByteId; }
 
@@ -40,7 +44,8 @@ bool byte_of_piece(const std::string& p, int64_t id, uint8_t* out) {
   const auto* u = reinterpret_cast<const uint8_t*>(p.data());
   bool ok = false;
   if (p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>')
-    ok = std::strtoul(p.substr(3, 2).c_str(), nullptr, 16) == want;
+    ok = std::isxdigit(u[3]) && std::isxdigit(u[4]) &&
+         std::strtoul(p.substr(3, 2).c_str(), nullptr, 16) == want;
   else if (p.size() == 1)
     ok = u[0] == want;
   else if (p.size() == 2 && want >= 0x80)
@@ -54,23 +59,34 @@ bool byte_of_piece(const std::string& p, int64_t id, uint8_t* out) {
 Tokenizer Tokenizer::from_llama2c(const fs::path& path, int64_t vocab_size) {
   const std::string file = path.string();
   if (!fs::exists(path)) throw FormatError(msg("tokenizer", "{}: no such file", file));
+  return from_llama2c_bytes(read_file(path), vocab_size, file);
+}
+
+Tokenizer Tokenizer::from_llama2c_bytes(const std::string& bytes, int64_t vocab_size,
+                                        const std::string& file) {
   if (vocab_size <= kLastByteId)
     throw FormatError(msg("tokenizer", "{}: vocab_size {} is too small: ids 0..258 are the "
                           "special and byte-fallback tokens", file, vocab_size));
-  const std::string bytes = read_file(path);
+  if (vocab_size > kMaxVocab)
+    throw FormatError(msg("tokenizer", "{}: vocab_size {} exceeds the limit {}", file, vocab_size,
+                          kMaxVocab));
   Reader r{bytes, file};
   Tokenizer t;
   t.max_token_length_ = r.get<int32_t>("max_token_length", -1);
   if (t.max_token_length_ <= 0 || t.max_token_length_ > kMaxTokenLength)
     throw FormatError(msg("tokenizer", "{}: max_token_length {} outside [1, {}]: not a llama2.c "
                           "tokenizer.bin?", file, t.max_token_length_, kMaxTokenLength));
-  t.pieces_.reserve(size_t(vocab_size));
-  t.scores_.reserve(size_t(vocab_size));
+  // Each record takes at least 8 bytes: reserve no more than the file can hold.
+  const size_t records = size_t(std::min<int64_t>(vocab_size, int64_t(bytes.size() / 8)));
+  t.pieces_.reserve(records);
+  t.scores_.reserve(records);
   for (int64_t id = 0; id < vocab_size; ++id) {
     if (r.off == bytes.size())
       throw FormatError(msg("tokenizer", "{}: holds {} tokens, expected vocab_size {} from the "
                             "model", file, id, vocab_size));
     const float score = r.get<float>("score", id);
+    if (std::isnan(score))  // a NaN breaks the merge order (no strict weak ordering)
+      throw FormatError(msg("tokenizer", "{}: token {} has score NaN", file, id));
     const int32_t len = r.get<int32_t>("length", id);
     if (len < 0 || len > t.max_token_length_)
       throw FormatError(msg("tokenizer", "{}: token {} has length {}, expected 0..{} "

@@ -27,6 +27,11 @@ class Tokenizer {
   /// Reads tokenizer.bin for a model with `vocab_size` tokens. Throws FormatError on a truncated
   /// file, a negative or huge length, or a vocab size that disagrees.
   static Tokenizer from_llama2c(const fs::path& path, int64_t vocab_size);
+  /// The same from the file's bytes already in memory; `file` names errors. Limits: vocab_size
+  /// 259..2^24, max_token_length 1..65,536, every piece no longer than max_token_length, the
+  /// byte-fallback ids 3..258 spelled as bytes, exactly vocab_size records and nothing after.
+  static Tokenizer from_llama2c_bytes(const std::string& bytes, int64_t vocab_size,
+                                      const std::string& file);
   /// Looks for tokenizer.bin in a checkpoint folder.
   static Tokenizer from_checkpoint(const fs::path& dir, int64_t vocab_size);
 

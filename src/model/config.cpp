@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/json_io.h"
 
 namespace ac {
 using json = nlohmann::json;
@@ -39,25 +40,40 @@ int64_t ModelConfig::num_parameters() const {
 
 void ModelConfig::validate(const std::string& where) const {
   auto bad = [&](const std::string& m) { throw ConfigError(fmt::format("[{}] {}", where, m)); };
-  if (vocab_size <= 0) bad(fmt::format("vocab_size must be positive, found {}", vocab_size));
-  if (hidden_size <= 0) bad(fmt::format("hidden_size must be positive, found {}", hidden_size));
-  if (layers.empty()) bad("num_hidden_layers must be positive, found 0");
-  if (rms_norm_eps <= 0) bad(fmt::format("rms_norm_eps must be positive, found {}", rms_norm_eps));
-  if (rope_theta <= 0) bad(fmt::format("rope_theta must be positive, found {}", rope_theta));
+  auto in_range = [&](const char* field, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) bad(fmt::format("{} must be in {}..{}, found {}", field, lo, hi, v));
+  };
+  in_range("vocab_size", vocab_size, 1, kMaxVocabSize);
+  in_range("hidden_size", hidden_size, 1, kMaxHiddenSize);
+  in_range("num_hidden_layers", num_layers(), 1, kMaxLayers);
+  in_range("max_position_embeddings", max_position_embeddings, 1, kMaxPositionEmbeddings);
+  in_range("bos_token_id", bos_token_id, 0, vocab_size - 1);
+  in_range("eos_token_id", eos_token_id, 0, vocab_size - 1);
+  if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps))
+    bad(fmt::format("rms_norm_eps must be positive and finite, found {}", rms_norm_eps));
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta))
+    bad(fmt::format("rope_theta must be positive and finite, found {}", rope_theta));
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto& l = layers[i];
+    const std::string at = fmt::format("layer {}: ", i);
+    if (l.num_attention_heads < 0 || l.num_key_value_heads < 0 || l.head_dim < 0)
+      bad(at + fmt::format("num_attention_heads {}, num_key_value_heads {} and head_dim {} must "
+                           "not be negative", l.num_attention_heads, l.num_key_value_heads,
+                           l.head_dim));
     if (l.has_attention()) {
       if (l.num_key_value_heads <= 0 || l.head_dim <= 0 || l.head_dim % 2)
-        bad(fmt::format("layer {}: num_key_value_heads {} and head_dim {} must be positive "
-                        "(head_dim even for RoPE)",
-                        i, l.num_key_value_heads, l.head_dim));
+        bad(at + fmt::format("num_key_value_heads {} and head_dim {} must be positive "
+                             "(head_dim even for RoPE)",
+                             l.num_key_value_heads, l.head_dim));
       if (l.num_attention_heads % l.num_key_value_heads)
-        bad(fmt::format("layer {}: num_attention_heads {} is not a multiple of "
-                        "num_key_value_heads {}",
-                        i, l.num_attention_heads, l.num_key_value_heads));
+        bad(at + fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}",
+                             l.num_attention_heads, l.num_key_value_heads));
+      in_range((at + "head_dim").c_str(), l.head_dim, 2, kMaxHeadDim);
+      in_range((at + "num_attention_heads").c_str(), l.num_attention_heads, 1,
+               kMaxAttentionWidth / l.head_dim);
     }
-    if (!l.ffn_no_op && l.intermediate_size < 0)
-      bad(fmt::format("layer {}: intermediate_size {} is negative", i, l.intermediate_size));
+    if (!l.ffn_no_op)
+      in_range((at + "intermediate_size").c_str(), l.intermediate_size, 0, kMaxIntermediateSize);
   }
 }
 
@@ -83,16 +99,15 @@ const std::set<std::string> kModelled = {
     "tie_word_embeddings", "attention_bias", "bos_token_id", "eos_token_id", "torch_dtype",
     "block_configs"};
 
+// j.contains() is false for non-objects, so `j` may be any JSON value.
 template <typename T>
 T get(const json& j, const char* key, const std::string& file) {
   if (!j.contains(key) || j[key].is_null())
     throw FormatError(fmt::format("[load_config] {}: missing field '{}'", file, key));
-  try {
-    return j[key].get<T>();
-  } catch (const json::exception&) {
-    throw FormatError(fmt::format("[load_config] {}: field '{}' has the wrong type: found {}",
-                                  file, key, j[key].dump()));
-  }
+  if (!json_holds<T>(j[key]))
+    throw FormatError(fmt::format("[load_config] {}: field '{}' has the wrong type or range: "
+                                  "found {}", file, key, j[key].dump().substr(0, 200)));
+  return j[key].get<T>();
 }
 template <typename T>
 T get_or(const json& j, const char* key, T fallback, const std::string& file) {
@@ -103,6 +118,9 @@ int64_t first_id(const json& j, const char* key, int64_t fallback, const std::st
   if (!j.contains(key) || j[key].is_null()) return fallback;
   if (j[key].is_array()) {
     if (j[key].empty()) return fallback;
+    if (!json_holds<int64_t>(j[key][0]))
+      throw FormatError(fmt::format("[load_config] {}: field '{}' must hold integer ids, found {}",
+                                    file, key, j[key].dump().substr(0, 200)));
     return j[key][0].get<int64_t>();
   }
   return get<int64_t>(j, key, file);
@@ -111,8 +129,9 @@ int64_t first_id(const json& j, const char* key, int64_t fallback, const std::st
 std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int64_t Hd,
                                                    int64_t D, const std::string& file) {
   const json& blocks = j["block_configs"];
-  if (!blocks.is_array())
-    throw FormatError(fmt::format("[load_config] {}: block_configs must be an array", file));
+  if (!blocks.is_array() || blocks.empty() || blocks.size() > size_t(kMaxLayers))
+    throw FormatError(fmt::format("[load_config] {}: block_configs must be an array of 1..{} "
+                                  "blocks", file, kMaxLayers));
   std::vector<LayerConfig> out;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const json& b = blocks[i];
@@ -145,9 +164,18 @@ std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int
                   (f.contains("ffn_mult") && f["ffn_mult"].is_null() &&
                    !f.contains("intermediate_size"));
     if (!l.ffn_no_op) {
-      l.intermediate_size = f.contains("intermediate_size")
-                                ? get<int64_t>(f, "intermediate_size", where)
-                                : decilm_ffn_width(get<double>(f, "ffn_mult", where), D);
+      if (f.contains("intermediate_size")) {
+        l.intermediate_size = get<int64_t>(f, "intermediate_size", where);
+      } else {
+        const double mult = get<double>(f, "ffn_mult", where);
+        // The width must be a real FFN width before the cast to int64 (validate() bounds it).
+        const double width = 2.0 * mult * double(D) / 3.0;
+        if (!(width >= 0 && width <= double(kMaxIntermediateSize)))
+          throw FormatError(fmt::format("[load_config] {}: ffn_mult {} with hidden_size {} gives "
+                                        "no FFN width in 0..{}", where, mult, D,
+                                        kMaxIntermediateSize));
+        l.intermediate_size = decilm_ffn_width(mult, D);
+      }
     }
     out.push_back(l);
   }
@@ -178,8 +206,12 @@ ModelConfig config_from_hf_json(const json& j, const std::string& file) {
   if (!j.is_object())
     throw FormatError(fmt::format("[load_config] {}: expected a JSON object", file));
   ModelConfig c;
-  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty())
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
+    if (!j["architectures"][0].is_string())
+      throw FormatError(fmt::format("[load_config] {}: field 'architectures' must hold strings, "
+                                    "found {}", file, j["architectures"].dump().substr(0, 200)));
     c.architecture = j["architectures"][0].get<std::string>();
+  }
   c.model_type = get_or<std::string>(j, "model_type", "llama", file);
   c.vocab_size = get<int64_t>(j, "vocab_size", file);
   c.hidden_size = get<int64_t>(j, "hidden_size", file);
@@ -225,10 +257,18 @@ ModelConfig config_from_hf_json(const json& j, const std::string& file) {
     l.head_dim = Hd;
     l.intermediate_size = get<int64_t>(j, "intermediate_size", file);
     int64_t L = get<int64_t>(j, "num_hidden_layers", file);
-    if (L <= 0 || L > 100000)
+    if (L <= 0 || L > kMaxLayers)
       throw FormatError(fmt::format("[load_config] {}: num_hidden_layers {} out of range",
                                     file, L));
     c.layers.assign(size_t(L), l);
+  }
+  // A part of width zero is a removed part: one spelling for it, so that what is written back
+  // (config_to_hf_json: no_op) reads back equal.
+  for (auto& l : c.layers) {
+    if (!l.attention_no_op && l.num_attention_heads == 0) l.attention_no_op = true;
+    if (l.attention_no_op) l.num_attention_heads = l.num_key_value_heads = 0;
+    if (!l.ffn_no_op && l.intermediate_size == 0) l.ffn_no_op = true;
+    if (l.ffn_no_op) l.intermediate_size = 0;
   }
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!kModelled.count(it.key())) c.extra[it.key()] = it.value();
@@ -258,8 +298,10 @@ json config_to_hf_json(const ModelConfig& c) {
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
   j["num_hidden_layers"] = c.num_layers();
-  j["num_attention_heads"] = ref.num_attention_heads;
-  j["num_key_value_heads"] = ref.num_key_value_heads;
+  // A model without any attention still needs positive global head counts to be read back;
+  // every block says no_op, so the value is never used.
+  j["num_attention_heads"] = first_attn ? ref.num_attention_heads : 1;
+  j["num_key_value_heads"] = first_attn ? ref.num_key_value_heads : 1;
   j["head_dim"] = ref.head_dim;
   j["intermediate_size"] = homogeneous ? ref.intermediate_size : max_F;
   j["max_position_embeddings"] = c.max_position_embeddings;
@@ -273,7 +315,7 @@ json config_to_hf_json(const ModelConfig& c) {
   j["eos_token_id"] = eos_list.is_array() && eos_list[0] == c.eos_token_id ? eos_list
                                                                            : json(c.eos_token_id);
   j["torch_dtype"] = c.torch_dtype;
-  j["hidden_act"] = j.value("hidden_act", "silu");
+  if (!j.contains("hidden_act")) j["hidden_act"] = "silu";  // kept as read otherwise
   if (!homogeneous) {
     json blocks = json::array();
     for (const auto& l : c.layers) {

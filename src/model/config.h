@@ -17,6 +17,17 @@
 
 namespace ac {
 
+/// Ceilings every ModelConfig is validated against (docs/formats.md "Limits"): far above any
+/// released model (Llama 3.1 405B: D 16384, F 53248, V 128256, H 128, Hd 128, L 126), and low
+/// enough that shapes and parameter counts (< 2^62) cannot overflow int64.
+inline constexpr int64_t kMaxHiddenSize = int64_t(1) << 20;        // D
+inline constexpr int64_t kMaxIntermediateSize = int64_t(1) << 22;  // F
+inline constexpr int64_t kMaxVocabSize = int64_t(1) << 24;         // V
+inline constexpr int64_t kMaxLayers = 100000;                      // L
+inline constexpr int64_t kMaxHeadDim = int64_t(1) << 16;           // Hd
+inline constexpr int64_t kMaxAttentionWidth = int64_t(1) << 20;    // H*Hd and G*Hd
+inline constexpr int64_t kMaxPositionEmbeddings = int64_t(1) << 24;
+
 /// One decoder block. A removed attention has attention_no_op = true and H = G = 0;
 /// a removed FFN has ffn_no_op = true and F = 0. A removed block has both.
 struct LayerConfig {
@@ -68,7 +79,8 @@ struct ModelConfig {
   /// Parameter count of the weights this config implies (tied head counted once).
   int64_t num_parameters() const;
   /// Throws ConfigError naming `where` and the layer/field if the config is inconsistent
-  /// (H % G != 0, non-positive sizes, ...).
+  /// (H % G != 0, non-positive sizes, a size above the ceilings above, bos/eos ids outside
+  /// [0, V), non-finite rope_theta / rms_norm_eps, ...).
   void validate(const std::string& where) const;
   /// A homogeneous config: every layer gets `layer`.
   static ModelConfig uniform(int64_t vocab, int64_t hidden, int64_t num_layers,

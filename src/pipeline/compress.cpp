@@ -15,11 +15,17 @@
 #include "hardware/scenario.h"
 #include "importance/importance.h"
 #include "io/checkpoint.h"
+#include "model/finite.h"
+#include "pipeline/compare.h"
+#include "pipeline/llamacpp_stage.h"
 #include "pipeline/report.h"
+#include "pipeline/report_html.h"
+#include "pipeline/story_tasks.h"
 #include "prune/arch.h"
 #include "prune/depth.h"
 #include "prune/prune.h"
 #include "search/minitron.h"
+#include "search/outcome.h"
 
 namespace ac {
 
@@ -82,6 +88,8 @@ json run_compress(const CompressOptions& opt) {
   check_not_overwriting_input(opt.model_dir, opt.out_dir, "compress");
   Scenario scenario = find_scenario(opt.scenario);
   LlamaModel teacher = load_checkpoint(opt.model_dir);
+  // Refused before minutes of profiling and sampling (importance and distill would refuse too).
+  require_finite(teacher, opt.model_dir.string(), "compress", opt.allow_nonfinite);
   log_info(fmt::format("[compress] teacher {} ({} parameters), scenario {}",
                        describe(teacher.config), teacher.config.num_parameters(), scenario.name));
   StagingDir out(opt.out_dir);
@@ -98,7 +106,8 @@ json run_compress(const CompressOptions& opt) {
   timer.done("sample");
 
   // The teacher measured on this device: relative limits resolve against it.
-  Measurement teacher_measured = measure_native(teacher, scenario.workload, opt.measure_repeats);
+  Measurement teacher_measured = measure_native(teacher, scenario.workload, opt.measure_repeats,
+                                                /*show_progress=*/true);
   // Relative limits ("0.6 x the teacher's TPOT") resolve against the teacher's measurement for
   // the measured check, and against the teacher's prediction for the search, so that the search
   // compares predictions with predictions and a profile/measurement offset cancels out.
@@ -109,25 +118,36 @@ json run_compress(const CompressOptions& opt) {
 
   std::vector<at::Tensor> calib = data.calibration.sequential_batches(8, opt.seq_len);
   ImportanceOptions io;
+  io.allow_nonfinite = opt.allow_nonfinite;
   Importance imp = compute_importance(teacher, calib, io);
   save_importance(out.path() / "importance.safetensors", imp);
   timer.done("importance");
 
-  MinitronOptions mo;
-  mo.safety_margin = opt.safety_margin;
-  CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, &profile); };
-  std::vector<at::Tensor> rank_batches(calib.begin(), calib.begin() + std::min<size_t>(1, calib.size()));
-  SearchResult search = minitron_search(teacher, imp, cost, search_limits, rank_batches, mo);
-  json arch_extra = {{"search", search.to_json()},
-                     {"limits", search_limits.to_json()},
-                     {"scenario", scenario.name}};
-  write_arch(out.path() / "arch.json", search.best.target, arch_extra);
+  // Search: one method, or several side by side ("both": autocompress first, the main result;
+  // minitron's architecture goes through the same prune / distill / eval as a comparison).
+  SearchSettings search_settings;
+  search_settings.safety_margin = opt.safety_margin;
+  std::vector<SearchOutcome> searches;
+  json search_rows = json::array();
+  for (const std::string& m : search_methods(opt.method)) {
+    searches.push_back(run_search_method(m, teacher, imp, scenario, &profile, search_limits,
+                                         data.calibration, opt.seq_len, search_settings));
+    search_rows.push_back(searches.back().summary());
+  }
+  for (size_t i = 0; i < searches.size(); ++i)
+    write_search_outputs(i == 0 ? out.path() / "arch.json"
+                                : method_arch_path(out.path() / "arch.json", searches[i].method),
+                         searches[i], scenario.name, {{"comparison", search_rows}});
+  const SearchOutcome& search = searches.front();
   timer.done("search");
 
   LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, search.best.target));
   student.weights = clone(student.config, student.weights);
   EvalOptions eo;
   eo.seq_len = opt.seq_len;
+  std::optional<TokenBytes> token_bytes =
+      token_bytes_of_checkpoint(opt.model_dir, teacher.config.vocab_size);
+  eo.token_bytes = token_bytes ? &*token_bytes : nullptr;  // bits per byte
   EvalResult pruned_eval = evaluate(student, &teacher, data.heldout, eo);
   timer.done("prune");
 
@@ -139,12 +159,22 @@ json run_compress(const CompressOptions& opt) {
   dopt.min_lr = opt.distill_lr / 10;
   dopt.seed = opt.seed;
   dopt.log_path = out.path() / "distill_log.csv";
+  dopt.allow_nonfinite = opt.allow_nonfinite;
   DistillResult dres = distill(teacher, student, data.train, dopt);
   timer.done("distill");
 
   EvalResult teacher_eval = evaluate(teacher, nullptr, data.heldout, eo);
   EvalResult student_eval = evaluate(student, &teacher, data.heldout, eo);
   timer.done("eval");
+
+  // In-domain tasks (cloze, story ending) from the held-out stories: teacher vs compressed.
+  StoryTasksStageOptions task_opt;
+  task_opt.teacher_dir = opt.model_dir;
+  task_opt.seed = opt.seed;
+  task_opt.max_items = opt.task_items;
+  task_opt.out_dir = out.path() / "tasks";
+  json tasks = run_story_tasks_stage(teacher, student, data.heldout.ids(), task_opt);
+  timer.done("tasks");
 
   fs::create_directories(out.path() / "model");
   save_checkpoint(out.path() / "model", student, opt.model_dir);
@@ -155,9 +185,31 @@ json run_compress(const CompressOptions& opt) {
                                     "same logits (max diff {})", roundtrip));
   timer.done("export");
 
-  Measurement student_measured = measure_native(student, scenario.workload, opt.measure_repeats);
+  Measurement student_measured = measure_native(student, scenario.workload, opt.measure_repeats,
+                                                /*show_progress=*/true);
   CostEstimate student_predicted = predict(student.config, scenario, &profile);
   timer.done("validate");
+
+  // The real llama.cpp on the GGUF exports: its measured TPOT beside the llama.cpp prediction.
+  LlamaCppStageOptions lopt;
+  lopt.tokenizer_dir = opt.model_dir;
+  lopt.work_dir = out.path() / ".llama_cpp";
+  json llama_cpp = run_llamacpp_stage(teacher, student, scenario, &profile, lopt);
+  timer.done("llama_cpp");
+
+  // The other methods' architectures: same distillation budget and data, same held-out set.
+  CompareContext cmp{&teacher, &imp, &scenario, &profile, &data.train, &data.heldout,
+                     limits, search_limits, dopt, eo, opt.measure_repeats, opt.model_dir};
+  json comparison = json::array();
+  comparison.push_back(comparison_row(search, student.config, student_predicted, student_measured,
+                                      pruned_eval, student_eval, dres, cmp, "model"));
+  for (size_t i = 1; i < searches.size(); ++i) {
+    const std::string& m = searches[i].method;
+    comparison.push_back(run_method_for_comparison(searches[i], cmp, out.path() / ("model-" + m),
+                                                   "model-" + m,
+                                                   out.path() / ("distill_log." + m + ".csv")));
+    timer.done("compare_" + m);
+  }
 
   json report = {
       {"scenario", {{"name", scenario.name}, {"device", scenario.device}, {"engine", scenario.engine},
@@ -183,8 +235,11 @@ json run_compress(const CompressOptions& opt) {
                       {"limits_measured", check_limits(student_measured.as_estimate(), limits)},
                       {"eval_after_prune", pruned_eval.to_json()},
                       {"eval", student_eval.to_json()}}},
-      {"search", {{"method", search.method}, {"candidates", int64_t(search.candidates.size())},
-                  {"search_tokens", search.search_tokens}, {"safety_margin", opt.safety_margin}}},
+      {"search", {{"method", search.method},
+                  {"candidates", int64_t(search.search.value("candidates", json::array()).size())},
+                  {"search_tokens", search.search_tokens}, {"search_seconds", search.seconds},
+                  {"safety_margin", opt.safety_margin}}},
+      {"comparison", comparison},
       {"distill", {{"tokens", dres.tokens}, {"steps", dres.steps_done}, {"skipped_steps", dres.skipped_steps},
                    {"wall_s", dres.wall_s},
                    {"first_loss", dres.loss_curve.empty() ? 0.0 : dres.loss_curve.front()},
@@ -195,11 +250,14 @@ json run_compress(const CompressOptions& opt) {
                 {"heldout_documents_removed_for_overlap", data.overlap_removed}}},
       {"export", {{"path", "model"}, {"reload_max_abs_diff", roundtrip}}},
   };
+  report["tasks"] = tasks;
+  report["llama_cpp"] = llama_cpp;
   timer.done("report");
   report["stages"] = timer.stages;
   report["total_seconds"] = now_s() - t_start;
   write_json_file(out.path() / "report.json", report);
   write_file_atomic(out.path() / "report.md", render_report_md(report));
+  write_report_html(out.path(), report);  // beside report.md: plots, every number's provenance
   out.commit();
   return report;
 }

@@ -5,9 +5,12 @@
 //   data/*.tokens           teacher-sampled calibration / training / held-out text
 //   importance.safetensors  Minitron activation importance                    (importance)
 //   arch.json               chosen architecture, predicted costs, candidates  (search)
+//   arch_widths.svg         per-layer widths kept vs the parent (arch_trajectory.svg: search steps)
 //   distill_log.csv         one row per distillation step                     (distill)
 //   model/                  the compressed HF checkpoint                      (prune, distill, export)
+//   tasks/*.jsonl           in-domain cloze and story-ending tasks (held-out)  (tasks)
 //   report.json, report.md  teacher vs compressed: predicted and measured cost, quality, time
+//   report.html             the same with plots (pipeline/report_html.h)
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -24,7 +27,12 @@ struct CompressOptions {
   std::string scenario;    // a scenario name (scenarios/NAME.json) or a path
   fs::path out_dir;
   fs::path profile_path;   // reuse a profile.json instead of profiling (must be this device)
-  std::string method = "minitron";
+  std::string method = "minitron";      // search: "minitron", "autocompress" or "both" (both:
+                                         // autocompress is the main result in model/; minitron's
+                                         // architecture is pruned, distilled with the same budget
+                                         // and evaluated on the same data in model-minitron/,
+                                         // arch.minitron.json, distill_log.minitron.csv; the
+                                         // report's "comparison" has one row per method)
   uint64_t seed = 1234;
   int64_t seq_len = 256;                 // T of calibration, training and held-out windows
   int64_t calibration_sequences = 32;    // importance + ranking of candidates
@@ -32,9 +40,11 @@ struct CompressOptions {
   int64_t heldout_sequences = 64;        // held-out stories (other seeds, overlap removed)
   int64_t distill_tokens = 131072;       // distillation token budget
   int64_t distill_batch = 8;
+  int64_t task_items = 200;              // items per in-domain task after distillation (0 = none)
   double distill_lr = 1e-3;
   double safety_margin = 0.05;           // the search meets limits x (1 - margin) by the model
   int measure_repeats = 3;               // measured TTFT/TPOT: median over this many runs
+  bool allow_nonfinite = false;          // run on a teacher with NaN/Inf weights (model/finite.h)
 };
 
 /// Runs the pipeline. Returns report.json's content. Throws on bad input (nothing is left in

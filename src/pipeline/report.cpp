@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "pipeline/story_tasks.h"
+
 namespace ac {
 
 namespace {
@@ -19,6 +21,70 @@ std::string limit_cell(const json& limits, const char* key, bool bytes) {
   if (!limits.contains(key) || limits[key].is_null()) return "—";
   double v = limits[key].get<double>();
   return bytes ? mib(v) : fmt::format("{:.3f}", v);
+}
+
+// llama.cpp (node-llama-cpp) on the GGUF exports: measured TPOT beside the llama.cpp prediction.
+std::string render_llamacpp_md(const json& l) {
+  std::string md = "\n## In llama.cpp (the real engine, GGUF export)\n\n";
+  if (!l.value("ran", false))
+    return md + fmt::format("Not measured: {}.\n", l.value("reason", std::string("unknown")));
+  md += fmt::format("llama.cpp {} on this CPU, {} threads, batch 1, {} prompt tokens; TPOT is "
+                    "llama.cpp's decode time per token (median of runs), the prediction is the "
+                    "cost model's for engine `llama.cpp` with this device's profile.\n\n",
+                    l["llama_cpp_release"].dump(), l.value("threads", 0),
+                    l.value("prompt_tokens", int64_t(0)));
+  md += "| model | TPOT measured in llama.cpp (ms) | TPOT predicted for llama.cpp (ms) | "
+        "prediction error | tokens decoded |\n|---|---|---|---|---|\n";
+  for (const char* name : {"teacher", "compressed"}) {
+    if (!l.contains(name)) continue;
+    const json& m = l[name];
+    bool has = m.contains("tpot_ms_measured");
+    md += fmt::format("| {} | {} | {:.3f} | {} | {} |\n", name,
+                      has ? fmt::format("{:.3f}", m["tpot_ms_measured"].get<double>()) : "—",
+                      m["tpot_ms_predicted"].get<double>(),
+                      has ? fmt::format("{:+.1f}%", 100 * m["prediction_error"].get<double>()) : "—",
+                      m.value("generated_tokens", int64_t(0)));
+  }
+  return md;
+}
+
+// Methods side by side (compress --method both): same distillation budget, same held-out data.
+std::string render_comparison_md(const json& rows) {
+  std::string md = "## Search methods side by side\n\nEach architecture pruned from the teacher, "
+                   "distilled with the same token budget on the same data, evaluated on the same "
+                   "held-out stories and measured on this device.\n\n| | ";
+  std::string sep = "|---|";
+  for (const auto& r : rows) {
+    md += fmt::format("{} | ", r.value("method", "?"));
+    sep += "---|";
+  }
+  md += "\n" + sep + "\n";
+  auto line = [&](const std::string& name, auto cell) {
+    md += "| " + name + " | ";
+    for (const auto& r : rows) md += cell(r) + " | ";
+    md += "\n";
+  };
+  line("structure", [](const json& r) { return r.value("config", "?"); });
+  line("parameters", [](const json& r) { return std::to_string(r.value("parameters", int64_t(0))); });
+  line("search tokens", [](const json& r) { return std::to_string(r.value("search_tokens", int64_t(0))); });
+  line("search seconds", [](const json& r) { return fmt::format("{:.1f}", num(r, "search_seconds")); });
+  line("KL after pruning", [](const json& r) { return fmt::format("{:.4f}", num(r["eval_after_prune"], "kl_to_teacher")); });
+  line("KL after distillation", [](const json& r) { return fmt::format("{:.4f}", num(r["eval"], "kl_to_teacher")); });
+  line("perplexity after distillation", [](const json& r) { return fmt::format("{:.3f}", num(r["eval"], "perplexity")); });
+  line("top-1 agreement", [](const json& r) { return fmt::format("{:.1f}%", 100 * num(r["eval"], "top1_agreement")); });
+  for (const char* k : {"ttft_ms", "tpot_ms"})
+    line(fmt::format("{} predicted / measured", k), [&](const json& r) {
+      return fmt::format("{:.3f} / {:.3f}", num(r["predicted"], k), num(r["measured"], k));
+    });
+  line("peak memory predicted / measured", [](const json& r) {
+    return mib(num(r["predicted"], "peak_memory_bytes")) + " / " + mib(num(r["measured"], "peak_memory_bytes"));
+  });
+  line("limits (model / measured)", [](const json& r) {
+    auto ok = [](const json& v) { return v.is_string() && v.get<std::string>().empty() ? "met" : "BROKEN"; };
+    return fmt::format("{} / {}", ok(r["limits_predicted"]), ok(r["limits_measured"]));
+  });
+  line("distillation tokens", [](const json& r) { return std::to_string(r["distill"].value("tokens", int64_t(0))); });
+  return md + "\n";
 }
 
 }  // namespace
@@ -70,16 +136,20 @@ std::string render_report_md(const json& r) {
                     lp.empty() ? "met" : "BROKEN — " + lp, lm.empty() ? "met" : "BROKEN — " + lm);
 
   md += "## Quality on held-out teacher-sampled stories\n\n";
-  md += "| model | perplexity | KL to teacher (nats/token) | top-1 agreement | tokens |\n|---|---|---|---|---|\n";
+  md += "| model | perplexity | bits/byte | KL to teacher (nats/token) | top-1 agreement | top-5 overlap | tokens |\n|---|---|---|---|---|---|---|\n";
   auto q = [&](const char* name, const json& e) {
-    md += fmt::format("| {} | {:.3f} | {} | {} | {} |\n", name, num(e, "perplexity"),
+    md += fmt::format("| {} | {:.3f} | {} | {} | {} | {} | {} |\n", name, num(e, "perplexity"),
+                      e.contains("bits_per_byte") ? fmt::format("{:.4f}", num(e, "bits_per_byte")) : "—",
                       e.contains("kl_to_teacher") ? fmt::format("{:.4f}", num(e, "kl_to_teacher")) : "0 (is the teacher)",
                       e.contains("top1_agreement") ? fmt::format("{:.1f}%", 100 * num(e, "top1_agreement")) : "100%",
+                      e.contains("topk_overlap") ? fmt::format("{:.1f}%", 100 * num(e, "topk_overlap")) : "100%",
                       e.value("tokens", int64_t(0)));
   };
   q("teacher", t["eval"]);
   q("compressed, after pruning", c["eval_after_prune"]);
   q("compressed, after distillation", c["eval"]);
+  if (r.contains("tasks")) md += render_story_tasks_md(r["tasks"]);
+  if (r.contains("llama_cpp")) md += render_llamacpp_md(r["llama_cpp"]);
 
   const json& se = r["search"];
   const json& d = r["distill"];
@@ -90,6 +160,7 @@ std::string render_report_md(const json& r) {
   md += fmt::format("Distillation: {} tokens in {} steps ({} skipped), {:.0f} s, loss {:.4f} → {:.4f}.\n\n",
                     d["tokens"].get<int64_t>(), d["steps"].get<int64_t>(), d["skipped_steps"].get<int64_t>(),
                     d["wall_s"].get<double>(), d["first_loss"].get<double>(), d["last_loss"].get<double>());
+  if (r.contains("comparison") && r["comparison"].size() > 1) md += render_comparison_md(r["comparison"]);
   md += "## Time per stage\n\n| stage | seconds |\n|---|---|\n";
   for (const auto& st : r["stages"]) md += fmt::format("| {} | {:.1f} |\n", st["stage"].get<std::string>(), st["seconds"].get<double>());
   md += fmt::format("| **total** | {:.1f} |\n\n", r["total_seconds"].get<double>());

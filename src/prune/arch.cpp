@@ -5,17 +5,30 @@
 
 namespace ac {
 
-json read_arch_json(const fs::path& path) {
-  json j = read_json_file(path);
+namespace {
+
+void check_arch_json(const json& j, const std::string& file) {
   if (!j.is_object() || !j.contains("config") || !j["config"].is_object())
     throw FormatError(msg("read_arch", "{}: expected an object with a \"config\" object (the "
                           "target's config.json), found {}",
-                          path.string(), j.is_object() ? "no \"config\" object" : j.type_name()));
+                          file, j.is_object() ? "no \"config\" object" : j.type_name()));
+}
+
+}  // namespace
+
+json read_arch_json(const fs::path& path) {
+  json j = read_json_file(path);
+  check_arch_json(j, path.string());
   return j;
 }
 
+ModelConfig arch_from_json(const json& j, const std::string& file) {
+  check_arch_json(j, file);
+  return config_from_hf_json(j["config"], file + " \"config\"");
+}
+
 ModelConfig read_arch(const fs::path& path) {
-  return config_from_hf_json(read_arch_json(path)["config"], path.string() + " \"config\"");
+  return arch_from_json(read_json_file(path), path.string());
 }
 
 void write_arch(const fs::path& path, const ModelConfig& target, const json& extra) {

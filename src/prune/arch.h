@@ -15,6 +15,9 @@ namespace ac {
 /// object with a "config" object, or if that config is invalid (config_from_hf_json).
 ModelConfig read_arch(const fs::path& path);
 
+/// The target config of parsed arch.json (read_arch without the file); `file` names errors.
+ModelConfig arch_from_json(const nlohmann::json& j, const std::string& file);
+
 /// The whole arch.json object (config and extra keys), for tools that report predictions.
 nlohmann::json read_arch_json(const fs::path& path);
 

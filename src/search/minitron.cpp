@@ -10,6 +10,7 @@
 #include "common/runtime.h"
 #include "prune/depth.h"
 #include "prune/prune.h"
+#include "search/repair.h"
 
 namespace ac {
 
@@ -36,15 +37,6 @@ const LayerConfig& reference_layer(const ModelConfig& c) {
   for (const auto& l : c.layers)
     if (l.has_attention() && l.has_ffn()) return l;
   throw ConfigError("[search] the parent has no block with both attention and FFN");
-}
-
-Limits tightened(const Limits& l, double margin) {
-  Limits t = l;
-  if (t.ttft_ms) *t.ttft_ms *= 1 - margin;
-  if (t.tpot_ms) *t.tpot_ms *= 1 - margin;
-  if (t.peak_memory_bytes) t.peak_memory_bytes = int64_t(double(*t.peak_memory_bytes) * (1 - margin));
-  if (t.min_throughput_tokens_per_s) *t.min_throughput_tokens_per_s *= 1 + margin;
-  return t;
 }
 
 // True if `a` keeps at least as much as `b` in every dimension (and so costs at least as much).
@@ -137,7 +129,7 @@ SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, c
   const ModelConfig& parent = teacher.config;
   const LayerConfig& ref = reference_layer(parent);
   const UniformSpace space = uniform_space(parent, opt);
-  const Limits strict = tightened(limits, opt.safety_margin);
+  const Limits strict = with_safety_margin(limits, opt.safety_margin);
   log_info(fmt::format("[search] minitron: {} uniform candidates", space.size()));
 
   for (int64_t L : space.num_layers)

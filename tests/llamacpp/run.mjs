@@ -2,9 +2,9 @@
 // prints one JSON object: llama.cpp's tokenization of the prompt text, its greedy continuation
 // of the given prompt ids, and the decode time per output token (TPOT).
 //
-//   node run.mjs MODEL.gguf "PROMPT TEXT" PROMPT_IDS(comma separated, BOS included) N_TOKENS [THREADS]
+//   node run.mjs MODEL.gguf "PROMPT TEXT" PROMPT_IDS(comma separated, BOS included) N_TOKENS [THREADS] [CONTEXT]
 //
-// THREADS defaults to the core count. ggml's CPU threads wait for each other at every op by
+// THREADS defaults to (or 0 means) the core count; CONTEXT (the context size) defaults to 256. ggml's CPU threads wait for each other at every op by
 // spinning: on a machine whose cores are busy with other work, more than one thread can make
 // each token take a scheduler time slice (hundreds of ms) instead of milliseconds.
 //
@@ -12,16 +12,17 @@
 import os from "node:os";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
-const [modelPath, promptText, promptIds, nText, threadsText] = process.argv.slice(2);
+const [modelPath, promptText, promptIds, nText, threadsText, contextText] = process.argv.slice(2);
 if (!modelPath || promptIds === undefined || !nText) {
     console.error("usage: node run.mjs MODEL.gguf PROMPT_TEXT PROMPT_IDS N_TOKENS");
     process.exit(2);
 }
-const threads = threadsText ? Number(threadsText)
+const threads = threadsText && Number(threadsText) > 0 ? Number(threadsText)
     : (os.availableParallelism ? os.availableParallelism() : os.cpus().length);
+const contextSize = Math.max(256, Number(contextText || 0));
 const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
 const model = await llama.loadModel({modelPath});
-const context = await model.createContext({contextSize: 256, batchSize: 256, threads});
+const context = await model.createContext({contextSize, batchSize: Math.min(512, contextSize), threads});
 const sequence = context.getSequence();
 
 const prompt = promptIds.split(",").map(Number);

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Benchmarks against PyTorch eager, measured in the same run (this machine is shared and noisy:
+# only ratios of interleaved runs mean something).
+#   train       one distillation step on stories15M-sized models (teacher 288-d, student 192-d)
+#   importance  importance scoring of stories15M-sized random weights vs the plain forward
+# Each side runs ROUNDS times, alternating; the ratio is of the medians. Also prints achieved
+# GFLOP/s against this CPU's fp32 peak: theoretical (cores x GHz x FLOP/cycle: 64 with AVX-512 =
+# 2 FMA units x 16 lanes x 2, 32 with AVX2+FMA) and the best GEMM torch reaches here.
+# usage: bench/run.sh [train|importance|all] [ROUNDS]   (builds build/ first if needed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which=${1:-all}
+rounds=${2:-3}
+build=${BUILD_DIR:-build}
+bench=$build/autocompress_bench
+[ -x "$bench" ] || { echo "build $bench first (scripts/build.sh)" >&2; exit 1; }
+threads=${AC_NUM_THREADS:-$(nproc)}
+py=/usr/bin/python3
+
+peak=$($py - "$threads" <<'EOF'
+import re, sys, time, torch
+threads = int(sys.argv[1])
+flags = open("/proc/cpuinfo").read()
+mhz = max(float(m) for m in re.findall(r"cpu MHz\s*:\s*([\d.]+)", flags))
+per_cycle = 64 if " avx512f" in flags else (32 if " fma" in flags else 8)
+theory = threads * mhz * 1e6 * per_cycle
+torch.set_num_threads(threads)
+a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+best = 0
+for _ in range(5):
+    t0 = time.perf_counter(); a @ b; dt = time.perf_counter() - t0
+    best = max(best, 2 * 2048 ** 3 / dt)
+print(f"{theory / 1e9:.1f} {best / 1e9:.1f} {mhz:.0f} {per_cycle}")
+EOF
+)
+read -r peak_theory peak_gemm mhz per_cycle <<<"$peak"
+echo "threads $threads | fp32 peak: theoretical $peak_theory GFLOP/s ($threads x $mhz MHz x $per_cycle FLOP/cycle), best 2048^3 GEMM in torch $peak_gemm GFLOP/s"
+
+run_one() {  # which side -> tokens/s (and GFLOP/s for ours)
+  local w=$1 side=$2
+  if [ "$side" = ours ]; then
+    AC_NUM_THREADS=$threads AC_QUIET=1 "$bench" "$w" --steps 5 --warmup 1
+  else
+    $py bench/torch_eager.py "$w" --steps 5 --warmup 1 --threads "$threads"
+  fi
+}
+
+for w in train importance; do
+  [ "$which" = all ] || [ "$which" = "$w" ] || continue
+  ours=() theirs=() gf=()
+  for ((r = 0; r < rounds; r++)); do
+    o=$(run_one "$w" ours); t=$(run_one "$w" torch)
+    ours+=("$($py -c 'import json,sys; print(json.loads(sys.argv[1])["tokens_per_s"])' "$o")")
+    gf+=("$($py -c 'import json,sys; print(json.loads(sys.argv[1])["gflops_per_s"])' "$o")")
+    theirs+=("$($py -c 'import json,sys; print(json.loads(sys.argv[1])["tokens_per_s"])' "$t")")
+  done
+  if [ "$w" = train ]; then  # where our step's time goes (last round, phases timed one by one)
+    $py -c 'import json,sys; b=json.loads(sys.argv[1])["breakdown"]; print("train step phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in b.items()))' "$o"
+  fi
+  $py - "$w" "$peak_theory" "$peak_gemm" "${ours[*]}" "${theirs[*]}" "${gf[*]}" <<'EOF'
+import statistics, sys
+w, theory, gemm = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+ours, theirs, gf = ([float(x) for x in s.split()] for s in sys.argv[4:7])
+o, t, g = statistics.median(ours), statistics.median(theirs), statistics.median(gf)
+print(f"{w}: autocompress {o:.0f} tok/s, PyTorch eager {t:.0f} tok/s, ratio {o / t:.2f}x | "
+      f"{g:.1f} GFLOP/s = {100 * g / theory:.0f}% of theoretical peak, {100 * g / gemm:.0f}% of best GEMM"
+      f" | rounds ours {['%.0f' % x for x in ours]} torch {['%.0f' % x for x in theirs]}")
+EOF
+done

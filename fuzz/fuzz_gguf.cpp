@@ -1,0 +1,30 @@
+// GGUF v3: header, metadata of every value type, tensor infos, alignment, offsets
+// (export/gguf_format.h).
+#include <algorithm>
+#include <vector>
+
+#include "export/gguf_format.h"
+#include "fuzz_util.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const char* file = "fuzz.gguf";
+  ac::fuzz::expect_ok_or_error([&] {
+    const ac::GgufLayout g = ac::parse_gguf(ac::fuzz::as_text(data, size), file);
+    AC_FUZZ_ASSERT(g.alignment > 0 && (g.alignment & (g.alignment - 1)) == 0);
+    AC_FUZZ_ASSERT(g.kv.size() == g.kv_index.size() && g.order.size() == g.tensors.size());
+    for (const auto& [key, v] : g.kv) AC_FUZZ_ASSERT(v.is_array || v.size() == 1);
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    for (const auto& [name, t] : g.tensors) {
+      uint64_t numel = 1;
+      for (int64_t ne : t.ne) numel *= uint64_t(ne);
+      AC_FUZZ_ASSERT(t.bytes == numel * ac::ggml_element_bytes(t.type));
+      AC_FUZZ_ASSERT(t.offset >= g.data_start && t.offset % g.alignment == 0);
+      AC_FUZZ_ASSERT(t.offset <= size && size - t.offset >= t.bytes);
+      ranges.emplace_back(t.offset, t.offset + t.bytes);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i)
+      AC_FUZZ_ASSERT(ranges[i].first >= ranges[i - 1].second);
+  }, file);
+  return 0;
+}

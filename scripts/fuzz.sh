@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan + UBSan; build-fuzz/) and runs each for a set time.
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 60 s, every target)
+#
+# Targets are fuzz/fuzz_*.cpp (fuzz_gguf -> "gguf"). Seeds come from fuzz/make_corpus.sh
+# (build-fuzz/seeds/TARGET, remade when missing); what the fuzzer finds grows the corpus in
+# build-fuzz/corpus/TARGET, kept between runs. A crash, sanitizer report, leak, timeout (10 s)
+# or out-of-memory (2 GiB) stops that target, leaves its input in build-fuzz/crashes/TARGET/ and
+# makes the script fail; replay it with `build-fuzz/fuzz_TARGET FILE`. Prints one line per
+# target: seconds, executions, executions/s, corpus size, result. AC_FUZZ_FORK=N runs N worker
+# processes per target (libFuzzer -fork=N: N cores, N times the CPU time). docs/fuzzing.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+shift || true
+scripts/setup.sh >/dev/null
+
+CXX=${AC_FUZZ_CXX:-clang++}
+cmake -S . -B build-fuzz -G Ninja -DAC_FUZZ=ON -DCMAKE_CXX_COMPILER="$CXX" \
+  -DCMAKE_BUILD_TYPE=None >/dev/null
+cmake --build build-fuzz -j"$(nproc)"
+
+targets=("$@")
+if ((${#targets[@]} == 0)); then
+  for f in fuzz/fuzz_*.cpp; do t=$(basename "$f" .cpp); targets+=("${t#fuzz_}"); done
+fi
+[ -d build-fuzz/seeds ] || fuzz/make_corpus.sh build-fuzz/seeds "${AC_BIN:-build/autocompress}"
+
+# halt_on_error with a stack trace for UBSan; LSan is on (libFuzzer's -detect_leaks=1).
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=1}
+failed=()
+printf '%-18s %8s %12s %9s %7s  %s\n' target seconds executions exec/s corpus result
+for t in "${targets[@]}"; do
+  exe=build-fuzz/fuzz_$t
+  [ -x "$exe" ] || { echo "no fuzz target '$t' ($exe)" >&2; exit 2; }
+  mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t" "build-fuzz/seeds/$t"
+  log=build-fuzz/fuzz_$t.log
+  start=$(date +%s)
+  set +e
+  fork=()
+  [ -n "${AC_FUZZ_FORK:-}" ] && fork=(-fork="$AC_FUZZ_FORK")
+  "$exe" "build-fuzz/corpus/$t" "build-fuzz/seeds/$t" -max_total_time="$secs" -timeout=10 \
+    -rss_limit_mb=2048 -malloc_limit_mb=2048 -use_value_profile=1 -print_final_stats=1 \
+    "${fork[@]}" -artifact_prefix="build-fuzz/crashes/$t/" >"$log" 2>&1
+  rc=$?
+  set -e
+  took=$(( $(date +%s) - start ))
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+  speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+  if [ -z "$runs" ]; then  # fork mode: the last status line "#RUNS: cov: ..."
+    runs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#' || true)
+    [ -n "$runs" ] && ((took > 0)) && speed=$((runs / took))
+  fi
+  corpus=$(ls "build-fuzz/corpus/$t" | wc -l)
+  if ((rc == 0)); then result=ok; else result="FAILED (rc $rc, see $log)"; failed+=("$t"); fi
+  printf '%-18s %8s %12s %9s %7s  %s\n' "$t" "$took" "${runs:-?}" "${speed:-?}" "$corpus" "$result"
+  if ((rc != 0)); then grep -m1 -A12 'ERROR: \|runtime error\|fuzz invariant\|does not name\|deadly signal\|uncaught' "$log" | head -20 >&2 || true; fi
+done
+if ((${#failed[@]})); then
+  echo "fuzz: failures in ${failed[*]}; inputs in build-fuzz/crashes/" >&2
+  exit 1
+fi

@@ -1,0 +1,68 @@
+// `autocompress make-tasks`: in-domain benchmark tasks (cloze, story ending) from held-out
+// stories, for `eval --tasks` (eval/make_tasks.h, docs/eval.md).
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/json_io.h"
+#include "common/runtime.h"
+#include "data/token_file.h"
+#include "eval/make_tasks.h"
+#include "model/config.h"
+#include "io/checkpoint.h"
+#include "io/tokenizer.h"
+
+namespace ac::cli {
+namespace {
+
+struct MakeTasksArgs {
+  std::string model, data, out;
+  MakeTasksOptions opt;
+};
+
+void run(const MakeTasksArgs& a) {
+  check_not_overwriting_inputs({a.model, a.data}, a.out, "make-tasks");
+  const fs::path config_path = fs::path(a.model) / "config.json";
+  ModelConfig config = config_from_hf_json(read_json_file(config_path), config_path.string());
+  Tokenizer tok = Tokenizer::from_checkpoint(a.model, config.vocab_size);
+  TokenFile data = read_token_file(a.data);
+  if (data.vocab_size != 0 && data.vocab_size != config.vocab_size)
+    throw ConfigError(msg("make-tasks", "{} was written for vocab_size {}, the model {} has {}",
+                          a.data, data.vocab_size, a.model, config.vocab_size));
+  std::vector<std::string> stories = decode_documents(data.ids, tok);
+  StoryTasks tasks = make_story_tasks(stories, a.opt);
+  nlohmann::json meta = {{"generator", "autocompress make-tasks"},
+                         {"source", fs::path(a.data).filename().string()},
+                         {"seed", a.opt.seed},
+                         {"stories", tasks.stories},
+                         {"skipped_stories", tasks.skipped_stories}};
+  const int64_t n_cloze = int64_t(tasks.cloze.items.size());
+  const int64_t n_ending = int64_t(tasks.story_ending.items.size());
+  std::vector<fs::path> paths = write_story_tasks(a.out, std::move(tasks), meta);
+  std::printf("%s: %lld items\n%s: %lld items (%lld choices)\n", paths[0].string().c_str(),
+              (long long)n_cloze, paths[1].string().c_str(), (long long)n_ending,
+              (long long)a.opt.num_choices);
+}
+
+RegisterCommand reg(82, [](CLI::App& app) {
+  auto* s = app.add_subcommand("make-tasks", "Cloze and story-ending tasks (JSONL) from "
+                                             "held-out stories");
+  auto a = std::make_shared<MakeTasksArgs>();
+  s->add_option("--model", a->model, "Checkpoint folder (config.json, tokenizer.bin)")->required();
+  s->add_option("--data", a->data, "Held-out token file (documents separated by BOS)")->required();
+  s->add_option("--out", a->out, "Output folder: cloze.jsonl, story_ending.jsonl")->required();
+  s->add_option("--seed", a->opt.seed, "Seed of the item choice and the distractors")->required();
+  s->add_option("--cloze-items", a->opt.cloze_items, "At most this many cloze items")
+      ->capture_default_str();
+  s->add_option("--ending-items", a->opt.ending_items, "At most this many story-ending items")
+      ->capture_default_str();
+  s->add_option("--choices", a->opt.num_choices, "Choices per story-ending item")
+      ->capture_default_str();
+  s->add_option("--min-context-words", a->opt.min_context_words,
+                "Cloze: words of context before the target")->capture_default_str();
+  s->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace ac::cli

@@ -1,0 +1,70 @@
+// In-domain benchmark tasks for story models, built from held-out story text (`make-tasks`).
+//
+//   cloze         (loglikelihood, LAMBADA-style; Paperno et al., 2016): the context is a story
+//                 up to the last word of one of its sentences, the target is that word. A word
+//                 qualifies when it is ASCII letters only (2 or more), follows a space, and at
+//                 least `min_context_words` words precede it.
+//   story_ending  (multiple_choice, in the spirit of the Story Cloze Test; Mostafazadeh et al.,
+//                 2016): the context is a story's first i >= 1 sentences, the choices are its
+//                 true sentence i and num_choices - 1 sentences from other stories (never a
+//                 story's first sentence; of similar length when possible: within 0.5x-2x
+//                 bytes), the true one at a seeded random position.
+// Sentences end at '.', '!' or '?' (runs of them, then closing quotes) followed by the end of
+// the text, or by white space and then an upper-case letter or a quote; so '"Hi!" said Tom.'
+// is one sentence. Text after the last end is dropped (stories cut at the sampling length).
+// Candidates of every story are pooled and a seeded choice of at most max_items is kept, in
+// story order. Everything is a function of (stories, options): the same seed gives the same
+// files on every platform (splitmix64, data/dataset.h).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "eval/tasks.h"
+
+namespace ac {
+
+class Tokenizer;
+
+/// A sentence of a text: bytes [begin, end).
+struct SentenceSpan {
+  size_t begin = 0, end = 0;
+};
+
+/// The sentences of `text` by the rule above.
+std::vector<SentenceSpan> split_sentences(const std::string& text);
+
+/// True if `s` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool valid_utf8(const std::string& s);
+
+struct MakeTasksOptions {
+  uint64_t seed = 0;
+  int64_t cloze_items = 200;      // at most this many cloze items
+  int64_t ending_items = 200;     // at most this many story-ending items
+  int64_t num_choices = 4;        // choices per story-ending item (>= 2)
+  int64_t min_context_words = 4;  // cloze: words before the target
+};
+
+struct StoryTasks {
+  Task cloze;                // loglikelihood, name "cloze"
+  Task story_ending;         // multiple_choice, name "story_ending"
+  int64_t stories = 0;       // stories used
+  int64_t skipped_stories = 0;  // not valid UTF-8, or empty
+};
+
+/// Builds both tasks from story texts. Items carry ids "s<story>-<sentence>". Throws
+/// ConfigError on invalid options, or when the stories give no item for a task (too few
+/// stories or sentences).
+StoryTasks make_story_tasks(const std::vector<std::string>& stories, const MakeTasksOptions& opt);
+
+/// The text of each BOS-separated document of a token stream [N] (Tokenizer::decode; empty
+/// documents dropped). Throws ConfigError on an id outside the tokenizer's vocabulary.
+std::vector<std::string> decode_documents(const std::vector<int32_t>& ids,
+                                          const Tokenizer& tokenizer);
+
+/// Writes DIR/cloze.jsonl and DIR/story_ending.jsonl, each atomically (DIR is created), with
+/// `meta` in both headers. Returns the two paths.
+std::vector<fs::path> write_story_tasks(const fs::path& dir, StoryTasks tasks,
+                                        const nlohmann::json& meta);
+
+}  // namespace ac

@@ -1,0 +1,195 @@
+// Profile tables: lookup (multilinear interpolation) and the profile JSON file, apart from the
+// measurement (profile.cpp) so that the reader builds without torch (fuzz/fuzz_profile.cpp).
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/json_io.h"
+#include "hardware/profile.h"
+
+namespace ac {
+
+constexpr double kMaxProfileLatencyMs = 1e12;  // ~30 years: any larger value is corrupt
+
+// ---------------------------------------------------------------------------------------------
+// Lookup: multilinear interpolation over whatever grid was measured.
+
+static double interp(const std::vector<const OpTiming*>& rows, const std::vector<double>& q,
+                     size_t d) {
+  if (d == q.size()) {
+    double s = 0;
+    for (const auto* r : rows) s += r->median_ms;
+    return s / double(rows.size());
+  }
+  std::vector<double> vals;
+  for (const auto* r : rows) vals.push_back(double(r->dims[d]));
+  std::sort(vals.begin(), vals.end());
+  vals.erase(std::unique(vals.begin(), vals.end()), vals.end());
+  auto subset = [&](double v) {
+    std::vector<const OpTiming*> s;
+    for (const auto* r : rows)
+      if (double(r->dims[d]) == v) s.push_back(r);
+    return s;
+  };
+  if (vals.size() == 1) return interp(rows, q, d + 1);
+  auto it = std::lower_bound(vals.begin(), vals.end(), q[d]);
+  if (it != vals.end() && *it == q[d]) return interp(subset(*it), q, d + 1);
+  size_t hi = std::clamp<size_t>(size_t(it - vals.begin()), 1, vals.size() - 1);
+  double x0 = vals[hi - 1], x1 = vals[hi];
+  double f0 = interp(subset(x0), q, d + 1), f1 = interp(subset(x1), q, d + 1);
+  double f = f0 + (q[d] - x0) / (x1 - x0) * (f1 - f0);
+  return std::max(f, 0.0);
+}
+
+double OpTable::lookup(const std::vector<double>& query, const std::string& name) const {
+  if (entries.empty())
+    throw ConfigError(msg("profile", "table '{}' has no entries: re-run `autocompress profile`",
+                          name));
+  if (query.size() != dim_names.size())
+    throw ConfigError(msg("profile", "table '{}': query has {} dims, the table has {}", name,
+                          query.size(), dim_names.size()));
+  std::vector<const OpTiming*> rows;
+  for (const auto& e : entries) rows.push_back(&e);
+  return interp(rows, query, 0);
+}
+
+const OpTable& Profile::table(const std::string& name) const {
+  auto it = tables.find(name);
+  if (it == tables.end())
+    throw ConfigError(msg("profile", "the profile has no '{}' table: re-run `autocompress "
+                                     "profile` with this version", name));
+  return it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON.
+
+static json workload_json(const Workload& w) {
+  return {{"prompt_tokens", w.prompt_tokens}, {"output_tokens", w.output_tokens},
+          {"batch_size", w.batch_size},       {"weight_dtype", w.weight_dtype},
+          {"kv_cache_dtype", w.kv_cache_dtype}, {"tensor_parallel", w.tensor_parallel}};
+}
+
+json Profile::to_json() const {
+  json t = json::object();
+  for (const auto& [name, table] : tables) {
+    json rows = json::array();
+    for (const auto& e : table.entries)
+      rows.push_back({{"dims", e.dims}, {"median_ms", e.median_ms}, {"spread", e.spread},
+                      {"repeats", e.repeats}});
+    t[name] = {{"dims", table.dim_names}, {"entries", rows}};
+  }
+  const auto& id = identity;
+  return {{"format", "autocompress-profile"},
+          {"version", 1},
+          {"device", id.device},
+          {"identity", {{"cpu_model", id.cpu_model}, {"cores", id.cores}, {"threads", id.threads},
+                        {"isa", id.isa}, {"torch_version", id.torch_version}, {"date", id.date},
+                        {"timer", id.timer}}},
+          {"workload", workload_json(workload)},
+          {"dispatch_overhead_ms", dispatch_overhead_ms},
+          {"memory_bandwidth_bytes_per_s", memory_bandwidth_bytes_per_s},
+          {"gemm_peak_flops", gemm_peak_flops},
+          {"calibration", {{"prefill_step_ms", calibration.prefill_step_ms},
+                           {"decode_step_ms", calibration.decode_step_ms},
+                           {"models", calibration.models}}},
+          {"elapsed_s", elapsed_s},
+          {"tables", t}};
+}
+
+template <typename T>
+static std::vector<T> array_field(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key) || !j.at(key).is_array())
+    throw FormatError(msg("load_profile", "{}: missing array '{}'", where, key));
+  std::vector<T> out;
+  for (const json& v : j.at(key)) {
+    if (!json_holds<T>(v))
+      throw FormatError(msg("load_profile", "{}.{}: wrong element type or range in {}", where, key,
+                            j.at(key).dump().substr(0, 200)));
+    out.push_back(v.get<T>());
+  }
+  return out;
+}
+
+static OpTable table_from_json(const json& j, const std::string& where) {
+  OpTable t;
+  t.dim_names = array_field<std::string>(j, "dims", where);
+  const json& rows = j.contains("entries") ? j.at("entries") : json();
+  if (!rows.is_array())
+    throw FormatError(msg("load_profile", "{}: missing array 'entries'", where));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::string w = fmt::format("{}.entries[{}]", where, i);
+    OpTiming e;
+    e.dims = array_field<int64_t>(rows[i], "dims", w);
+    if (e.dims.size() != t.dim_names.size())
+      throw FormatError(msg("load_profile", "{}.dims: expected {} values ({}), found {}", w,
+                            t.dim_names.size(), fmt::join(t.dim_names, ", "), e.dims.size()));
+    for (int64_t d : e.dims)  // exact as doubles (lookup interpolates in double)
+      if (d < 0 || d > (int64_t(1) << 53))
+        throw FormatError(msg("load_profile", "{}.dims: expected values in 0..2^53, found {}", w,
+                              d));
+    e.median_ms = json_get<double>(rows[i], "median_ms", w);
+    // Bounded so that interpolation and extrapolation stay finite (never Inf - Inf = NaN).
+    if (!(e.median_ms >= 0 && e.median_ms <= kMaxProfileLatencyMs))
+      throw FormatError(msg("load_profile", "{}.median_ms: expected 0..{} ms, found {}", w,
+                            kMaxProfileLatencyMs, e.median_ms));
+    e.spread = json_get_or<double>(rows[i], "spread", 0.0, w);
+    e.repeats = json_get_or<int>(rows[i], "repeats", 0, w);
+    t.entries.push_back(std::move(e));
+  }
+  return t;
+}
+
+Profile Profile::from_json(const json& j, const std::string& file) {
+  if (!j.is_object() || json_get_or<std::string>(j, "format", "", file) != "autocompress-profile")
+    throw FormatError(msg("load_profile", "{}: field 'format': expected \"autocompress-profile\", "
+                                          "found {}", file,
+                          j.is_object() ? j.value("format", json()).dump().substr(0, 80)
+                                        : std::string(j.type_name())));
+  Profile p;
+  p.identity.device = json_get<std::string>(j, "device", file);
+  const json& id = j.value("identity", json::object());
+  std::string fid = file + ": identity";
+  p.identity.cpu_model = json_get_or<std::string>(id, "cpu_model", "", fid);
+  p.identity.cores = json_get_or<int>(id, "cores", 0, fid);
+  p.identity.threads = json_get_or<int>(id, "threads", 0, fid);
+  if (id.is_object() && id.contains("isa"))
+    p.identity.isa = array_field<std::string>(id, "isa", fid);
+  p.identity.torch_version = json_get_or<std::string>(id, "torch_version", "", fid);
+  p.identity.date = json_get_or<std::string>(id, "date", "", fid);
+  p.identity.timer = json_get_or<std::string>(id, "timer", "wall", fid);
+  const json& w = j.value("workload", json::object());
+  std::string fw = file + ": workload";
+  p.workload.prompt_tokens = json_get_or<int64_t>(w, "prompt_tokens", 0, fw);
+  p.workload.output_tokens = json_get_or<int64_t>(w, "output_tokens", 0, fw);
+  p.workload.batch_size = json_get_or<int64_t>(w, "batch_size", 1, fw);
+  p.workload.weight_dtype = json_get_or<std::string>(w, "weight_dtype", "fp32", fw);
+  p.workload.kv_cache_dtype = json_get_or<std::string>(w, "kv_cache_dtype", "fp32", fw);
+  p.dispatch_overhead_ms = json_get_or<double>(j, "dispatch_overhead_ms", 0.0, file);
+  p.memory_bandwidth_bytes_per_s = json_get_or<double>(j, "memory_bandwidth_bytes_per_s", 0.0, file);
+  p.gemm_peak_flops = json_get_or<double>(j, "gemm_peak_flops", 0.0, file);
+  const json& c = j.value("calibration", json::object());
+  std::string fc = file + ": calibration";
+  p.calibration.prefill_step_ms = json_get_or<double>(c, "prefill_step_ms", 0.0, fc);
+  p.calibration.decode_step_ms = json_get_or<double>(c, "decode_step_ms", 0.0, fc);
+  p.calibration.models = json_get_or<int>(c, "models", 0, fc);
+  p.elapsed_s = json_get_or<double>(j, "elapsed_s", 0.0, file);
+  const json& t = j.value("tables", json::object());
+  if (!t.is_object())
+    throw FormatError(msg("load_profile", "{}: field 'tables': expected an object name -> table, "
+                                          "found {}", file, t.type_name()));
+  for (auto it = t.begin(); it != t.end(); ++it)
+    p.tables[it.key()] = table_from_json(it.value(), file + ": tables." + it.key());
+  return p;
+}
+
+Profile load_profile(const fs::path& path) {
+  return Profile::from_json(read_json_file(path), path.string());
+}
+
+void save_profile(const fs::path& path, const Profile& profile) {
+  write_json_file(path, profile.to_json());
+}
+
+}  // namespace ac

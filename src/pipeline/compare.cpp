@@ -1,0 +1,53 @@
+#include "pipeline/compare.h"
+
+#include <fmt/format.h>
+
+#include "common/runtime.h"
+#include "io/checkpoint.h"
+#include "prune/depth.h"
+#include "prune/prune.h"
+
+namespace ac {
+
+nlohmann::json comparison_row(const SearchOutcome& o, const ModelConfig& student,
+                              const CostEstimate& predicted, const Measurement& measured,
+                              const EvalResult& after_prune, const EvalResult& eval,
+                              const DistillResult& d, const CompareContext& ctx,
+                              const std::string& model_path) {
+  return {{"method", o.method},
+          {"config", describe(student)},
+          {"parameters", student.num_parameters()},
+          {"search_tokens", o.search_tokens},
+          {"search_seconds", o.seconds},
+          {"model", model_path},
+          {"predicted", predicted.to_json()},
+          {"measured", measured.to_json()},
+          {"limits_predicted", check_limits(predicted, ctx.search_limits)},
+          {"limits_measured", check_limits(measured.as_estimate(), ctx.limits)},
+          {"eval_after_prune", after_prune.to_json()},
+          {"eval", eval.to_json()},
+          {"distill", {{"tokens", d.tokens}, {"steps", d.steps_done}, {"wall_s", d.wall_s},
+                       {"last_loss", d.loss_curve.empty() ? 0.0 : d.loss_curve.back()}}}};
+}
+
+nlohmann::json run_method_for_comparison(const SearchOutcome& o, const CompareContext& ctx,
+                                         const fs::path& model_dir, const std::string& model_name,
+                                         const fs::path& distill_log) {
+  log_info(fmt::format("[compress] {}: prune, distill, evaluate and measure {}", o.method,
+                       describe(o.best.config)));
+  LlamaModel student = drop_removed_blocks(prune_model(*ctx.teacher, *ctx.imp, o.best.target));
+  student.weights = clone(student.config, student.weights);
+  EvalResult after_prune = evaluate(student, ctx.teacher, *ctx.heldout, ctx.eval);
+  DistillOptions dopt = ctx.distill;
+  dopt.log_path = distill_log;
+  dopt.state_dir.clear();
+  DistillResult d = distill(*ctx.teacher, student, *ctx.train, dopt);
+  EvalResult eval = evaluate(student, ctx.teacher, *ctx.heldout, ctx.eval);
+  fs::create_directories(model_dir);
+  save_checkpoint(model_dir, student, ctx.teacher_dir);
+  Measurement measured = measure_native(student, ctx.scenario->workload, ctx.measure_repeats);
+  CostEstimate predicted = predict(student.config, *ctx.scenario, ctx.profile);
+  return comparison_row(o, student.config, predicted, measured, after_prune, eval, d, ctx, model_name);
+}
+
+}  // namespace ac

@@ -1,0 +1,699 @@
+#include "plan/plan.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "common/error.h"
+
+namespace ac {
+
+std::string cost_provenance(const std::string& source) {
+  if (source == "measured") return "measured";
+  if (source == "profile") return "predicted from profile";
+  if (source == "roofline") return "predicted from specs";
+  return source;
+}
+
+namespace {
+using json = nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Costing: predict() split into its parts, each part memoized. Within one parent, a layer's
+// attention and FFN parts depend only on the hidden size and the layer's own shape, and the
+// fixed part on the hidden size and head_dim, so the many architectures a plan visits share few
+// distinct parts. estimate(c) equals predict(c, ...) exactly: the same parts, the same combine().
+
+class MemoCost {
+ public:
+  MemoCost(const Scenario& s, const Profile* p) : s_(s), p_(p) {}
+
+  CostEstimate estimate(const ModelConfig& c) {
+    std::vector<PartCost> attn, ffn;
+    attn.reserve(c.layers.size());
+    ffn.reserve(c.layers.size());
+    const LayerConfig* prev = nullptr;  // consecutive equal layers share one lookup
+    const std::pair<PartCost, PartCost>* parts = nullptr;
+    for (const auto& l : c.layers) {
+      if (!prev || *prev != l) parts = &layer_parts(c, l);
+      prev = &l;
+      attn.push_back(parts->first);
+      ffn.push_back(parts->second);
+    }
+    return combine(attn, ffn, fixed(c), s_, source());
+  }
+  std::string source() const { return p_ && s_.engine == "native" ? "profile" : "roofline"; }
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>;
+
+  const std::pair<PartCost, PartCost>& layer_parts(const ModelConfig& c, const LayerConfig& l) {
+    Key k{c.hidden_size, l.num_attention_heads, l.num_key_value_heads, l.head_dim,
+          l.intermediate_size, l.attention_no_op, l.ffn_no_op};
+    auto it = parts_.find(k);
+    if (it == parts_.end())
+      it = parts_.emplace(k, std::make_pair(attention_part_cost(c, l, s_, p_),
+                                            ffn_part_cost(c, l, s_, p_))).first;
+    return it->second;
+  }
+  const PartCost& fixed(const ModelConfig& c) {
+    int64_t Hd = 0;
+    for (const auto& l : c.layers)
+      if (l.has_attention() && Hd == 0) Hd = l.head_dim;
+    auto key = std::make_pair(c.hidden_size, Hd);
+    auto it = fixed_.find(key);
+    if (it == fixed_.end()) it = fixed_.emplace(key, fixed_cost(c, s_, p_)).first;
+    return it->second;
+  }
+
+  const Scenario& s_;
+  const Profile* p_;
+  std::map<Key, std::pair<PartCost, PartCost>> parts_;
+  std::map<std::pair<int64_t, int64_t>, PartCost> fixed_;
+};
+
+// Total relative excess over the limits: sum of -slack over the broken ones (0 = all hold).
+double excess(const CostEstimate& e, const Limits& limits) {
+  double v = 0;
+  for (const auto& s : limit_slack(e, limits)) v += std::max(0.0, -s.slack);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ladders of widths and counts.
+
+// `full`, then multiples of g from one step below it down to min_frac x full, a step being
+// about full / steps (at least g).
+std::vector<int64_t> width_ladder(int64_t full, int64_t g, double min_frac, int64_t steps) {
+  std::vector<int64_t> out{full};
+  const int64_t step = std::max<int64_t>(g, full / std::max<int64_t>(1, steps) / g * g);
+  const auto lo = int64_t(std::ceil(min_frac * double(full)));
+  for (int64_t w = (full - step) / g * g; w >= lo && w > 0; w -= step)
+    if (w < full) out.push_back(w);
+  return out;
+}
+
+// full, full - 1, ..., down to max(1, ceil(min_frac x full)).
+std::vector<int64_t> count_ladder(int64_t full, double min_frac) {
+  std::vector<int64_t> out;
+  const int64_t lo = std::max<int64_t>(1, int64_t(std::ceil(min_frac * double(full))));
+  for (int64_t n = full; n >= lo; --n) out.push_back(n);
+  return out;
+}
+
+const LayerConfig& reference_layer(const ModelConfig& c) {
+  for (const auto& l : c.layers)
+    if (l.has_attention() && l.has_ffn()) return l;
+  throw ConfigError(msg("plan", "the config has no layer with both attention and FFN: nothing "
+                                "to take a uniform shape from"));
+}
+
+void check_options(const PlanOptions& o) {
+  auto fraction = [](const char* name, double v) {
+    if (!(v > 0 && v <= 1))
+      throw ConfigError(msg("plan", "{}: expected a fraction in (0, 1], found {}", name, v));
+  };
+  if (o.width_granularity < 1)
+    throw ConfigError(msg("plan", "width_granularity: expected >= 1, found {}", o.width_granularity));
+  if (o.width_steps < 1)
+    throw ConfigError(msg("plan", "width_steps: expected >= 1, found {}", o.width_steps));
+  fraction("min_width_fraction", o.min_width_fraction);
+  fraction("min_depth_fraction", o.min_depth_fraction);
+  if (o.max_attention_removed_fraction < 0 || o.max_attention_removed_fraction > 1 ||
+      o.max_ffn_removed_fraction < 0 || o.max_ffn_removed_fraction > 1)
+    throw ConfigError(msg("plan", "max_attention_removed_fraction {} and max_ffn_removed_fraction "
+                                  "{}: expected fractions in [0, 1]",
+                          o.max_attention_removed_fraction, o.max_ffn_removed_fraction));
+}
+
+// The parent's globals without the verbatim extra fields (copied many times below).
+ModelConfig light_copy(const ModelConfig& c) {
+  ModelConfig l = c;
+  l.extra = json::object();
+  return l;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Uniform shapes.
+
+struct Shape {
+  int64_t D, G, per, F, L;  // hidden, KV heads, query heads per KV head, FFN width, layers
+  bool covers(const Shape& o) const {
+    return D >= o.D && G >= o.G && per >= o.per && F >= o.F && L >= o.L;
+  }
+};
+
+ModelConfig shape_config(const ModelConfig& parent, const Shape& s) {
+  const LayerConfig& ref = reference_layer(parent);
+  ModelConfig c = parent;
+  c.hidden_size = s.D;
+  LayerConfig l;
+  l.num_attention_heads = s.G * s.per;
+  l.num_key_value_heads = s.G;
+  l.head_dim = ref.head_dim;
+  l.intermediate_size = s.F;
+  c.layers.assign(size_t(s.L), l);
+  return c;
+}
+
+Shape parent_shape(const ModelConfig& parent) {
+  const LayerConfig& ref = reference_layer(parent);
+  return {parent.hidden_size, ref.num_key_value_heads,
+          ref.num_attention_heads / ref.num_key_value_heads, ref.intermediate_size,
+          parent.num_layers()};
+}
+
+std::vector<std::string> shape_changes(const Shape& p, const Shape& s) {
+  std::vector<std::string> out;
+  if (s.D != p.D) out.push_back(fmt::format("hidden {} -> {}", p.D, s.D));
+  if (s.G != p.G || s.per != p.per)
+    out.push_back(fmt::format("heads {}/{} -> {}/{} (query/KV)", p.G * p.per, p.G, s.G * s.per, s.G));
+  if (s.F != p.F) out.push_back(fmt::format("FFN {} -> {}", p.F, s.F));
+  if (s.L != p.L) out.push_back(fmt::format("layers {} -> {}", p.L, s.L));
+  return out;
+}
+
+struct UniformGrid {
+  std::vector<int64_t> D, G, per, F, L;  // each descending, [0] = the parent's
+};
+
+UniformGrid uniform_grid(const ModelConfig& parent, const PlanOptions& o) {
+  const Shape p = parent_shape(parent);
+  UniformGrid g;
+  g.D = width_ladder(p.D, o.width_granularity, o.min_width_fraction, o.width_steps);
+  g.F = width_ladder(p.F, o.width_granularity, o.min_width_fraction, o.width_steps);
+  g.G = count_ladder(p.G, o.min_width_fraction);
+  g.per = count_ladder(p.per, o.min_width_fraction);
+  g.L = count_ladder(p.L, o.min_depth_fraction);
+  return g;
+}
+
+// For every (D, G, per, F) of the grid, the deepest L that meets the limits (cost grows with
+// L, so deeper ones fail and shallower ones are dominated by it). Costs also grow with F, so
+// along descending F the deepest feasible L never shrinks: the search for one F starts from the
+// top and stops at the previous F's answer, and a shape that fails at the smallest L is skipped
+// after one estimate.
+std::vector<Shape> feasible_shapes(const ModelConfig& light, const UniformGrid& g,
+                                   const Limits& limits, MemoCost& memo, int64_t* checked) {
+  auto fits = [&](const Shape& s) {
+    ++*checked;
+    return check_limits(memo.estimate(shape_config(light, s)), limits).empty();
+  };
+  std::vector<Shape> out;
+  for (int64_t D : g.D)
+    for (int64_t G : g.G)
+      for (int64_t per : g.per) {
+        size_t stop = g.L.size() - 1;  // index of the deepest L known to fit a wider F
+        for (int64_t F : g.F) {
+          if (!fits({D, G, per, F, g.L.back()})) continue;
+          for (size_t i = 0; i <= stop; ++i) {
+            const Shape s{D, G, per, F, g.L[i]};
+            if (i == g.L.size() - 1 || fits(s)) {
+              out.push_back(s);
+              stop = i;
+              break;
+            }
+          }
+        }
+      }
+  return out;
+}
+
+// The feasible shapes no larger feasible shape covers, most parameters first (at most `n`),
+// then the most balanced shape and the best shape along each single lever, where not listed.
+std::vector<std::pair<Shape, std::string>> pick_shapes(const ModelConfig& light,
+                                                       const std::vector<Shape>& feasible,
+                                                       int64_t n) {
+  std::vector<std::pair<int64_t, Shape>> ranked;
+  for (const Shape& s : feasible) ranked.emplace_back(shape_config(light, s).num_parameters(), s);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::pair<Shape, std::string>> out;
+  for (const auto& [params, s] : ranked) {
+    if (int64_t(out.size()) >= n) break;
+    bool dominated = false;
+    for (const auto& o : out) dominated = dominated || o.first.covers(s);
+    if (!dominated) out.emplace_back(s, out.empty() ? "most parameters kept" : "alternative");
+  }
+  const Shape p = parent_shape(light);
+  // The most balanced: the largest smallest kept fraction over the five levers (parameters
+  // alone favour cutting attention, whose weights are a small share of a layer).
+  auto balance = [&](const Shape& s) {
+    return std::min({double(s.D) / p.D, double(s.G) / p.G, double(s.per) / p.per,
+                     double(s.F) / p.F, double(s.L) / p.L});
+  };
+  const Shape* balanced = nullptr;
+  for (const auto& [params, s] : ranked)  // most parameters first: ties keep the larger
+    if (!balanced || balance(s) > balance(*balanced) + 1e-12) balanced = &s;
+  auto listed = [&](const Shape& s) {
+    for (const auto& o : out)
+      if (o.first.covers(s) && s.covers(o.first)) return true;
+    return false;
+  };
+  if (balanced && !listed(*balanced)) out.emplace_back(*balanced, "most balanced");
+  auto only = [&](const Shape& s, int lever) {  // differs from the parent in one lever only
+    const bool d[5] = {s.D != p.D, s.G != p.G, s.per != p.per, s.F != p.F, s.L != p.L};
+    for (int i = 0; i < 5; ++i)
+      if (d[i] != (i == lever)) return false;
+    return true;
+  };
+  const char* names[5] = {"hidden size only", "KV heads only", "query heads only",
+                          "FFN width only", "depth only"};
+  for (int lever = 0; lever < 5; ++lever)
+    for (const auto& [params, s] : ranked) {  // most parameters first
+      if (!only(s, lever)) continue;
+      if (!listed(s)) out.emplace_back(s, names[lever]);
+      break;
+    }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-layer greedy.
+
+enum class MoveKind { ffn_narrow, ffn_remove, kv_drop, q_drop, attention_remove, hidden_narrow };
+
+struct Move {
+  MoveKind kind;
+  int64_t layer;  // -1 for hidden_narrow
+};
+
+class Greedy {
+ public:
+  Greedy(const ModelConfig& parent, const Limits& limits, const PlanOptions& o, MemoCost& memo)
+      : parent_(light_copy(parent)), limits_(limits), o_(o), memo_(memo) {
+    const LayerConfig& ref = reference_layer(parent);
+    hidden_ladder_ = width_ladder(parent.hidden_size, o.width_granularity, o.min_width_fraction,
+                                  o.width_steps);
+    ffn_ladder_ = width_ladder(ref.intermediate_size, o.width_granularity, o.min_width_fraction,
+                               o.width_steps);
+  }
+
+  /// The smallest architecture the moves can reach: every width and count at its minimum, the
+  /// most attentions and FFNs removed that the options allow. Costs only fall along every move,
+  /// so when this breaks a limit no sequence of moves can meet it.
+  ModelConfig floor() const {
+    ModelConfig c = parent_;
+    c.hidden_size = hidden_ladder_.back();
+    const int64_t L = c.num_layers();
+    int64_t attn_left = int64_t(o_.max_attention_removed_fraction * L);
+    int64_t ffn_left = int64_t(o_.max_ffn_removed_fraction * L);
+    for (int64_t i = L - 2; i >= 1; --i) {  // the end layers stay
+      LayerConfig& l = c.layers[size_t(i)];
+      if (l.has_attention() && attn_left-- > 0) l.attention_no_op = true, l.num_attention_heads = l.num_key_value_heads = 0;
+      if (l.has_ffn() && ffn_left-- > 0) l.ffn_no_op = true, l.intermediate_size = 0;
+    }
+    for (LayerConfig& l : c.layers) {
+      if (l.has_ffn()) l.intermediate_size = ffn_ladder_.back();
+      if (!l.has_attention()) continue;
+      const int64_t per = l.num_attention_heads / l.num_key_value_heads;
+      l.num_key_value_heads = min_count(l.num_key_value_heads);
+      l.num_attention_heads = min_count(per) * l.num_key_value_heads;
+    }
+    return c;
+  }
+
+  /// Runs until every limit holds or no move helps; returns the last architecture.
+  ModelConfig run(int64_t* steps) {
+    ModelConfig cur = parent_;
+    double v = excess(memo_.estimate(cur), limits_);
+    while (v > 0) {
+      std::optional<ModelConfig> next;
+      double best_ratio = 0, best_keep = 0, next_v = v;
+      int64_t best_layer = -1;
+      for (const Move& m : moves(cur)) {
+        ModelConfig cand = apply(cur, m);
+        double cv = excess(memo_.estimate(cand), limits_);
+        double dp = double(cur.num_parameters() - cand.num_parameters());
+        if (dp <= 0 || cv >= v) continue;
+        double ratio = (v - cv) / dp, keep = kept_fraction(cur, m);
+        bool better = !next || ratio > best_ratio * (1 + 1e-9) ||
+                      (ratio >= best_ratio * (1 - 1e-9) &&
+                       (keep > best_keep + 1e-12 || (keep >= best_keep - 1e-12 && m.layer > best_layer)));
+        if (!better) continue;
+        next = std::move(cand);
+        best_ratio = ratio, best_keep = keep, best_layer = m.layer, next_v = cv;
+      }
+      if (!next) break;
+      cur = std::move(*next);
+      v = next_v;
+      ++*steps;
+    }
+    return cur;
+  }
+
+ private:
+  std::vector<Move> moves(const ModelConfig& c) const {
+    std::vector<Move> out;
+    const int64_t L = c.num_layers();
+    int64_t attn_removed = 0, ffn_removed = 0;
+    for (const auto& l : c.layers) {
+      attn_removed += !l.has_attention();
+      ffn_removed += !l.has_ffn();
+    }
+    for (int64_t i = 0; i < L; ++i) {
+      const LayerConfig& l = c.layers[size_t(i)];
+      const LayerConfig& p = parent_.layers[size_t(i)];
+      const bool ends = i == 0 || i == L - 1;
+      if (l.has_ffn() && next_width(ffn_ladder_, l.intermediate_size) > 0)
+        out.push_back({MoveKind::ffn_narrow, i});
+      if (l.has_ffn() && !ends && ffn_removed + 1 <= int64_t(o_.max_ffn_removed_fraction * L))
+        out.push_back({MoveKind::ffn_remove, i});
+      if (l.has_attention()) {
+        const int64_t per = l.num_attention_heads / l.num_key_value_heads;
+        const int64_t per_parent = p.num_attention_heads / p.num_key_value_heads;
+        if (l.num_key_value_heads - 1 >= min_count(p.num_key_value_heads))
+          out.push_back({MoveKind::kv_drop, i});
+        if (per - 1 >= min_count(per_parent)) out.push_back({MoveKind::q_drop, i});
+        if (!ends && attn_removed + 1 <= int64_t(o_.max_attention_removed_fraction * L))
+          out.push_back({MoveKind::attention_remove, i});
+      }
+    }
+    if (next_width(hidden_ladder_, c.hidden_size) > 0) out.push_back({MoveKind::hidden_narrow, -1});
+    return out;
+  }
+
+  ModelConfig apply(const ModelConfig& c, const Move& m) const {
+    ModelConfig n = c;
+    if (m.kind == MoveKind::hidden_narrow) {
+      n.hidden_size = next_width(hidden_ladder_, c.hidden_size);
+      return n;
+    }
+    LayerConfig& l = n.layers[size_t(m.layer)];
+    const int64_t per = l.has_attention() ? l.num_attention_heads / l.num_key_value_heads : 0;
+    switch (m.kind) {
+      case MoveKind::ffn_narrow: l.intermediate_size = next_width(ffn_ladder_, l.intermediate_size); break;
+      case MoveKind::ffn_remove: l.ffn_no_op = true, l.intermediate_size = 0; break;
+      case MoveKind::kv_drop:
+        l.num_key_value_heads -= 1, l.num_attention_heads = per * l.num_key_value_heads;
+        break;
+      case MoveKind::q_drop: l.num_attention_heads = (per - 1) * l.num_key_value_heads; break;
+      case MoveKind::attention_remove:
+        l.attention_no_op = true, l.num_attention_heads = l.num_key_value_heads = 0;
+        break;
+      case MoveKind::hidden_narrow: break;
+    }
+    return n;
+  }
+
+  // How much of the parent the moved structure still keeps (ties go to the least cut one).
+  double kept_fraction(const ModelConfig& c, const Move& m) const {
+    if (m.kind == MoveKind::hidden_narrow) return double(c.hidden_size) / double(parent_.hidden_size);
+    const LayerConfig& l = c.layers[size_t(m.layer)];
+    const LayerConfig& p = parent_.layers[size_t(m.layer)];
+    auto frac = [](int64_t a, int64_t b) { return b > 0 ? double(a) / double(b) : 0.0; };
+    return frac(l.num_attention_heads, p.num_attention_heads) + frac(l.intermediate_size, p.intermediate_size);
+  }
+
+  // The next entry below `w` in a descending ladder; 0 when none.
+  static int64_t next_width(const std::vector<int64_t>& ladder, int64_t w) {
+    for (int64_t x : ladder)
+      if (x < w) return x;
+    return 0;
+  }
+  int64_t min_count(int64_t full) const {
+    return std::max<int64_t>(1, int64_t(std::ceil(o_.min_width_fraction * double(full))));
+  }
+
+  ModelConfig parent_;
+  Limits limits_;
+  PlanOptions o_;
+  MemoCost& memo_;
+  std::vector<int64_t> hidden_ladder_, ffn_ladder_;
+};
+
+// What a per-layer architecture changed against its parent (same layer count).
+std::vector<std::string> layer_changes(const ModelConfig& p, const ModelConfig& c) {
+  std::vector<std::string> out;
+  if (c.hidden_size != p.hidden_size)
+    out.push_back(fmt::format("hidden {} -> {}", p.hidden_size, c.hidden_size));
+  std::vector<int64_t> attn_removed, ffn_removed, heads_cut, ffn_cut;
+  int64_t min_h = INT64_MAX, min_g = INT64_MAX, min_f = INT64_MAX;
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    const LayerConfig& l = c.layers[size_t(i)];
+    const LayerConfig& q = p.layers[size_t(i)];
+    if (q.has_attention() && !l.has_attention()) attn_removed.push_back(i);
+    if (q.has_ffn() && !l.has_ffn()) ffn_removed.push_back(i);
+    if (l.has_attention() && (l.num_attention_heads != q.num_attention_heads ||
+                              l.num_key_value_heads != q.num_key_value_heads)) {
+      heads_cut.push_back(i);
+      min_h = std::min(min_h, l.num_attention_heads), min_g = std::min(min_g, l.num_key_value_heads);
+    }
+    if (l.has_ffn() && l.intermediate_size != q.intermediate_size) {
+      ffn_cut.push_back(i);
+      min_f = std::min(min_f, l.intermediate_size);
+    }
+  }
+  if (!attn_removed.empty())
+    out.push_back(fmt::format("attention removed in {} layers ({})", attn_removed.size(),
+                              fmt::join(attn_removed, ", ")));
+  if (!ffn_removed.empty())
+    out.push_back(fmt::format("FFN removed in {} layers ({})", ffn_removed.size(),
+                              fmt::join(ffn_removed, ", ")));
+  const LayerConfig& ref = reference_layer(p);
+  if (!heads_cut.empty())
+    out.push_back(fmt::format("heads cut in {} layers (down to {}/{} query/KV from {}/{})",
+                              heads_cut.size(), min_h, min_g, ref.num_attention_heads,
+                              ref.num_key_value_heads));
+  if (!ffn_cut.empty())
+    out.push_back(fmt::format("FFN narrowed in {} layers (down to {} from {})", ffn_cut.size(),
+                              min_f, ref.intermediate_size));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Assembling the plan.
+
+PlanSuggestion verified(const std::string& kind, const std::string& label, const ModelConfig& c,
+                        const Plan& plan, const Profile* profile, std::vector<std::string> changes) {
+  PlanSuggestion s;
+  s.kind = kind;
+  s.label = label;
+  s.config = c;
+  s.cost = predict(c, plan.scenario, profile);
+  s.slack = limit_slack(s.cost, plan.limits);
+  s.changes = std::move(changes);
+  const std::string broken = check_limits(s.cost, plan.limits);
+  AC_CHECK(broken.empty(), "plan suggestion {} ({}) breaks a limit by predict(): {}", describe(c),
+           label, broken);
+  return s;
+}
+
+std::vector<std::string> context_warnings(const ModelConfig& c, const Workload& w) {
+  std::vector<std::string> out;
+  if (w.context_tokens() > c.max_position_embeddings)
+    out.push_back(fmt::format("the scenario's context ({} tokens) exceeds the model's "
+                              "max_position_embeddings ({}): it was not trained for it",
+                              w.context_tokens(), c.max_position_embeddings));
+  const json& sw = c.extra.value("sliding_window", json());
+  const bool sliding = c.extra.value("use_sliding_window", true);
+  if (sw.is_number_integer() && sliding && sw.get<int64_t>() < w.context_tokens())
+    out.push_back(fmt::format("the model attends over a {}-token sliding window; engines that "
+                              "honour it keep only that window in the KV cache, the cost model "
+                              "counts the whole context (an upper bound)",
+                              sw.get<int64_t>()));
+  return out;
+}
+
+// Per limit: the full model's value and the best any architecture reached.
+std::vector<Reachable> reachable(const Plan& plan, const std::vector<CostEstimate>& tried) {
+  std::vector<Reachable> out;
+  for (const auto& s : plan.full_slack) {
+    Reachable r{s.name, s.limit, s.value, s.value};
+    const bool maximum = s.name == "min_throughput_tokens_per_s";
+    for (const auto& e : tried)
+      for (const auto& t : limit_slack(e, plan.limits))
+        if (t.name == s.name) r.best = maximum ? std::max(r.best, t.value) : std::min(r.best, t.value);
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profile* profile,
+               const PlanOptions& options) {
+  check_options(options);
+  config.validate("plan");
+  Plan plan;
+  plan.config = config;
+  plan.scenario = scenario;
+  plan.options = options;
+  plan.full = predict(config, scenario, profile);
+  plan.limits = scenario.limits.resolve(plan.full);  // the full model is the teacher
+  plan.full_slack = limit_slack(plan.full, plan.limits);
+  plan.broken = check_limits(plan.full, plan.limits);
+  plan.warnings = context_warnings(config, scenario.workload);
+  if (plan.broken.empty()) {
+    plan.verdict = "fits";
+    return plan;
+  }
+  MemoCost memo(scenario, profile);
+  const ModelConfig light = light_copy(config);
+  const UniformGrid grid = uniform_grid(config, options);
+  const Shape smallest{grid.D.back(), grid.G.back(), grid.per.back(), grid.F.back(), grid.L.back()};
+  const CostEstimate smallest_cost = memo.estimate(shape_config(light, smallest));
+  std::vector<Shape> feasible;  // costs fall along every lever: if the smallest fails, all do
+  if (check_limits(smallest_cost, plan.limits).empty())
+    feasible = feasible_shapes(light, grid, plan.limits, memo, &plan.uniform_checked);
+  const Shape parent = parent_shape(config);
+  for (const auto& [shape, label] : pick_shapes(light, feasible, options.max_uniform))
+    plan.uniform.push_back(verified("uniform", label, shape_config(config, shape), plan, profile,
+                                    shape_changes(parent, shape)));
+
+  Greedy search(config, plan.limits, options, memo);
+  const ModelConfig floor = search.floor();
+  const bool reachable_per_layer = check_limits(memo.estimate(floor), plan.limits).empty();
+  const ModelConfig greedy = reachable_per_layer ? search.run(&plan.greedy_steps) : floor;
+  CostEstimate greedy_cost = memo.estimate(greedy);
+  if (check_limits(greedy_cost, plan.limits).empty()) {
+    ModelConfig out = config;  // the parent's extra fields carried over
+    out.hidden_size = greedy.hidden_size;
+    out.layers = greedy.layers;
+    plan.per_layer = verified("per_layer", "greedy per layer", out, plan, profile,
+                              layer_changes(config, out));
+  }
+  plan.verdict = plan.uniform.empty() && !plan.per_layer ? "no_fit" : "fits_after_changes";
+  if (plan.verdict == "no_fit") plan.reachable = reachable(plan, {smallest_cost, greedy_cost});
+  return plan;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output.
+
+static json slack_json(const std::vector<LimitSlack>& slack) {
+  json out = json::array();
+  for (const auto& s : slack)
+    out.push_back({{"name", s.name}, {"limit", s.limit}, {"value", s.value}, {"slack", s.slack},
+                   {"holds", s.holds()}});
+  return out;
+}
+
+json PlanSuggestion::to_json(const ModelConfig& parent) const {
+  return {{"kind", kind},
+          {"label", label},
+          {"describe", describe(config)},
+          {"config", config_to_hf_json(config)},
+          {"parameters", config.num_parameters()},
+          {"parameter_fraction", double(config.num_parameters()) / double(parent.num_parameters())},
+          {"changes", changes},
+          {"cost", cost.to_json()},
+          {"provenance", cost_provenance(cost.source)},
+          {"limits", slack_json(slack)}};
+}
+
+json Plan::to_json() const {
+  json uni = json::array();
+  for (const auto& s : uniform) uni.push_back(s.to_json(config));
+  json reach = json::array();
+  for (const auto& r : reachable)
+    reach.push_back({{"name", r.name}, {"limit", r.limit}, {"full", r.full}, {"best", r.best}});
+  const Workload& w = scenario.workload;
+  return {
+      {"config", {{"describe", describe(config)}, {"parameters", config.num_parameters()},
+                  {"max_position_embeddings", config.max_position_embeddings}}},
+      {"scenario", {{"name", scenario.name}, {"device", scenario.device}, {"engine", scenario.engine},
+                    {"workload", {{"prompt_tokens", w.prompt_tokens}, {"output_tokens", w.output_tokens},
+                                  {"batch_size", w.batch_size}, {"weight_dtype", w.weight_dtype},
+                                  {"kv_cache_dtype", w.kv_cache_dtype},
+                                  {"tensor_parallel", w.tensor_parallel}}},
+                    {"limits_as_written", scenario.limits.to_json()},
+                    {"limits", limits.to_json()}}},
+      {"full", {{"cost", full.to_json()}, {"provenance", cost_provenance(full.source)},
+                {"limits", slack_json(full_slack)}, {"fits", broken.empty()}, {"broken", broken}}},
+      {"verdict", verdict},
+      {"uniform", uni},
+      {"per_layer", per_layer ? per_layer->to_json(config) : json(nullptr)},
+      {"reachable", reach},
+      {"warnings", warnings},
+      {"search", {{"uniform_shapes_costed", uniform_checked}, {"greedy_steps", greedy_steps},
+                  {"width_granularity", options.width_granularity},
+                  {"width_steps", options.width_steps},
+                  {"min_width_fraction", options.min_width_fraction},
+                  {"min_depth_fraction", options.min_depth_fraction}}},
+  };
+}
+
+namespace {
+
+const char* unit_of(const std::string& name) {
+  if (name == "ttft_ms" || name == "tpot_ms") return "ms";
+  if (name == "peak_memory_bytes") return "GiB";
+  return "tokens/s";
+}
+
+std::string value_text(const std::string& name, double v) {
+  if (name == "peak_memory_bytes") return fmt::format("{:.2f}", v / double(1ll << 30));
+  return fmt::format("{:.{}f}", v, v >= 100 ? 0 : v >= 10 ? 1 : 2);
+}
+
+std::string metric_label(const std::string& name) {
+  if (name == "ttft_ms") return "TTFT";
+  if (name == "tpot_ms") return "TPOT";
+  if (name == "peak_memory_bytes") return "peak memory";
+  return "throughput";
+}
+
+std::string params_text(int64_t n) { return fmt::format("{:.2f} B", double(n) / 1e9); }
+
+}  // namespace
+
+std::string Plan::to_text() const {
+  const Workload& w = scenario.workload;
+  std::string t = fmt::format(
+      "{} ({} parameters) on scenario {}: {} / {}, batch {}, prompt {} + output {} tokens, {} "
+      "weights, {} KV cache\ncosts {} ({})\n\n",
+      describe(config), params_text(config.num_parameters()), scenario.name, scenario.device,
+      scenario.engine, w.batch_size, w.prompt_tokens, w.output_tokens, w.weight_dtype,
+      w.kv_cache_dtype, cost_provenance(full.source),
+      full.source == "roofline" ? "roofline of devices/" + scenario.device + ".json, no profile"
+                                : "profile of the device");
+  t += fmt::format("  {:<13} {:>10} {:>12} {:>9}\n", "full model", "value", "limit", "slack");
+  for (const auto& s : full_slack)
+    t += fmt::format("  {:<13} {:>10} {:>3} {:>8} {:>+8.1f}%  {} ({})\n", metric_label(s.name),
+                     value_text(s.name, s.value), s.name == "min_throughput_tokens_per_s" ? ">=" : "<=",
+                     value_text(s.name, s.limit), 100 * s.slack, s.holds() ? "ok" : "BROKEN",
+                     unit_of(s.name));
+  for (const char* name : {"ttft_ms", "tpot_ms", "peak_memory_bytes", "min_throughput_tokens_per_s"}) {
+    bool limited = false;
+    for (const auto& s : full_slack) limited = limited || s.name == name;
+    if (limited) continue;
+    double v = std::string(name) == "ttft_ms" ? full.ttft_ms : std::string(name) == "tpot_ms" ? full.tpot_ms
+               : std::string(name) == "peak_memory_bytes" ? double(full.peak_memory_bytes)
+                                                          : full.throughput_tokens_per_s;
+    t += fmt::format("  {:<13} {:>10} {:>12} {:>9}  ({})\n", metric_label(name), value_text(name, v),
+                     "no limit", "", unit_of(name));
+  }
+  for (const auto& wrn : warnings) t += "  warning: " + wrn + "\n";
+  if (verdict == "fits") return t + "\nverdict: FITS as it is; no change needed.\n";
+  t += fmt::format("\nverdict: DOES NOT FIT as it is ({})\n", broken);
+  if (verdict == "no_fit") {
+    t += "no structural change in the plan's space meets the limits; best reached per limit:\n";
+    for (const auto& r : reachable)
+      t += fmt::format("  {:<13} limit {} {}, full model {}, best reached {}\n", metric_label(r.name),
+                       value_text(r.name, r.limit), unit_of(r.name), value_text(r.name, r.full),
+                       value_text(r.name, r.best));
+    return t;
+  }
+  t += "\ncheapest structural changes that fit (every limit verified by the cost model):\n";
+  t += fmt::format("  {:<9} {:<20} {:>8} {:>6} {:>9} {:>8} {:>8} {:>10}  {}\n", "kind", "label",
+                   "params", "kept", "TTFT ms", "TPOT ms", "mem GiB", "tokens/s", "changes");
+  std::vector<const PlanSuggestion*> all;
+  for (const auto& s : uniform) all.push_back(&s);
+  if (per_layer) all.push_back(&*per_layer);
+  for (const PlanSuggestion* s : all)
+    t += fmt::format("  {:<9} {:<20} {:>8} {:>5.1f}% {:>9.1f} {:>8.2f} {:>8.2f} {:>10.0f}  {}\n",
+                     s->kind, s->label, params_text(s->config.num_parameters()),
+                     100.0 * double(s->config.num_parameters()) / double(config.num_parameters()),
+                     s->cost.ttft_ms, s->cost.tpot_ms,
+                     double(s->cost.peak_memory_bytes) / double(1ll << 30),
+                     s->cost.throughput_tokens_per_s, fmt::join(s->changes, "; "));
+  if (!per_layer) t += "  (the per-layer greedy found no architecture that fits)\n";
+  return t;
+}
+
+}  // namespace ac

@@ -1,0 +1,381 @@
+#include "search/differentiable.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "common/error.h"
+#include "common/progress.h"
+#include "common/runtime.h"
+#include "prune/depth.h"
+
+namespace ac {
+
+namespace {
+
+// Every decision of ArchLogits in one list: hidden, then attention / FFN of each layer.
+std::vector<at::Tensor*> decisions(ArchLogits& a) {
+  std::vector<at::Tensor*> out{&a.hidden};
+  for (size_t l = 0; l < a.attention.size(); ++l) {
+    out.push_back(&a.attention[l]);
+    out.push_back(&a.ffn[l]);
+  }
+  return out;
+}
+
+// A new ArchLogits with f(tensor, index in decisions()) for every decision.
+template <typename F>
+ArchLogits map_decisions(const ArchLogits& a, F f) {
+  ArchLogits out;
+  out.hidden = f(a.hidden, 0);
+  for (size_t l = 0; l < a.attention.size(); ++l) {
+    out.attention.push_back(f(a.attention[l], 1 + 2 * l));
+    out.ffn.push_back(f(a.ffn[l], 2 + 2 * l));
+  }
+  return out;
+}
+
+at::Tensor one_hot_of(const at::Tensor& logits) {
+  return at::one_hot(logits.detach().argmax(), logits.size(0)).to(at::kFloat);
+}
+
+// Gumbel-softmax sample (Jang et al. 2017); straight-through: one-hot forward, soft gradient.
+at::Tensor gumbel_sample(const at::Tensor& logits, double tau, bool straight_through,
+                         at::Generator& gen) {
+  at::Tensor u = at::rand({logits.size(0)}, gen, at::kFloat).clamp(1e-10, 1.0 - 1e-7);
+  at::Tensor soft = at::softmax((logits - at::log(-at::log(u))) / tau, 0);
+  if (!straight_through) return soft;
+  at::Tensor hard = at::one_hot(soft.detach().argmax(), logits.size(0)).to(soft.scalar_type());
+  return hard - soft.detach() + soft;
+}
+
+// H(softmax(a)) / log(n), in [0, 1]; 0 for a single option.
+double normalized_entropy(const at::Tensor& logits) {
+  const int64_t n = logits.size(0);
+  if (n < 2) return 0;
+  at::Tensor lp = at::log_softmax(logits.detach().to(at::kDouble), 0);
+  return -(lp.exp() * lp).sum().item<double>() / std::log(double(n));
+}
+
+ArchLogits initial_logits(const SearchSpace& s, double full_logit) {
+  auto init = [&](size_t n) {
+    at::Tensor t = at::zeros({int64_t(n)}, at::kFloat);
+    if (n > 1) t[0] = full_logit;
+    return t;
+  };
+  ArchLogits a;
+  a.hidden = init(s.hidden_sizes.size());
+  for (int64_t l = 0; l < s.num_layers(); ++l) {
+    a.attention.push_back(init(s.attention[size_t(l)].size()));
+    a.ffn.push_back(init(s.ffn[size_t(l)].size()));
+  }
+  return a;
+}
+
+ArchChoice argmax_choice(const ArchLogits& a) {
+  ArchChoice c;
+  c.hidden = a.hidden.argmax().item<int64_t>();
+  for (size_t l = 0; l < a.attention.size(); ++l) {
+    c.attention.push_back(a.attention[l].argmax().item<int64_t>());
+    c.ffn.push_back(a.ffn[l].argmax().item<int64_t>());
+  }
+  return c;
+}
+
+Candidate candidate_of(const SearchSpace& s, const ArchChoice& c, const CostFn& cost,
+                       const Limits& strict) {
+  Candidate k;
+  k.target = target_of(s, c);
+  std::string why = structural_violation(s, c);
+  if (!why.empty()) {
+    k.config = k.target;
+    k.violation = "structure: " + why;
+    return k;
+  }
+  k.config = drop_removed_blocks(k.target);
+  k.cost = cost(k.config);
+  k.violation = check_limits(k.cost, strict);
+  return k;
+}
+
+void check_options(const DifferentiableOptions& o) {
+  if (o.steps < 1 || !(o.logit_lr > 0) || !(o.tau_start > 0) || !(o.tau_end > 0) ||
+      !(o.dual_lr >= 0) || !(o.cost_weight >= 0) || !(o.safety_margin >= 0 && o.safety_margin < 1))
+    throw ConfigError(msg("search", "options: expected steps >= 1, logit_lr > 0, tau_start > 0, "
+                                    "tau_end > 0, dual_lr >= 0, cost_weight >= 0, safety_margin in "
+                                    "[0, 1); found {}, {}, {}, {}, {}, {}, {}",
+                          o.steps, o.logit_lr, o.tau_start, o.tau_end, o.dual_lr, o.cost_weight,
+                          o.safety_margin));
+}
+
+}  // namespace
+
+std::vector<CostBudget> cost_budgets(const Limits& l) {
+  if (l.has_relative())
+    throw ConfigError(msg("search", "the limits hold fractions of the teacher's cost: resolve "
+                                    "them first (Limits::resolve)"));
+  std::vector<CostBudget> out;
+  if (l.ttft_ms) out.push_back({"ttft_ms", *l.ttft_ms, false});
+  if (l.tpot_ms) out.push_back({"tpot_ms", *l.tpot_ms, false});
+  if (l.peak_memory_bytes) out.push_back({"peak_memory_bytes", double(*l.peak_memory_bytes), false});
+  if (l.min_throughput_tokens_per_s)
+    out.push_back({"min_throughput_tokens_per_s", *l.min_throughput_tokens_per_s, true});
+  for (auto& b : out) {
+    if (!(b.budget > 0))
+      throw ConfigError(msg("search", "limit {}: expected a positive value, found {}", b.name, b.budget));
+    b.scale = b.budget;
+  }
+  return out;
+}
+
+std::vector<CostBudget> cost_budgets(const Limits& limits, const CostEstimate& parent,
+                                     const ReachableCost& smallest) {
+  std::vector<CostBudget> out = cost_budgets(limits);
+  for (auto& b : out) {
+    double range = b.name == "ttft_ms"             ? parent.ttft_ms - smallest.ttft_ms
+                   : b.name == "tpot_ms"           ? parent.tpot_ms - smallest.tpot_ms
+                   : b.name == "peak_memory_bytes" ? double(parent.peak_memory_bytes - smallest.peak_memory_bytes)
+                                                   : smallest.throughput_tokens_per_s - parent.throughput_tokens_per_s;
+    b.scale = std::max(std::fabs(range), 1e-6 * b.budget);
+  }
+  return out;
+}
+
+ArchLogits choice_probabilities(const ArchLogits& a, double tau) {
+  return map_decisions(a, [&](const at::Tensor& t, size_t) { return at::softmax(t / tau, 0); });
+}
+
+at::Tensor expected_metric(const ExpectedCost& e, const CostBudget& b) {
+  if (b.name == "ttft_ms") return e.ttft_ms;
+  if (b.name == "tpot_ms") return e.tpot_ms;
+  if (b.name == "peak_memory_bytes") return e.peak_memory_bytes;
+  if (b.name == "min_throughput_tokens_per_s") return e.throughput_tokens_per_s;
+  throw ConfigError(msg("search", "unknown limit '{}'", b.name));
+}
+
+at::Tensor normalized_violation(const ExpectedCost& e, const CostBudget& b) {
+  at::Tensor v = expected_metric(e, b);
+  return b.minimum ? (b.budget - v) / b.scale : (v - b.budget) / b.scale;
+}
+
+at::Tensor lagrangian_cost_term(const ChoiceTables& tables, const ArchLogits& p,
+                                const std::vector<CostBudget>& budgets,
+                                const std::vector<double>& multipliers, ExpectedCost* expected) {
+  if (budgets.size() != multipliers.size())
+    throw ConfigError(msg("search", "{} limits but {} multipliers", budgets.size(), multipliers.size()));
+  ExpectedCost e = expected_cost(tables, p.hidden, p.attention, p.ffn);
+  at::Tensor term = at::zeros({}, at::kDouble);
+  for (size_t k = 0; k < budgets.size(); ++k)
+    term = term + multipliers[k] * normalized_violation(e, budgets[k]);
+  if (expected) *expected = e;
+  return term;
+}
+
+Masks supernet_masks(const SearchSpace& s, const ArchLogits& y) {
+  Masks m;
+  m.hidden = at::matmul(y.hidden.to(at::kFloat), s.hidden_masks);  // [D]
+  for (int64_t l = 0; l < s.num_layers(); ++l) {
+    LayerMasks lm;
+    const at::Tensor ya = y.attention[size_t(l)].to(at::kFloat);
+    const at::Tensor yf = y.ffn[size_t(l)].to(at::kFloat);
+    if (s.head_masks[size_t(l)].defined()) {
+      lm.heads = at::matmul(ya, s.head_masks[size_t(l)]);      // [H]
+      lm.attn_gate = at::dot(ya, s.attn_gates[size_t(l)]);     // []
+    }
+    if (s.ffn_masks[size_t(l)].defined()) {
+      lm.ffn = at::matmul(yf, s.ffn_masks[size_t(l)]);         // [F]
+      lm.ffn_gate = at::dot(yf, s.ffn_gates[size_t(l)]);       // []
+    }
+    m.layers.push_back(lm);
+  }
+  return m;
+}
+
+nlohmann::json TrajectoryPoint::to_json() const {
+  return {{"step", step},
+          {"tokens", tokens},
+          {"loss", loss},
+          {"kl", kl},
+          {"penalty", penalty},
+          {"temperature", temperature},
+          {"ttft_ms", ttft_ms},
+          {"tpot_ms", tpot_ms},
+          {"peak_memory_bytes", peak_memory_bytes},
+          {"throughput_tokens_per_s", throughput_tokens_per_s},
+          {"multipliers", multipliers},
+          {"frozen", frozen}};
+}
+
+nlohmann::json DifferentiableResult::to_json() const {
+  nlohmann::json j = search.to_json();
+  nlohmann::json traj = nlohmann::json::array(), rep = nlohmann::json::array(),
+                 sl = nlohmann::json::array();
+  for (const auto& t : trajectory) traj.push_back(t.to_json());
+  for (const auto& r : repair.steps) rep.push_back(r.to_json());
+  for (const auto& s : slack)
+    sl.push_back({{"name", s.name}, {"limit", s.limit}, {"value", s.value}, {"slack", s.slack}});
+  j["trajectory"] = traj;
+  j["probabilities"] = probabilities;
+  j["argmax_before_repair"] = {{"config", config_to_hf_json(argmax_target)},
+                               {"describe", describe(argmax_target)}};
+  j["repair"] = {{"structural_fixup", repair.fixed_structure}, {"steps", rep}};
+  j["slack"] = sl;
+  nlohmann::json bu = nlohmann::json::array();
+  for (const auto& b : budgets)
+    bu.push_back({{"name", b.name}, {"budget", b.budget}, {"minimum", b.minimum}, {"scale", b.scale}});
+  j["budgets"] = bu;
+  j["steps_run"] = steps_run;
+  j["parent_meets_limits"] = parent_meets_limits;
+  return j;
+}
+
+DifferentiableResult differentiable_search(const LlamaModel& teacher, const Importance& imp,
+                                           const Scenario& scenario, const Profile* profile,
+                                           const Limits& limits,
+                                           const std::vector<at::Tensor>& calibration,
+                                           const DifferentiableOptions& opt) {
+  const double t0 = now_s();
+  check_options(opt);
+  if (calibration.empty()) throw ConfigError(msg("search", "no calibration batches"));
+  const Limits strict = with_safety_margin(limits, opt.safety_margin);
+  cost_budgets(strict);  // ConfigError on relative or non-positive limits
+  const SearchSpace space = build_search_space(teacher.config, imp, opt.space);
+  CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, profile); };
+
+  DifferentiableResult r;
+  r.search.method = "autocompress";
+  auto finish = [&](const ArchChoice& start) {
+    r.repair = repair_architecture(space, start, cost, strict);
+    Candidate before = candidate_of(space, r.argmax, cost, strict);
+    Candidate best;
+    best.target = r.repair.target;
+    best.config = r.repair.config;
+    best.cost = r.repair.cost;
+    best.chosen = true;
+    r.search.candidates = {before, best};
+    r.search.best = best;
+    r.slack = limit_slack(best.cost, strict);
+    r.search.seconds = now_s() - t0;
+    log_info(fmt::format("[search] autocompress: argmax {} -> {} after {} repair steps",
+                         describe(drop_removed_blocks(r.argmax_target)), describe(best.config),
+                         r.repair.steps.size()));
+  };
+
+  // The parent already fits: nothing to search.
+  if (check_limits(cost(teacher.config), strict).empty()) {
+    r.parent_meets_limits = true;
+    r.argmax = space.full();
+    r.argmax_target = target_of(space, r.argmax);
+    ArchLogits p = choice_probabilities(initial_logits(space, 1e4));
+    r.probabilities = probabilities_json(space, p.hidden, p.attention, p.ffn);
+    log_info("[search] autocompress: the parent meets every limit; no search needed");
+    finish(r.argmax);
+    return r;
+  }
+  const ReachableCost reachable = smallest_reachable(space, cost);
+  check_reachable(space, reachable, strict, opt.safety_margin);
+  const std::vector<CostBudget> budgets = cost_budgets(strict, cost(teacher.config), reachable);
+  r.budgets = budgets;
+
+  ChoiceTables tables = build_choice_tables(teacher.config, space.attention, space.ffn,
+                                            space.hidden_sizes, scenario, profile);
+  // Teacher log-probabilities, once per calibration batch (no autograd).
+  std::vector<at::Tensor> teacher_logprobs;
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& b : calibration) {
+      teacher_logprobs.push_back(at::log_softmax(teacher.forward(b), -1));
+      r.search.search_tokens += b.numel();
+    }
+  }
+
+  ArchLogits logits = initial_logits(space, opt.init_full_logit);
+  std::vector<at::Tensor*> all = decisions(logits);
+  std::vector<bool> frozen(all.size());
+  std::vector<at::Tensor> params;
+  for (size_t i = 0; i < all.size(); ++i) {
+    frozen[i] = all[i]->size(0) < 2;  // nothing to decide
+    if (frozen[i]) continue;
+    all[i]->requires_grad_(true);
+    params.push_back(*all[i]);
+  }
+  torch::optim::Adam adam(params, torch::optim::AdamOptions(opt.logit_lr));
+  std::vector<double> lambda(budgets.size(), 0.0);
+  at::Generator gen = at::detail::createCPUGenerator(opt.seed);
+  const int64_t multi = space.num_decisions();
+  Progress progress("search", opt.steps, "steps");  // prints nothing until update()
+
+  for (int64_t step = 0; step < (multi > 0 ? opt.steps : 0); ++step) {
+    const double tau = opt.tau_start * std::pow(opt.tau_end / opt.tau_start,
+                                                double(step) / double(std::max<int64_t>(1, opt.steps - 1)));
+    // Samples (one-hot forward) and probabilities; frozen decisions are their argmax.
+    ArchLogits y = map_decisions(logits, [&](const at::Tensor& a, size_t i) {
+      return frozen[i] ? one_hot_of(a) : gumbel_sample(a, tau, opt.straight_through, gen);
+    });
+    ArchLogits p = map_decisions(logits, [&](const at::Tensor& a, size_t i) {
+      return frozen[i] ? one_hot_of(a) : at::softmax(a / tau, 0);
+    });
+    const size_t bi = size_t(step) % calibration.size();
+    Masks masks = supernet_masks(space, y);
+    ForwardOptions fo;
+    fo.masks = &masks;
+    at::Tensor student = at::log_softmax(teacher.forward(calibration[bi], fo), -1);
+    const at::Tensor& t = teacher_logprobs[bi];
+    at::Tensor kl = (t.exp() * (t - student)).sum() / double(calibration[bi].numel());
+    r.search.search_tokens += calibration[bi].numel();
+
+    ExpectedCost e;
+    at::Tensor penalty = lagrangian_cost_term(tables, p, budgets, lambda, &e);
+    at::Tensor loss = kl.to(at::kDouble) + opt.cost_weight * penalty;
+    adam.zero_grad();
+    loss.backward();
+    for (size_t i = 0; i < all.size(); ++i)
+      if (frozen[i] && all[i]->requires_grad()) all[i]->mutable_grad().reset();
+    adam.step();
+
+    // Dual ascent on the multipliers, then freeze the decisions that have made up their mind.
+    TrajectoryPoint tp;
+    for (size_t k = 0; k < budgets.size(); ++k) {
+      const double g = normalized_violation(e, budgets[k]).item<double>();
+      lambda[k] = std::max(0.0, lambda[k] + opt.dual_lr * g);
+      tp.multipliers[budgets[k].name] = lambda[k];
+    }
+    int64_t n_frozen = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (!frozen[i] && normalized_entropy(*all[i] / tau) < opt.freeze_entropy) {
+        frozen[i] = true;
+        all[i]->mutable_grad().reset();
+      }
+      n_frozen += frozen[i] && all[i]->size(0) > 1;
+    }
+    tp.step = step;
+    tp.tokens = r.search.search_tokens;
+    tp.kl = kl.item<double>();
+    tp.penalty = penalty.item<double>();
+    tp.loss = loss.item<double>();
+    tp.temperature = tau;
+    tp.ttft_ms = e.ttft_ms.item<double>();
+    tp.tpot_ms = e.tpot_ms.item<double>();
+    tp.peak_memory_bytes = e.peak_memory_bytes.item<double>();
+    tp.throughput_tokens_per_s = e.throughput_tokens_per_s.item<double>();
+    tp.frozen = n_frozen;
+    r.trajectory.push_back(tp);
+    r.steps_run = step + 1;
+    if (opt.show_progress)
+      progress.update(step + 1, fmt::format("KL {:.4f} E[TPOT] {:.3f} ms frozen {}/{}", tp.kl,
+                                            tp.tpot_ms, n_frozen, multi));
+    if (n_frozen == multi) break;
+  }
+  if (opt.show_progress) progress.finish();
+
+  for (at::Tensor* a : all) a->requires_grad_(false);
+  r.argmax = argmax_choice(logits);
+  r.argmax_target = target_of(space, r.argmax);
+  ArchLogits p = choice_probabilities(logits);
+  r.probabilities = probabilities_json(space, p.hidden, p.attention, p.ffn);
+  finish(r.argmax);
+  return r;
+}
+
+}  // namespace ac

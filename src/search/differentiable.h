@@ -1,0 +1,174 @@
+// AutoCompress's differentiable architecture search under deployment limits (DESIGN.md, "The
+// search"; issue 7). The parent model, with nested masks over its importance-ordered channels,
+// is a supernet of every architecture of the space (search_space.h); the search learns one
+// logit vector per decision:
+//
+//   Relaxation   Gumbel-softmax with straight-through hard samples (Jang, Gu, Poole 2017,
+//                "Categorical Reparameterization with Gumbel-Softmax", eq. 1 and §2.2; the
+//                FBNet / DNAS use, Wu et al. 2019): per decision with logits a [n],
+//                  y_soft = softmax((a + g) / tau),  g_i = -log(-log u_i), u_i ~ U(0, 1)
+//                  y = onehot(argmax y_soft) - stopgrad(y_soft) + y_soft      (forward: one-hot)
+//                the masks are y-weighted sums of the options' 0/1 masks (gradients reach
+//                every logit). tau anneals geometrically from tau_start to tau_end.
+//                DEFAULT: soft samples y = y_soft in the forward pass (the pathwise gradient of
+//                the relaxed objective, Jang et al. eq. 1; FBNetV2-style channel masking), which
+//                tends to one-hot as tau falls. The straight-through variant (hard one-hot
+//                forward, option straight_through) is implemented but measured biased: with the
+//                cost term off it drifted to the smallest hidden size in 5 of 9 runs on small
+//                random models (soft: 0 of 9), and on stories15M / cpu-local its argmax fell far
+//                below the budget (KL after pruning 5.66 vs 4.10 soft).
+//   Cost         the expected cost of each limit from the differentiable cost model
+//                (hardware/expected_cost.h, a sum of table entries x probabilities) under the
+//                tempered distribution p_tau = softmax(a / tau). As tau anneals, p_tau tends to
+//                the argmax, so the constraint ends up binding the architecture that is
+//                discretized: under softmax(a) alone, a spread-out distribution could meet a
+//                budget on average (the expected cost is linear) while its argmax does not.
+//   Objective    L(a, lambda) = KL(teacher || masked supernet)
+//                               + cost_weight * sum_k lambda_k g_k(E[cost_k]),
+//                g_k = (E[c_k] - b_k) / s_k for a maximum b_k (TTFT, TPOT, memory),
+//                g_k = (b_k - E[c_k]) / s_k for the throughput minimum,
+//                s_k = |c_k(parent) - c_k(smallest reachable)|: the range the search controls
+//                (a fixed share of the cost that no choice changes -- the LM head, an engine's
+//                reserved memory -- would otherwise shrink g_k and stall the dual ascent),
+//                minimised over a by Adam; the multipliers follow dual ascent
+//                lambda_k <- max(0, lambda_k + dual_lr * g_k)   (Lagrangian relaxation with
+//                projected dual gradient ascent; Boyd & Vandenberghe 2004, §5 and §11, and its
+//                use for resource-constrained NAS, e.g. "Constrained DNAS", Nayman et al. 2021,
+//                HardCoRe-NAS). The teacher's log-probabilities are computed once per batch
+//                without autograd.
+//   Weights      FROZEN: only the architecture logits train (the parent's weights are the
+//                supernet's; distillation after pruning retrains the chosen architecture).
+//   Freezing     the normalised entropy H(p_tau) / log(n) of each decision is tracked; a decision
+//                below freeze_entropy is frozen to its argmax (no more sampling, no gradient);
+//                when every decision is frozen the search stops early.
+//   Discretize   argmax per decision, then repair (repair.h) against the limits with the same
+//                safety margin as Minitron's search: the result never breaks a limit by the
+//                tool's own cost model.
+// If the parent already meets every limit (with the margin), it is returned without search.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hardware/expected_cost.h"
+#include "search/minitron.h"
+#include "search/repair.h"
+#include "search/search_space.h"
+
+namespace ac {
+
+/// Options of the differentiable search; defaults run stories15M on 2 CPU cores in about a
+/// minute (batches of 4 x 64 tokens, at most 120 steps).
+struct DifferentiableOptions {
+  SearchSpaceOptions space;
+  int64_t steps = 120;            // optimisation steps at most (fewer if every decision freezes)
+  double logit_lr = 0.1;          // Adam step on the architecture logits
+  double tau_start = 1.0;         // Gumbel-softmax temperature at step 0
+  double tau_end = 0.1;           // ... at the last step (geometric schedule)
+  double dual_lr = 0.5;           // dual ascent step of every multiplier
+  double cost_weight = 1.0;       // weight of the Lagrangian term (0 = distillation loss only)
+  double init_full_logit = 2.0;   // initial logit of the parent's option (others 0): the search
+                                  // starts near the teacher and the limits pull it down
+  double freeze_entropy = 0.05;   // freeze a decision when H(p_tau) / log(n) falls below this
+  double safety_margin = 0.0;     // meet limits x (1 - margin) by the cost model
+  uint64_t seed = 0;              // Gumbel noise
+  bool straight_through = false;  // hard one-hot samples in the forward pass (straight-through
+                                  // gradient) instead of soft ones: measured biased (see header)
+  bool show_progress = true;
+};
+
+/// One limit as the search sees it (absolute).
+struct CostBudget {
+  std::string name;     // "ttft_ms", "tpot_ms", "peak_memory_bytes", "min_throughput_tokens_per_s"
+  double budget = 0;    // in the limit's unit
+  bool minimum = false; // true for the throughput floor
+  double scale = 0;     // s_k of the violation, in the limit's unit (> 0)
+};
+
+/// The absolute limits that are set, in a fixed order (TTFT, TPOT, memory, throughput), with
+/// scale = the budget itself. Throws ConfigError on relative limits (resolve them first) or a
+/// non-positive limit.
+std::vector<CostBudget> cost_budgets(const Limits& limits);
+
+/// The same with scale s_k = |parent_k - smallest_k| (at least 1e-6 x the budget).
+std::vector<CostBudget> cost_budgets(const Limits& limits, const CostEstimate& parent,
+                                     const ReachableCost& smallest);
+
+/// Architecture logits, one vector per decision: hidden [nD], attention[l] [A_l], ffn[l] [F_l].
+struct ArchLogits {
+  at::Tensor hidden;
+  std::vector<at::Tensor> attention, ffn;
+};
+
+/// Per-decision probabilities p = softmax(logits / tau), any float dtype (same shapes as
+/// ArchLogits). tau = 1: the distribution the Gumbel samples are drawn from.
+ArchLogits choice_probabilities(const ArchLogits& logits, double tau = 1.0);
+
+/// The expected value of budget k's metric under `e` ([] float64, differentiable).
+at::Tensor expected_metric(const ExpectedCost& e, const CostBudget& b);
+
+/// g_k = (E - b) / s for a maximum, (b - E) / s for a minimum: [] float64, > 0 when violated.
+at::Tensor normalized_violation(const ExpectedCost& e, const CostBudget& b);
+
+/// The Lagrangian cost term sum_k lambda_k g_k(E[cost](probabilities)): [] float64 with
+/// gradients to the probabilities (and through them to the logits). `multipliers` [K] in the
+/// order of `budgets`; `expected` (optional) receives the expected costs.
+/// Throws ConfigError when the sizes disagree (expected_cost's errors otherwise).
+at::Tensor lagrangian_cost_term(const ChoiceTables& tables, const ArchLogits& probabilities,
+                                const std::vector<CostBudget>& budgets,
+                                const std::vector<double>& multipliers,
+                                ExpectedCost* expected = nullptr);
+
+/// The masks of the supernet for per-decision weights y (one-hot samples, or probabilities):
+/// hidden = y_hidden . hidden_masks [D]; heads = y_attention[l] . head_masks[l] [H]; gates the
+/// same with the gate vectors; fp32, differentiable in y.
+Masks supernet_masks(const SearchSpace& space, const ArchLogits& y);
+
+/// One step of the search, as recorded in arch.json's "trajectory".
+struct TrajectoryPoint {
+  int64_t step = 0;
+  int64_t tokens = 0;            // search tokens consumed after this step (teacher included)
+  double loss = 0, kl = 0, penalty = 0;  // loss = kl + cost_weight * penalty (nats/token)
+  double temperature = 0;
+  // Expected costs under p_tau (ms, ms, bytes, tokens/s):
+  double ttft_ms = 0, tpot_ms = 0, peak_memory_bytes = 0, throughput_tokens_per_s = 0;
+  std::map<std::string, double> multipliers;  // lambda_k after this step's dual update
+  int64_t frozen = 0;            // decisions frozen so far
+  nlohmann::json to_json() const;
+};
+
+/// The outcome of the differentiable search.
+struct DifferentiableResult {
+  SearchResult search;     // method "autocompress"; best = the repaired architecture;
+                           // candidates = {argmax before repair, repaired}
+  ArchChoice argmax;       // most probable option per decision, before any fix-up
+  ModelConfig argmax_target;
+  RepairResult repair;     // fix-ups and greedy steps that made it meet the limits
+  std::vector<TrajectoryPoint> trajectory;
+  nlohmann::json probabilities;  // final choice probabilities (probabilities_json)
+  std::vector<LimitSlack> slack; // of the result against the limits with the margin
+  std::vector<CostBudget> budgets;  // the limits with the margin, and the violation scales
+  int64_t steps_run = 0;
+  bool parent_meets_limits = false;  // then no search ran and best = the parent
+  /// SearchResult's JSON plus "trajectory", "probabilities", "argmax_before_repair", "repair",
+  /// "slack", "budgets", "steps_run", "parent_meets_limits".
+  nlohmann::json to_json() const;
+};
+
+/// Runs the search. `scenario` + `profile` build the choice tables (expected cost) and the cost
+/// model of the repair; `limits` must be absolute (resolve relative ones first). `calibration`:
+/// [B, T] int64 batches, cycled over the steps; the teacher's log-probabilities of each are
+/// computed once and kept (B x T x V floats each).
+/// Throws InfeasibleError (smallest reachable cost per limit) when the smallest architecture of
+/// the space breaks a limit; ConfigError on bad options, an empty calibration set, relative
+/// limits, or an importance of another model; what predict throws.
+DifferentiableResult differentiable_search(const LlamaModel& teacher, const Importance& imp,
+                                           const Scenario& scenario, const Profile* profile,
+                                           const Limits& limits,
+                                           const std::vector<at::Tensor>& calibration,
+                                           const DifferentiableOptions& opt);
+
+}  // namespace ac

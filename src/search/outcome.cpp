@@ -1,0 +1,160 @@
+#include "search/outcome.h"
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "common/fs.h"
+#include "prune/arch.h"
+#include "prune/depth.h"
+#include "prune/prune.h"
+#include "search/plots.h"
+
+namespace ac {
+
+namespace {
+
+using json = nlohmann::json;
+
+json slack_json(const CostEstimate& e, const Limits& limits) {
+  json out = json::array();
+  for (const auto& s : limit_slack(e, limits))
+    out.push_back({{"name", s.name}, {"limit", s.limit}, {"value", s.value}, {"slack", s.slack}});
+  return out;
+}
+
+json layers_json(const ModelConfig& parent, const ModelConfig& target) {
+  json out = json::array();
+  for (size_t l = 0; l < target.layers.size(); ++l) {
+    const LayerConfig& t = target.layers[l];
+    const LayerConfig& p = parent.layers.at(l);
+    out.push_back({{"layer", l},
+                   {"num_attention_heads", t.has_attention() ? t.num_attention_heads : 0},
+                   {"num_key_value_heads", t.has_attention() ? t.num_key_value_heads : 0},
+                   {"head_dim", t.head_dim},
+                   {"intermediate_size", t.has_ffn() ? t.intermediate_size : 0},
+                   {"attention_removed", !t.has_attention()},
+                   {"ffn_removed", !t.has_ffn()},
+                   {"parent", {{"num_attention_heads", p.num_attention_heads},
+                               {"num_key_value_heads", p.num_key_value_heads},
+                               {"intermediate_size", p.intermediate_size}}}});
+  }
+  return out;
+}
+
+}  // namespace
+
+json SearchOutcome::summary() const {
+  return {{"method", method},
+          {"describe", describe(best.config)},
+          {"parameters", best.config.num_parameters()},
+          {"predicted", {{"ttft_ms", best.cost.ttft_ms},
+                         {"tpot_ms", best.cost.tpot_ms},
+                         {"peak_memory_bytes", best.cost.peak_memory_bytes},
+                         {"throughput_tokens_per_s", best.cost.throughput_tokens_per_s}}},
+          {"slack", slack_json(best.cost, limits)},
+          {"search_tokens", search_tokens},
+          {"search_seconds", seconds}};
+}
+
+std::vector<std::string> search_methods(const std::string& method) {
+  if (method == "both") return {"autocompress", "minitron"};
+  if (method == "autocompress" || method == "minitron") return {method};
+  throw ConfigError(msg("search", "--method: expected autocompress, minitron or both, found '{}'", method));
+}
+
+SearchOutcome run_search_method(const std::string& method, const LlamaModel& teacher,
+                                const Importance& imp, const Scenario& scenario,
+                                const Profile* profile, const Limits& limits,
+                                const TokenDataset& calibration, int64_t seq_len,
+                                const SearchSettings& st) {
+  SearchOutcome o;
+  o.method = method;
+  o.parent = teacher.config;
+  o.limits = limits;
+  o.safety_margin = st.safety_margin;
+  if (method == "minitron") {
+    MinitronOptions mo = st.minitron;
+    mo.safety_margin = st.safety_margin;
+    CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, profile); };
+    std::vector<at::Tensor> batches =
+        calibration.sequential_batches(st.minitron_batch_size, seq_len, st.minitron_batches);
+    SearchResult r = minitron_search(teacher, imp, cost, limits, batches, mo);
+    o.best = r.best;
+    o.search_tokens = r.search_tokens;
+    o.seconds = r.seconds;
+    o.search = r.to_json();
+    return o;
+  }
+  if (method != "autocompress") search_methods(method);  // throws the ConfigError
+  DifferentiableOptions dopt = st.autocompress;
+  dopt.safety_margin = st.safety_margin;
+  std::vector<at::Tensor> batches = calibration.sequential_batches(
+      st.autocompress_batch_size, st.autocompress_seq_len, st.autocompress_batches);
+  DifferentiableResult r =
+      differentiable_search(teacher, imp, scenario, profile, limits, batches, dopt);
+  o.best = r.search.best;
+  o.search_tokens = r.search.search_tokens;
+  o.seconds = r.search.seconds;
+  o.trajectory = r.trajectory;
+  o.probabilities = r.probabilities;
+  o.search = r.to_json();
+  return o;
+}
+
+double kl_after_prune(const LlamaModel& teacher, const Importance& imp, const ModelConfig& target,
+                      const std::vector<at::Tensor>& batches) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> teacher_logprobs;
+  for (const auto& b : batches) teacher_logprobs.push_back(at::log_softmax(teacher.forward(b), -1));
+  LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, target));
+  return mean_kl(teacher_logprobs, student, batches);
+}
+
+fs::path method_arch_path(const fs::path& primary, const std::string& method) {
+  return primary.parent_path() /
+         (primary.stem().string() + "." + method + primary.extension().string());
+}
+
+json arch_json(const SearchOutcome& o, const std::string& scenario) {
+  json traj = json::array();
+  for (const auto& t : o.trajectory) traj.push_back(t.to_json());
+  return {{"method", o.method},
+          {"scenario", scenario},
+          {"limits", o.limits.to_json()},
+          {"safety_margin", o.safety_margin},
+          {"hidden_size", o.best.target.hidden_size},
+          {"parent_hidden_size", o.parent.hidden_size},
+          {"layers", layers_json(o.parent, o.best.target)},
+          {"predicted", o.best.cost.to_json()},
+          {"slack", slack_json(o.best.cost, o.limits)},
+          {"slack_with_margin", slack_json(o.best.cost, with_safety_margin(o.limits, o.safety_margin))},
+          {"search_tokens", o.search_tokens},
+          {"search_seconds", o.seconds},
+          {"trajectory", traj},
+          {"probabilities", o.probabilities},
+          {"search", o.search}};
+}
+
+void write_search_outputs(const fs::path& arch_path, const SearchOutcome& o,
+                          const std::string& scenario, const json& extra) {
+  json j = arch_json(o, scenario);
+  const std::string stem = arch_path.stem().string();
+  const fs::path dir = arch_path.parent_path();
+  const std::string widths = stem + "_widths.svg";
+  write_file_atomic(dir / widths,
+                    widths_svg(o.parent, o.best.target,
+                               fmt::format("{}: per-layer widths kept vs the parent", o.method)));
+  json traj_file = nullptr;
+  if (!o.trajectory.empty()) {
+    const std::string name = stem + "_trajectory.svg";
+    std::vector<CostBudget> budgets = cost_budgets(with_safety_margin(o.limits, o.safety_margin));
+    write_file_atomic(dir / name, trajectory_svg(o.trajectory, budgets,
+                                                 fmt::format("{} search trajectory", o.method)));
+    traj_file = name;
+  }
+  j["plots"] = {{"widths", widths}, {"trajectory", traj_file}};
+  for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
+  write_arch(arch_path, o.best.target, j);
+}
+
+}  // namespace ac

@@ -1,0 +1,95 @@
+// One entry point for every search method (`--method autocompress|minitron|both`) and what a
+// search writes: arch.json with the per-layer structure, the predicted cost and slack of every
+// limit, the search tokens, the trajectory and the final choice probabilities, plus the two
+// plots next to it (plots.h).
+//
+// arch.json (besides "config", prune/arch.h), every method:
+//   "method", "scenario", "limits" (absolute, before the margin), "safety_margin",
+//   "hidden_size", "parent_hidden_size",
+//   "layers": [{"layer", "num_attention_heads", "num_key_value_heads", "head_dim",
+//               "intermediate_size", "attention_removed", "ffn_removed",
+//               "parent": {"num_attention_heads", "num_key_value_heads", "intermediate_size"}}],
+//   "predicted": CostEstimate::to_json of the deployed (removed blocks dropped) architecture,
+//   "slack": [{"name", "limit", "value", "slack"}] against the limits as given,
+//   "slack_with_margin": the same against the limits x (1 - margin),
+//   "search_tokens", "search_seconds",
+//   "trajectory": [{"step", "tokens", "loss", "kl", "penalty", "temperature", "ttft_ms",
+//                   "tpot_ms", "peak_memory_bytes", "throughput_tokens_per_s",
+//                   "multipliers": {limit: lambda}, "frozen"}]  (empty for minitron),
+//   "probabilities": search_space.h probabilities_json (null for minitron),
+//   "plots": {"widths": FILE, "trajectory": FILE or null},
+//   "search": the method's full result (candidates, repair steps, ...).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "search/differentiable.h"
+#include "search/minitron.h"
+
+namespace ac {
+
+/// Settings of both methods. The safety margin is shared (the same limits for both).
+struct SearchSettings {
+  double safety_margin = 0.05;
+  MinitronOptions minitron;              // its safety_margin is replaced by the shared one
+  DifferentiableOptions autocompress;    // same
+  int64_t minitron_batch_size = 8;       // windows of seq_len per ranking batch
+  int64_t minitron_batches = 1;          // ranking batches (KL of each candidate after pruning)
+  int64_t autocompress_batch_size = 4;   // windows per search step
+  int64_t autocompress_seq_len = 64;     // tokens per window of the search
+  int64_t autocompress_batches = 8;      // distinct batches cycled over (teacher cached)
+};
+
+/// What one method chose, whatever the method.
+struct SearchOutcome {
+  std::string method;              // "autocompress" or "minitron"
+  ModelConfig parent;
+  Candidate best;                  // target (parent's layer count), config (deployed), cost
+  int64_t search_tokens = 0;       // forward tokens through any model, teacher included
+  double seconds = 0;
+  Limits limits;                   // absolute limits given (before the margin)
+  double safety_margin = 0;
+  std::vector<TrajectoryPoint> trajectory;  // empty for minitron
+  nlohmann::json probabilities;    // null for minitron
+  nlohmann::json search;           // the method's own result JSON
+
+  /// A row for comparisons: method, describe, parameters, predicted ttft/tpot/memory/
+  /// throughput, slack, search_tokens, search_seconds.
+  nlohmann::json summary() const;
+};
+
+/// "both" -> {"autocompress", "minitron"}; "autocompress" or "minitron" -> itself. Throws
+/// ConfigError naming the valid values otherwise.
+std::vector<std::string> search_methods(const std::string& method);
+
+/// Runs one method on `calibration` (minitron: its first minitron_batches batches of
+/// minitron_batch_size x seq_len; autocompress: autocompress_batches batches of
+/// autocompress_batch_size x autocompress_seq_len from the same stream). `limits` must be
+/// absolute. Throws what the method throws (InfeasibleError with the smallest reachable cost).
+SearchOutcome run_search_method(const std::string& method, const LlamaModel& teacher,
+                                const Importance& imp, const Scenario& scenario,
+                                const Profile* profile, const Limits& limits,
+                                const TokenDataset& calibration, int64_t seq_len,
+                                const SearchSettings& settings);
+
+/// KL(teacher || pruned model) per token, mean over `batches` ([B, T] int64), of `target`
+/// pruned from `teacher` with `imp` (removed blocks dropped). No autograd.
+double kl_after_prune(const LlamaModel& teacher, const Importance& imp, const ModelConfig& target,
+                      const std::vector<at::Tensor>& batches);
+
+/// Where method `method` writes beside the primary arch.json when several run:
+/// "arch.json" -> "arch.minitron.json".
+fs::path method_arch_path(const fs::path& primary, const std::string& method);
+
+/// The arch.json object of an outcome (file header), without "config" and "plots".
+nlohmann::json arch_json(const SearchOutcome& o, const std::string& scenario);
+
+/// Writes arch.json (atomically; `extra` keys merged at the top, e.g. "comparison") and beside
+/// it <stem>_widths.svg and, for a search with a trajectory, <stem>_trajectory.svg.
+void write_search_outputs(const fs::path& arch_path, const SearchOutcome& o,
+                          const std::string& scenario,
+                          const nlohmann::json& extra = nlohmann::json::object());
+
+}  // namespace ac

@@ -1,0 +1,94 @@
+// Discretize-and-repair: the step that turns the search's most probable architecture into one
+// that meets every limit by the tool's own cost model (DESIGN.md, "The search": "the argmax
+// architecture is checked by the cost model and repaired greedily (drop what costs most for the
+// least importance) until every limit holds").
+//
+// Greedy rule. While check_limits(cost, limits) reports a broken limit, every move that sets
+// one decision to a smaller, nested option (hidden size, KV groups / heads per group, FFN
+// width, or removal) and keeps the structural rules (search_space.h) is priced:
+//   saved = V(before) - V(after), V = sum_k max(0, -slack_k) the total violation
+//           (slack as in limit_slack: the fraction of the limit left, so a saving is in units
+//            of "fraction of the limit"; a move gets no credit for going past a limit, so
+//            small moves that just mend it win over big ones that overshoot)
+//   lost  = importance_lost(after) - importance_lost(before)    (search_space.h)
+// and the move with the largest saved / lost (among saved > 0) is taken. This is the classic
+// greedy for a knapsack with a cost-per-value ratio (Dantzig 1957), one unit at a time.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hardware/cost_model.h"
+#include "search/minitron.h"
+#include "search/search_space.h"
+
+namespace ac {
+
+/// The limits a search aims at: maxima x (1 - margin), the throughput minimum x (1 + margin),
+/// so that the cost model's error has room (the same rule for every method).
+Limits with_safety_margin(const Limits& limits, double margin);
+
+/// The cost of a choice as deployed: cost(drop_removed_blocks(target_of(s, c))).
+CostEstimate choice_cost(const SearchSpace& s, const ArchChoice& c, const CostFn& cost);
+
+/// The least cost the space reaches on each metric, and an architecture reaching it.
+struct ReachableCost {
+  double ttft_ms = 0, tpot_ms = 0;      // smallest
+  int64_t peak_memory_bytes = 0;        // smallest
+  double throughput_tokens_per_s = 0;   // largest
+  std::vector<ArchChoice> witnesses;    // [4]: least TTFT, TPOT, weight + KV bytes, 1/throughput
+};
+
+/// Per metric, the architecture of least cost under the structural rules, by dynamic
+/// programming over the layers: hidden size at its smallest; per layer one of block removed,
+/// smallest attention alone, smallest FFN alone, both at their smallest (what exists in the
+/// space); at most max_blocks_removed removed, at least one attention. TTFT, TPOT, weight + KV
+/// bytes and 1 / throughput are sums over the layers (per-layer terms measured as differences
+/// of `cost` from smallest_choice), so the minimum is exact for them; peak memory is that of
+/// the architecture of least weight + KV bytes (activations are a max over layers). Every value
+/// is the true `cost` of a witness (the best over the witnesses and smallest_choice).
+ReachableCost smallest_reachable(const SearchSpace& s, const CostFn& cost);
+
+/// Per limit that is set: its value, and the smallest value (largest throughput) reachable,
+/// e.g. "TPOT limit 8 ms, smallest reachable 9.125 ms; memory limit ...".
+std::string smallest_reachable_message(const ReachableCost& r, const Limits& limits);
+
+/// Throws InfeasibleError naming the smallest reachable cost of every limit when one of them
+/// lies beyond its limit (no architecture of the space can meet it). `margin` is only quoted.
+void check_reachable(const SearchSpace& s, const ReachableCost& r, const Limits& limits,
+                     double margin);
+
+/// One greedy step.
+struct RepairStep {
+  std::string decision;     // "hidden", "layer 3 attention", "layer 2 ffn", "layer 1" (both parts)
+  std::string from, to;     // option labels
+  double saved = 0;         // sum of slack gained on the broken limits (fractions of the limit)
+  double lost = 0;          // importance given up
+  std::string violation;    // check_limits after the step ("" = every limit holds)
+  nlohmann::json to_json() const;
+};
+
+struct RepairResult {
+  ArchChoice choice;
+  ModelConfig target;    // the parent's layer count, removed parts marked (prune_model's input)
+  ModelConfig config;    // removed blocks dropped (what is deployed and costed)
+  CostEstimate cost;     // cost(config); meets every limit
+  std::vector<RepairStep> steps;  // structural fix-ups are not steps: see `fixed_structure`
+  std::string fixed_structure;    // what the structural fix-up changed ("" = nothing)
+};
+
+/// Makes `start` structurally valid (restores, at its smallest width, the FFN of the removed
+/// blocks of highest block influence beyond max_blocks_removed, and the smallest attention of
+/// the layer of highest influence when no attention is left), then repairs greedily (file
+/// header) until every limit holds. When no nested move mends a broken limit (the rules forbid
+/// the next removal, or attention and FFN trade places as the cheaper part), one layer is set
+/// to one of its smallest states (removed / smallest attention alone / smallest FFN alone /
+/// both) if that lowers the total violation sum_k max(0, -slack_k); the violation strictly
+/// falls at every such step, so the repair ends. Never returns an architecture that breaks a
+/// limit by `cost`. Throws InfeasibleError (with the smallest reachable costs) when nothing
+/// mends the limits; ConfigError when `start` does not fit the space or `limits` still holds
+/// relative limits.
+RepairResult repair_architecture(const SearchSpace& s, const ArchChoice& start, const CostFn& cost,
+                                 const Limits& limits);
+
+}  // namespace ac

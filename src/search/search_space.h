@@ -1,0 +1,114 @@
+// The search space of the differentiable search (DESIGN.md, "The architecture space"): one
+// decision per structure, each a short list of options, every option a nested mask over the
+// importance-ordered channels of the parent, so that the parent is a supernet of every
+// candidate (Minitron's importance order, arXiv 2407.14679 §2; the supernet view of
+// once-for-all / DNAS weight sharing, Cai et al. 2020, Wu et al. 2019 "FBNet").
+//
+// Decisions (L layers of the parent):
+//   hidden            D' in {D, then multiples of the width granularity down to
+//                     min_width_fraction x D}                                   [nD options]
+//   attention[l]      (G', H'/G') pairs: KV groups kept x query heads per kept group, each
+//                     from the parent's count down to min_width_fraction of it; then "removed"
+//                                                                               [A_l options]
+//   ffn[l]            F' in {F, multiples of the granularity down to min_width_fraction x F};
+//                     then "removed"                                            [F_l options]
+// Option 0 of every decision is the parent's own shape; options are ordered by size, largest
+// first. A parent layer without attention (or FFN) has the single option "removed" there.
+// A whole block is removed when both its attention and its FFN are.
+//
+// Structural rules every architecture of the space obeys (structurally_valid): at most
+// max_blocks_removed whole blocks removed, and at least one layer keeps its attention.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "importance/importance.h"
+#include "model/config.h"
+
+namespace ac {
+
+/// How the space is drawn. Widths are multiples of `width_granularity` (the device's preferred
+/// GEMM width step; Model-Optimizer's `hidden_size_divisor`), never literals in code.
+struct SearchSpaceOptions {
+  int64_t width_granularity = 32;   // D' and F' are multiples of this (besides the parent's own)
+  double min_width_fraction = 0.4;  // narrowest width / count offered, as a fraction of the parent's
+  int64_t max_hidden_options = 6;   // options of the hidden-size decision (parent's included)
+  int64_t max_ffn_widths = 6;       // FFN widths per layer (parent's included; removal extra)
+  bool allow_removal = true;        // offer "attention removed" / "FFN removed"
+  int64_t max_blocks_removed = -1;  // whole blocks removable at most; < 0 = L / 3 (Minitron's
+                                    // depth pruning drops up to a third of the layers)
+};
+
+/// One option index per decision.
+struct ArchChoice {
+  int64_t hidden = 0;
+  std::vector<int64_t> attention, ffn;  // [L] each
+  bool operator==(const ArchChoice& o) const {
+    return hidden == o.hidden && attention == o.attention && ffn == o.ffn;
+  }
+};
+
+/// The decisions, their options, the masks of every option and the importance each gives up.
+struct SearchSpace {
+  ModelConfig parent;
+  std::vector<int64_t> hidden_sizes;               // [nD], descending, [0] = parent's D
+  std::vector<std::vector<LayerConfig>> attention;  // [L][A_l]: the attention fields of each option
+  std::vector<std::vector<LayerConfig>> ffn;        // [L][F_l]: the FFN fields of each option
+  // 0/1 masks on the parent (model/llama.h Masks), fp32:
+  at::Tensor hidden_masks;                // [nD, D]
+  std::vector<at::Tensor> head_masks;     // [L] -> [A_l, H_l]; undefined where the parent has no attention
+  std::vector<at::Tensor> attn_gates;     // [L] -> [A_l]: 0 for "removed", else 1
+  std::vector<at::Tensor> ffn_masks;      // [L] -> [F_l, F_l]; undefined where the parent has no FFN
+  std::vector<at::Tensor> ffn_gates;      // [L] -> [F_l]
+  // Importance given up by each option (repair's "importance lost"), dimensionless: the
+  // fraction of the structure's total importance score that the option drops, times the
+  // layer's weight w_l = L x block_influence_l / sum(block_influence) (1 each when the
+  // influences are not positive); hidden channels weigh sum_l w_l = L (they feed every layer).
+  std::vector<double> hidden_loss;                      // [nD]
+  std::vector<std::vector<double>> attention_loss;      // [L][A_l]
+  std::vector<std::vector<double>> ffn_loss;            // [L][F_l]
+  std::vector<double> block_influence;                  // [L] (ShortGPT), for the structural fix-up
+  int64_t max_blocks_removed = 0;
+
+  int64_t num_layers() const { return int64_t(attention.size()); }
+  /// Decisions with more than one option.
+  int64_t num_decisions() const;
+  /// The choice of the parent itself (option 0 everywhere).
+  ArchChoice full() const;
+  /// Labels of the options, e.g. "H6/G6", "H4/G2", "removed", "768".
+  std::string attention_label(int64_t layer, int64_t option) const;
+  std::string ffn_label(int64_t layer, int64_t option) const;
+};
+
+/// Builds the space of `parent` with `imp` (must match the parent: check_importance_matches).
+/// Throws ConfigError on a bad option (granularity < 1, fraction outside (0, 1]) or an
+/// importance of another model.
+SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
+                               const SearchSpaceOptions& opt = {});
+
+/// The target config of a choice: the parent's layer count, removed parts marked no-op (what
+/// prune_model takes). Throws ConfigError if an index is out of range.
+ModelConfig target_of(const SearchSpace& s, const ArchChoice& c);
+
+/// Empty when the choice obeys the structural rules, else why not.
+std::string structural_violation(const SearchSpace& s, const ArchChoice& c);
+
+/// Importance given up by a choice: the sum of its options' losses (see SearchSpace).
+double importance_lost(const SearchSpace& s, const ArchChoice& c);
+
+/// The smallest architecture of the space: every width at its minimum, attention removed in
+/// every layer but the one of highest block influence (kept at its smallest option), and the
+/// FFN also removed in the max_blocks_removed attention-free layers of lowest block influence.
+/// Cost is monotone in every width, so no architecture of the space costs less on any metric.
+ArchChoice smallest_choice(const SearchSpace& s);
+
+/// {"hidden": {"options": [...], "p": [...]}, "layers": [{"attention": {...}, "ffn": {...}}]}
+/// from per-decision probabilities ([nD], [L][A_l], [L][F_l]; any float dtype).
+nlohmann::json probabilities_json(const SearchSpace& s, const at::Tensor& p_hidden,
+                                  const std::vector<at::Tensor>& p_attention,
+                                  const std::vector<at::Tensor>& p_ffn);
+
+}  // namespace ac

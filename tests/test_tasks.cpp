@@ -1,0 +1,539 @@
+// Benchmark tasks: log-likelihood requests (both fast paths against a plain float64 forward),
+// hand-made multiple-choice and cloze tasks on a bigram model whose log-probabilities are
+// computed by hand, perplexity and bits per byte of uniform logits, task-file errors with line
+// numbers, make-tasks determinism, and the eval / make-tasks CLI.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "common/error.h"
+#include "common/json_io.h"
+#include "data/dataset.h"
+#include "data/token_file.h"
+#include "eval/eval.h"
+#include "eval/loglikelihood.h"
+#include "eval/make_tasks.h"
+#include "eval/tasks.h"
+#include "io/checkpoint.h"
+#include "io/tokenizer.h"
+#include "pipeline/story_tasks.h"
+#include "test_util.h"
+
+namespace ac {
+namespace {
+
+using test::TempDir;
+
+// ---------------------------------------------------------------------------------------------
+// A synthetic tokenizer: specials, the 256 byte tokens, then one piece per character below.
+// Ids: 259 " ", 260 "a", 261 "b", 262 "c", 263 "x". No merges (no two-character pieces).
+
+constexpr int64_t kSpace = 259, kA = 260, kB = 261, kC = 262, kX = 263, kV = 264;
+
+void write_tokenizer(const fs::path& dir) {
+  std::vector<std::string> pieces = {"<unk>", "\n<s>\n", "\n</s>\n"};
+  for (int b = 0; b < 256; ++b) pieces.push_back(fmt::format("<0x{:02X}>", b));
+  for (const char* p : {" ", "a", "b", "c", "x"}) pieces.push_back(p);
+  std::string out;
+  auto put = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+  const int32_t max_len = 6;
+  put(&max_len, 4);
+  for (const std::string& p : pieces) {
+    const float score = 0;
+    const int32_t len = int32_t(p.size());
+    put(&score, 4);
+    put(&len, 4);
+    put(p.data(), p.size());
+  }
+  std::ofstream(dir / "tokenizer.bin", std::ios::binary).write(out.data(), std::streamsize(out.size()));
+}
+
+const Tokenizer& tokenizer() {
+  static TempDir dir;
+  static const Tokenizer t = [] {
+    write_tokenizer(dir.path);
+    return Tokenizer::from_checkpoint(dir.path, kV);
+  }();
+  return t;
+}
+
+// The bigram logits B[prev][next]: zero except the entries below.
+double bigram_logit(int64_t prev, int64_t next) {
+  if (prev == kSpace && next == kA) return 3;
+  if (prev == kSpace && next == kB) return 1;
+  if (prev == kB && next == kB) return 4;
+  if (prev == kX && next == kSpace) return 1;
+  return 0;
+}
+
+// log softmax(B[prev])[next], in closed form: every row has V - (boosted) zero logits.
+double bigram_logprob(int64_t prev, int64_t next) {
+  double z = 0;
+  for (int64_t j = 0; j < kV; ++j) z += std::exp(bigram_logit(prev, j));
+  return bigram_logit(prev, next) - std::log(z);
+}
+
+// A decoder that is exactly that bigram model: one-hot embeddings (D = V), blocks whose output
+// projections are zero (so the residual stream is the embedding), and a head that undoes the
+// final RMSNorm's scale: rms(e_i) = sqrt(1/D + eps), so logits = B[i].
+LlamaModel bigram_model() {
+  LlamaModel m{ModelConfig::uniform(kV, kV, 2, LayerConfig{2, 1, 4, 8}), {}};
+  m.weights = random_weights(m.config, 11, 0.3);
+  m.weights.embed_tokens = at::eye(kV, at::kFloat);
+  for (auto& l : m.weights.layers) {
+    l.o_proj.zero_();
+    l.down_proj.zero_();
+  }
+  m.weights.norm = at::ones({kV}, at::kFloat);
+  const double scale = std::sqrt(1.0 / double(kV) + m.config.rms_norm_eps);
+  std::vector<double> head(size_t(kV * kV));  // [V out, D in]: head[j][i] = B[i][j]
+  for (int64_t i = 0; i < kV; ++i)
+    for (int64_t j = 0; j < kV; ++j) head[size_t(j * kV + i)] = bigram_logit(i, j) * scale;
+  m.weights.lm_head = at::tensor(head, at::kDouble).view({kV, kV}).to(at::kFloat);
+  return m;
+}
+
+TEST(BigramModel, LogitsAreTheTable) {
+  LlamaModel m = bigram_model();
+  at::Tensor x = at::tensor(std::vector<int64_t>{1, kX, kSpace, kB, kA}, at::kLong).view({1, 5});
+  at::Tensor lp = at::log_softmax(m.forward(x).to(at::kDouble), -1)[0];
+  for (int64_t t = 0; t < 5; ++t)
+    for (int64_t next : {kSpace, kA, kB, int64_t(0)})
+      EXPECT_NEAR(lp[t][next].item<double>(), bigram_logprob(x[0][t].item<int64_t>(), next), 1e-5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests: both fast paths against one float64 forward per request.
+
+LlamaModel random_model(uint64_t seed, int64_t vocab = 40) {
+  LlamaModel m{ModelConfig::uniform(vocab, 24, 2, LayerConfig{3, 1, 8, 32}), {}};
+  m.weights = random_weights(m.config, seed, 0.3);
+  return m;
+}
+
+LoglikelihoodResult plain_reference(const LlamaModel& m, const LoglikelihoodRequest& r,
+                                    int64_t max_len) {
+  std::vector<int64_t> input = r.context;
+  input.insert(input.end(), r.continuation.begin(), r.continuation.end() - 1);
+  const int64_t drop = std::max<int64_t>(0, int64_t(input.size()) - max_len);
+  input.erase(input.begin(), input.begin() + drop);
+  at::Tensor lp = at::log_softmax(
+      m.forward(at::tensor(input, at::kLong).view({1, -1})).to(at::kDouble), -1)[0];
+  LoglikelihoodResult out;
+  out.is_greedy = true;
+  const int64_t first = int64_t(r.context.size()) - 1 - drop;
+  for (size_t j = 0; j < r.continuation.size(); ++j) {
+    at::Tensor row = lp[first + int64_t(j)];
+    out.loglikelihood += row[r.continuation[j]].item<double>();
+    out.is_greedy = out.is_greedy && row.argmax().item<int64_t>() == r.continuation[j];
+  }
+  out.tokens = int64_t(r.continuation.size());
+  return out;
+}
+
+std::vector<int64_t> ids(const at::Tensor& t) {
+  return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+}
+
+TEST(Loglikelihood, FastPathsEqualOneFloat64ForwardPerRequest) {
+  LlamaModel m = random_model(21);
+  m.config.max_position_embeddings = 30;  // the 40-token requests below lose context
+  std::vector<LoglikelihoodRequest> reqs;
+  for (int64_t i = 0; i < 7; ++i) {  // items of 1-4 choices sharing a context of odd lengths
+    std::vector<int64_t> ctx = ids(test::random_tokens(1, 3 + 5 * i, 40, 100 + i)[0]);
+    for (int64_t c = 0; c <= i % 4; ++c)
+      reqs.push_back({ctx, ids(test::random_tokens(1, 1 + (c * 3 + i) % 6, 40, 200 + 10 * i + c)[0])});
+  }
+  reqs.push_back({ids(test::random_tokens(1, 40, 40, 300)[0]), {5, 6, 7}});   // truncated
+  reqs.push_back({ids(test::random_tokens(1, 40, 40, 300)[0]), {8}});         // truncated, shared ctx
+  reqs.push_back({{1}, {4}});                                                // 1-token context
+  // Contexts that are prefixes of one another (items cut from one story): chains, a branch.
+  const std::vector<int64_t> story = ids(test::random_tokens(1, 26, 40, 400)[0]);
+  auto cut = [&](size_t a, size_t b) { return std::vector<int64_t>(story.begin() + a, story.begin() + b); };
+  reqs.push_back({cut(0, 5), cut(5, 8)});             // the story's own next tokens
+  reqs.push_back({cut(0, 5), {3, 3}});
+  reqs.push_back({cut(0, 12), cut(12, 13)});
+  reqs.push_back({cut(0, 12), {9, 8, 7, 6}});
+  reqs.push_back({cut(0, 20), cut(20, 26)});
+  std::vector<int64_t> branch = cut(0, 12);
+  branch.push_back(5);
+  reqs.push_back({branch, {6, 7}});
+  // A greedy continuation: the argmax chain of the model itself.
+  std::vector<int64_t> g = {1, 7, 9};
+  LoglikelihoodRequest greedy{g, {}};
+  for (int s = 0; s < 3; ++s) {
+    std::vector<int64_t> all = greedy.context;
+    all.insert(all.end(), greedy.continuation.begin(), greedy.continuation.end());
+    greedy.continuation.push_back(
+        m.forward(at::tensor(all, at::kLong).view({1, -1}))[0][-1].argmax().item<int64_t>());
+  }
+  reqs.push_back(greedy);
+  for (bool share : {true, false}) {
+    LoglikelihoodOptions o;
+    o.share_contexts = share;
+    o.max_batch_tokens = 50;  // several padded batches
+    std::vector<LoglikelihoodResult> got = loglikelihoods(m, reqs, o);
+    ASSERT_EQ(got.size(), reqs.size());
+    double worst = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      LoglikelihoodResult want = plain_reference(m, reqs[i], 30);
+      worst = std::max(worst, std::abs(got[i].loglikelihood - want.loglikelihood));
+      EXPECT_NEAR(got[i].loglikelihood, want.loglikelihood, 1e-4) << "request " << i;
+      EXPECT_EQ(got[i].is_greedy, want.is_greedy) << "request " << i;
+      EXPECT_EQ(got[i].tokens, want.tokens);
+    }
+    std::printf("share_contexts=%d: largest |ll - float64 reference| = %.3g\n", int(share), worst);
+    EXPECT_TRUE(got.back().is_greedy);
+  }
+}
+
+TEST(Loglikelihood, Errors) {
+  LlamaModel m = random_model(22);
+  m.config.max_position_embeddings = 8;
+  EXPECT_THROW(loglikelihoods(m, {{{}, {3}}}), ConfigError);
+  EXPECT_THROW(loglikelihoods(m, {{{1}, {}}}), ConfigError);
+  EXPECT_THROW(loglikelihoods(m, {{{1}, {40}}}), ConfigError);                       // id >= V
+  EXPECT_THROW(loglikelihoods(m, {{{1}, {3, 3, 3, 3, 3, 3, 3, 3, 3}}}), ConfigError);  // > 8
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hand-made tasks on the bigram model.
+
+// ll of the continuation " " + `choice` after a context ending in 'x', by hand.
+double choice_ll(const std::string& choice) {
+  auto id = [](char c) { return c == 'a' ? kA : c == 'b' ? kB : c == 'c' ? kC : kX; };
+  double ll = bigram_logprob(kX, kSpace);
+  int64_t prev = kSpace;
+  for (char c : choice) ll += bigram_logprob(prev, id(c)), prev = id(c);
+  return ll;
+}
+
+TEST(Tasks, HandMadeMultipleChoiceEqualsHandComputedScores) {
+  // ll("a") = lp(x, ' ') + lp(' ', a) is the highest total; per byte "bbb" wins:
+  //   lp(' ', b) + 2 lp(b, b) = (1 - 5.652) + 2 (4 - 5.761) = -8.17, plus lp(x, ' ') = -5.58:
+  //   "a": -2.65 - 5.58 = -8.23 per 1 byte; "bbb": -13.75 / 3 = -4.58 per byte.
+  ASSERT_GT(choice_ll("a"), choice_ll("bbb"));
+  ASSERT_GT(choice_ll("bbb") / 3, choice_ll("a") / 1);
+  ASSERT_GT(choice_ll("a"), choice_ll("b"));
+  Task t;
+  t.name = "hand";
+  t.format = TaskFormat::kMultipleChoice;
+  t.items = {{"x", {"a", "bbb"}, 1, {}, 1},        // acc 0, acc_norm 1
+             {"x", {"bbb", "a"}, 1, {}, 2},        // acc 1, acc_norm 0
+             {"x", {"a", "b"}, 0, {}, 3},          // acc 1, acc_norm 1
+             {"x  ", {"bbb", "a", "b"}, 0, {}, 4}};  // trailing spaces move: acc 0, acc_norm 1
+  LlamaModel m = bigram_model();
+  const std::vector<LoglikelihoodRequest> reqs = task_requests(t, tokenizer());
+  ASSERT_EQ(reqs.size(), 9u);
+  EXPECT_EQ(reqs[1].context, (std::vector<int64_t>{1, kSpace, kX}));  // BOS, dummy prefix, "x"
+  EXPECT_EQ(reqs[1].continuation, (std::vector<int64_t>{kSpace, kB, kB, kB}));
+  EXPECT_EQ(reqs[6].context, (std::vector<int64_t>{1, kSpace, kX}));  // "x  ": spaces moved
+  EXPECT_EQ(reqs[6].continuation, (std::vector<int64_t>{kSpace, kSpace, kSpace, kB, kB, kB}));
+  const std::vector<LoglikelihoodResult> lls = loglikelihoods(m, reqs);
+  const std::vector<std::string> flat = {"a", "bbb", "bbb", "a", "a", "b", "bbb", "a", "b"};
+  for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(lls[i].loglikelihood, choice_ll(flat[i]), 1e-4) << i;
+  TaskResult r = score_task(t, lls);
+  EXPECT_EQ(r.n, 4);
+  EXPECT_DOUBLE_EQ(r.metric("acc").value, 0.5);
+  EXPECT_DOUBLE_EQ(r.metric("acc_norm").value, 0.75);
+  EXPECT_NEAR(r.metric("acc").std_error, std::sqrt(0.5 * 0.5 / 3), 1e-12);
+  EXPECT_NEAR(r.metric("acc_norm").std_error, std::sqrt(0.75 * 0.25 / 3), 1e-12);
+  EXPECT_NEAR(r.baseline, (0.5 + 0.5 + 0.5 + 1.0 / 3) / 4, 1e-12);
+  EXPECT_EQ(evaluate_task(m, tokenizer(), t).to_json()["metrics"]["acc_norm"]["value"], 0.75);
+}
+
+TEST(Tasks, HandMadeClozeEqualsHandComputedScores) {
+  // After 'x' the argmax is ' ', after ' ' it is 'a', after 'b' it is 'b', after 'a' token 0.
+  Task t;
+  t.name = "cloze";
+  t.format = TaskFormat::kLoglikelihood;
+  t.items = {{"x", {"a"}, 0, {}, 1},     // greedy: ' ' then 'a'
+             {"x", {"bb"}, 0, {}, 2},    // ' ' then 'b': not greedy
+             {"x", {"ab"}, 0, {}, 3},    // 'b' after 'a': not greedy
+             {"x", {"a"}, 0, {}, 4}};    // greedy again
+  TaskResult r = evaluate_task(bigram_model(), tokenizer(), t);
+  const double ll[] = {choice_ll("a"), choice_ll("bb"), choice_ll("ab"), choice_ll("a")};
+  const double mean = (ll[0] + ll[1] + ll[2] + ll[3]) / 4;
+  double ss = 0;
+  for (double v : ll) ss += (v - mean) * (v - mean);
+  EXPECT_DOUBLE_EQ(r.metric("acc").value, 0.5);
+  EXPECT_NEAR(r.metric("acc").std_error, std::sqrt(0.25 / 3), 1e-12);
+  EXPECT_NEAR(r.metric("loglikelihood").value, mean, 1e-4);
+  EXPECT_NEAR(r.metric("loglikelihood").std_error, std::sqrt(ss / 3) / 2, 1e-4);
+  EXPECT_NEAR(r.metric("perplexity").value, std::exp(-mean), std::exp(-mean) * 1e-5);
+  EXPECT_TRUE(r.to_json()["metrics"]["perplexity"]["stderr"].is_null());
+  EXPECT_DOUBLE_EQ(r.baseline, 0.5);  // "a" is half the targets
+  EXPECT_EQ(r.continuation_tokens, 2 + 3 + 3 + 2);
+}
+
+TEST(Tasks, StderrIsLmEvalMeanStderr) {
+  EXPECT_TRUE(std::isnan(mean_stderr({1.0})));
+  // lm_eval.api.metrics.mean_stderr([1, 0, 0]) = sqrt(((2/3)^2 + 2 (1/3)^2) / 2) / sqrt(3)
+  EXPECT_NEAR(mean_stderr({1, 0, 0}), std::sqrt((4.0 / 9 + 2.0 / 9) / 2) / std::sqrt(3.0), 1e-15);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Perplexity and bits per byte of uniform logits.
+
+TEST(Perplexity, AllZeroOutputWeightsGiveTheVocabularySizeAndBitsPerByte) {
+  LlamaModel m = bigram_model();
+  m.weights.lm_head = at::zeros_like(m.weights.lm_head);  // logits 0: uniform over V
+  // BOS " a b" " c" BOS " a": targets ' '(after BOS: 0 bytes) a b ' ' c BOS ' '(0) a -> 5 bytes.
+  const std::vector<int32_t> stream = {1, kSpace, kA, kB, kSpace, kC, 1, kSpace, kA};
+  TokenBytes tb = TokenBytes::from_tokenizer(tokenizer());
+  EvalOptions o;
+  o.show_progress = false;
+  o.token_bytes = &tb;
+  o.batch_size = 2;
+  EvalResult whole = evaluate(m, nullptr, {at::tensor(std::vector<int64_t>(stream.begin(), stream.end()),
+                                                      at::kLong).view({1, -1})}, o);
+  EvalResult slide = sliding_window_evaluate(m, &m, stream, /*context=*/4, /*stride=*/1, o);
+  for (const EvalResult& r : {whole, slide}) {
+    EXPECT_EQ(r.tokens, 8);
+    EXPECT_NEAR(r.perplexity, double(kV), 1e-3);
+    EXPECT_EQ(r.bytes, 5);
+    EXPECT_NEAR(r.bits_per_byte, 8 * std::log2(double(kV)) / 5, 1e-5);
+  }
+  EXPECT_EQ(slide.sequences, 6);  // windows start at 0..5 (the last one ends at 9)
+  EXPECT_NEAR(slide.kl_to_teacher, 0, 1e-6);
+  EXPECT_DOUBLE_EQ(slide.topk_overlap, 1.0);
+}
+
+TEST(Perplexity, BatchedSlidingWindowEqualsOneWindowAtATime) {
+  LlamaModel m = random_model(23), t = random_model(24);
+  std::vector<int64_t> s = ids(test::random_tokens(1, 61, 40, 7)[0]);
+  std::vector<int32_t> stream(s.begin(), s.end());
+  EvalOptions one, many;
+  one.show_progress = many.show_progress = false;
+  one.batch_size = 1;
+  many.batch_size = 4;
+  EvalResult a = sliding_window_evaluate(m, &t, stream, 16, 5, one);
+  EvalResult b = sliding_window_evaluate(m, &t, stream, 16, 5, many);
+  EXPECT_EQ(a.tokens, 60);
+  EXPECT_EQ(b.tokens, 60);
+  EXPECT_NEAR(a.mean_nll, b.mean_nll, 1e-6);
+  EXPECT_NEAR(a.kl_to_teacher, b.kl_to_teacher, 1e-6);
+  EXPECT_DOUBLE_EQ(a.topk_overlap, b.topk_overlap);
+  EXPECT_GT(a.kl_to_teacher, 0.01);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Task files.
+
+void write(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
+
+void expect_bad(const TempDir& d, const std::string& content, const std::string& where,
+                const std::string& needle) {
+  const fs::path p = d.path / "bad.jsonl";
+  write(p, content);
+  try {
+    read_task_file(p);
+    ADD_FAILURE() << "no error for: " << content;
+  } catch (const FormatError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(p.string() + where), std::string::npos) << m;
+    EXPECT_NE(m.find(needle), std::string::npos) << m;
+  }
+}
+
+TEST(TaskFile, RoundTripsAndBadLinesNameTheLine) {
+  TempDir d;
+  const std::string mc = "{\"format\": \"multiple_choice\", \"name\": \"t\"}\n";
+  const std::string good = R"({"context": "x", "choices": ["a", "b"], "gold": 1})" "\n";
+  expect_bad(d, mc + good + "\n{\"context\": \"x\", \"choices\": [\"a\"], \"gold\": 0}\n", ":4:",
+             "at least 2");
+  expect_bad(d, mc + good + R"({"context": "x", "choices": ["a", "b"], "gold": 2})", ":3:",
+             "'gold' is 2, outside [0, 2)");
+  expect_bad(d, mc + good + R"({"context": "x", "choices": ["a", "b"], "label": 0})", ":3:",
+             "unknown key 'label'");
+  expect_bad(d, mc + R"({"context": "x", "choices": ["a", "b"], "gold": 0, "format": "loglikelihood"})",
+             ":2:", "the header says \"multiple_choice\"");
+  expect_bad(d, mc + good + "{\"context\": \"x\", \"choices\": [\"a\", \"b\"], gold: 0}\n", ":3:",
+             "invalid JSON");
+  expect_bad(d, mc + R"({"context": "", "choices": ["a", "b"], "gold": 0})", ":2:", "'context' is empty");
+  expect_bad(d, mc + R"({"context": "x", "choices": ["a", ""], "gold": 0})", ":2:", "choice 1");
+  expect_bad(d, mc + R"({"context": "x", "choices": ["a", "b"], "gold": "0"})", ":2:", "integer");
+  expect_bad(d, "{\"format\": \"loglikelihood\"}\n{\"context\": \"x\", \"choices\": [\"a\"]}\n",
+             ":2:", "unknown key 'choices'");
+  expect_bad(d, "{\"format\": \"loglikelihood\"}\n{\"context\": \"x\"}\n", ":2:", "missing key 'target'");
+  expect_bad(d, "{\"name\": \"t\"}\n" + good, ":1:", "no 'format'");
+  expect_bad(d, "{\"format\": \"generate\"}\n" + good, ":1:", "expected \"multiple_choice\"");
+  expect_bad(d, mc, "", "a header but no items");
+  expect_bad(d, "", "", "empty file");
+
+  Task t;
+  t.name = "round";
+  t.format = TaskFormat::kLoglikelihood;
+  t.meta = {{"seed", 3}};
+  t.items = {{"Tom went to the", {"park"}, 0, "s0-1", 0}, {"\"Hi!\" said Sue to", {"Ann"}, 0, {}, 0}};
+  write_task_file(d.path / "round.jsonl", t);
+  Task back = read_task_file(d.path / "round.jsonl");
+  EXPECT_EQ(back.name, "round");
+  EXPECT_EQ(back.meta, t.meta);
+  ASSERT_EQ(back.items.size(), 2u);
+  EXPECT_EQ(back.items[1].context, t.items[1].context);
+  EXPECT_EQ(back.items[1].choices, t.items[1].choices);
+  EXPECT_EQ(back.items[0].id, "s0-1");
+  EXPECT_EQ(back.items[1].line, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// make-tasks.
+
+const std::vector<std::string> kStories = {
+    "Once upon a time, there was a girl named Lily. She liked to play with her red ball. "
+    "\"Look at me!\" said Lily. Her mom smiled at her.\n\nThe sun was warm and bright. They went "
+    "home together.",
+    "Tom had a big dog. The dog liked to run in the park. One day, the dog ran away! Tom looked "
+    "for the dog everywhere. He found it under a tree and they were happy. The end",
+    "A little bird sat on a branch. It sang a happy song every morning. The children heard the "
+    "bird and danced. \"What a nice song,\" said Ben. The bird sang again for them.",
+    "Sue and Max wanted to bake a cake. They put flour and eggs in a bowl. Max dropped an egg on "
+    "the floor. Sue laughed and helped him clean it up.",
+};
+
+TEST(MakeTasks, SentencesAndItems) {
+  const std::string& s = kStories[0];
+  std::vector<SentenceSpan> sp = split_sentences(s);
+  std::vector<std::string> got;
+  for (auto x : sp) got.push_back(s.substr(x.begin, x.end - x.begin));
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "Once upon a time, there was a girl named Lily.",
+                     "She liked to play with her red ball.", "\"Look at me!\" said Lily.",
+                     "Her mom smiled at her.", "The sun was warm and bright.",
+                     "They went home together."}));
+  EXPECT_EQ(split_sentences(kStories[1]).size(), 5u);  // "The end" has no full stop
+  EXPECT_FALSE(valid_utf8("a\xC3"));
+  EXPECT_FALSE(valid_utf8("\xED\xA0\x80"));  // a surrogate
+  EXPECT_TRUE(valid_utf8("caf\xC3\xA9"));
+
+  MakeTasksOptions o;
+  o.seed = 5;
+  o.num_choices = 3;
+  StoryTasks t = make_story_tasks(kStories, o);
+  EXPECT_EQ(t.stories, 4);
+  for (const TaskItem& it : t.cloze.items) {
+    const size_t story = std::stoul(it.id.get<std::string>().substr(1));
+    EXPECT_EQ(kStories[story].rfind(it.context + " " + it.choices[0], 0), 0u) << it.context;
+    EXPECT_NE(std::string(".!?\"").find(kStories[story][it.context.size() + 1 + it.choices[0].size()]),
+              std::string::npos);
+  }
+  // Every sentence-final word, counted by hand: Lily, ball, Lily, her, bright, together / dog,
+  // park, away, everywhere, happy / branch, morning, danced, Ben, them / cake, bowl, floor, up.
+  EXPECT_EQ(t.cloze.items.size(), 20u);
+  for (const TaskItem& it : t.story_ending.items) {
+    ASSERT_EQ(it.choices.size(), 3u);
+    const size_t story = std::stoul(it.id.get<std::string>().substr(1));
+    EXPECT_EQ(kStories[story].rfind(it.context, 0), 0u);
+    EXPECT_NE(kStories[story].find(it.choices[size_t(it.gold)], it.context.size()), std::string::npos);
+    for (size_t c = 0; c < 3; ++c)
+      if (int64_t(c) != it.gold) EXPECT_EQ(kStories[story].find(it.choices[c]), std::string::npos);
+  }
+  o.cloze_items = 3;
+  EXPECT_EQ(make_story_tasks(kStories, o).cloze.items.size(), 3u);
+  EXPECT_THROW(make_story_tasks({"No sentence here"}, o), ConfigError);
+}
+
+std::string slurp(const fs::path& p) { return read_file(p); }
+
+TEST(MakeTasks, DeterministicForASeed) {
+  MakeTasksOptions o;
+  o.seed = 9;
+  o.cloze_items = 6;
+  o.ending_items = 6;
+  TempDir d;
+  write_story_tasks(d.path / "a", make_story_tasks(kStories, o), nullptr);
+  write_story_tasks(d.path / "b", make_story_tasks(kStories, o), nullptr);
+  o.seed = 10;
+  write_story_tasks(d.path / "c", make_story_tasks(kStories, o), nullptr);
+  for (const char* f : {"cloze.jsonl", "story_ending.jsonl"}) {
+    EXPECT_EQ(slurp(d.path / "a" / f), slurp(d.path / "b" / f)) << f;
+    EXPECT_NE(slurp(d.path / "a" / f), slurp(d.path / "c" / f)) << f;
+    EXPECT_NO_THROW(read_task_file(d.path / "a" / f));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI: make-tasks from a token file, then eval of two models side by side.
+
+int run_cli(const std::string& args) {
+  const char* bin = std::getenv("AC_BIN");
+  std::string exe = bin ? bin : std::string(AC_BINARY_DIR) + "/autocompress";
+  return std::system(("AC_QUIET=1 " + exe + " " + args + " >/dev/null 2>&1").c_str());
+}
+
+TEST(Cli, MakeTasksThenEvalTwoModels) {
+  TempDir d;
+  const std::string D = d.path.string();
+  LlamaModel a = bigram_model(), b = bigram_model();
+  b.weights.lm_head = at::zeros_like(b.weights.lm_head);
+  save_checkpoint_atomic(d.path / "a", a);
+  save_checkpoint_atomic(d.path / "b", b);
+  write_tokenizer(d.path / "a");
+  write_tokenizer(d.path / "b");
+  std::vector<int32_t> stream;
+  for (const std::string& s : kStories)
+    for (int64_t id : tokenizer().encode(s, /*bos=*/true)) stream.push_back(int32_t(id));
+  write_token_file(d.path / "held.tokens", stream, kV);
+  for (const char* out : {"t1", "t2"})
+    ASSERT_EQ(run_cli(fmt::format("make-tasks --model {0}/a --data {0}/held.tokens --out {0}/{1} "
+                                  "--seed 4 --choices 3", D, out)), 0);
+  for (const char* f : {"cloze.jsonl", "story_ending.jsonl"})
+    EXPECT_EQ(slurp(d.path / "t1" / f), slurp(d.path / "t2" / f)) << f;
+  Task ending = read_task_file(d.path / "t1" / "story_ending.jsonl");
+  EXPECT_EQ(ending.meta["seed"], 4);
+  EXPECT_EQ(ending.meta["stories"], 4);
+
+  ASSERT_EQ(run_cli(fmt::format("eval --model {0}/a --model {0}/b --teacher {0}/a --data "
+                                "{0}/held.tokens --seq-len 32 --tasks {0}/t1/cloze.jsonl --tasks "
+                                "{0}/t1/story_ending.jsonl --json {0}/eval.json", D)), 0);
+  nlohmann::json j = read_json_file(d.path / "eval.json");
+  ASSERT_EQ(j["models"].size(), 2u);
+  const nlohmann::json& jb = j["models"][1];
+  EXPECT_NEAR(jb["eval"]["perplexity"].get<double>(), double(kV), 1e-2);  // uniform
+  EXPECT_TRUE(jb["eval"].contains("bits_per_byte"));
+  ASSERT_EQ(jb["tasks"].size(), 2u);
+  EXPECT_EQ(jb["tasks"][0]["task"], "cloze");
+  EXPECT_NEAR(jb["tasks"][0]["metrics"]["loglikelihood"]["value"].get<double>(),
+              -std::log(double(kV)) * jb["tasks"][0]["continuation_tokens"].get<double>() /
+                  jb["tasks"][0]["n"].get<double>(), 1e-3);
+  TaskResult direct = evaluate_task(a, tokenizer(), ending);
+  EXPECT_NEAR(j["models"][0]["tasks"][1]["metrics"]["acc"]["value"].get<double>(),
+              direct.metric("acc").value, 1e-12);
+  EXPECT_NE(run_cli(fmt::format("eval --model {0}/a --tasks {0}/missing.jsonl", D)), 0);
+}
+
+TEST(StoryTasksStage, WritesTasksScoresBothModelsAndRendersATable) {
+  TempDir d;
+  write_tokenizer(d.path);
+  LlamaModel teacher = bigram_model(), student = bigram_model();
+  student.weights.lm_head = at::zeros_like(student.weights.lm_head);
+  std::vector<int32_t> held;
+  for (const std::string& s : kStories)
+    for (int64_t id : tokenizer().encode(s, /*bos=*/true)) held.push_back(int32_t(id));
+  StoryTasksStageOptions o;
+  o.teacher_dir = d.path;
+  o.seed = 3;
+  o.max_items = 5;
+  o.out_dir = d.path / "tasks";
+  nlohmann::json j = run_story_tasks_stage(teacher, student, held, o);
+  ASSERT_FALSE(j.contains("skipped")) << j.dump();
+  EXPECT_EQ(j["files"], nlohmann::json({"tasks/cloze.jsonl", "tasks/story_ending.jsonl"}));
+  EXPECT_EQ(read_task_file(d.path / "tasks" / "cloze.jsonl").items.size(), 5u);
+  ASSERT_EQ(j["compressed"].size(), 2u);
+  EXPECT_EQ(j["compressed"][0]["n"], 5);
+  // The student is uniform: every target token has log-probability -ln V.
+  EXPECT_NEAR(j["compressed"][0]["metrics"]["loglikelihood"]["value"].get<double>(),
+              -std::log(double(kV)) * j["compressed"][0]["continuation_tokens"].get<double>() / 5,
+              1e-3);
+  const std::string md = render_story_tasks_md(j);
+  EXPECT_NE(md.find("| cloze | acc | 5 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| story_ending | acc_norm | 5 |"), std::string::npos) << md;
+  o.max_items = 0;
+  EXPECT_TRUE(run_story_tasks_stage(teacher, student, held, o).contains("skipped"));
+  EXPECT_NE(render_story_tasks_md({{"skipped", "x"}}).find("Skipped: x"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ac
