@@ -29,6 +29,7 @@
 #include "model/finite.h"
 #include "prune/arch.h"
 #include "test_util.h"
+#include "tokenizer_fixture.h"
 
 namespace ac {
 namespace {
@@ -65,24 +66,7 @@ LlamaModel tiny_model(uint64_t seed = 1) {
   return m;
 }
 
-/// tokenizer.bin bytes with `vocab` tokens: specials, 256 byte tokens "<0xNN>", " ", fillers.
-std::string tokenizer_bytes(int64_t vocab) {
-  std::string out;
-  auto put = [&](const void* q, size_t n) { out.append(static_cast<const char*>(q), n); };
-  const int32_t max_len = 8;
-  put(&max_len, 4);
-  for (int64_t id = 0; id < vocab; ++id) {
-    const std::string piece = id == 0 ? "<unk>" : id == 1 ? "<s>" : id == 2 ? "</s>"
-                            : id < 259 ? fmt::format("<0x{:02X}>", id - 3)
-                            : id == 259 ? " " : fmt::format("p{}", id);
-    const float score = -float(id);
-    const int32_t len = int32_t(piece.size());
-    put(&score, 4);
-    put(&len, 4);
-    put(piece.data(), piece.size());
-  }
-  return out;
-}
+using test::tokenizer_bytes;
 
 /// A llama2.c model.bin for `h`: the header, then deterministic floats of the implied size.
 std::string llama2c_bytes(const Llama2cHeader& h) {

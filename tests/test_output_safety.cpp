@@ -15,6 +15,7 @@
 #include "io/llama2c.h"
 #include "io/llama2c_header.h"
 #include "test_util.h"
+#include "tokenizer_fixture.h"
 
 namespace ac {
 namespace {
@@ -53,20 +54,7 @@ void write_llama2c(const fs::path& model, const fs::path& tok, float fill) {
     b.append(reinterpret_cast<const char*>(&x), 4);
   }
   write_bytes(model, b);
-  std::string t;
-  auto put = [&](const void* q, size_t n) { t.append(static_cast<const char*>(q), n); };
-  const int32_t max_len = 8;
-  put(&max_len, 4);
-  for (int64_t id = 0; id < 300; ++id) {
-    const std::string piece = id == 0 ? "<unk>" : id == 1 ? "<s>" : id == 2 ? "</s>"
-                            : id < 259 ? fmt::format("<0x{:02X}>", id - 3)
-                            : id == 259 ? " " : fmt::format("p{}", id);
-    const float score = -float(id);
-    const int32_t len = int32_t(piece.size());
-    put(&score, 4);
-    put(&len, 4);
-    put(piece.data(), piece.size());
-  }
+  const std::string t = test::tokenizer_bytes(300);
   write_bytes(tok, t);
 }
 
