@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <c10/core/InferenceMode.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -126,7 +127,7 @@ int run(int argc, char** argv) {
       double t0 = now_s();
       at::Tensor tl;
       {
-        at::NoGradGuard ng;
+        c10::InferenceMode no_autograd;  // as the trainer (distill.cpp)
         tl = teacher.forward(tokens);
       }
       double t1 = now_s();

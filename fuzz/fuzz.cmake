@@ -18,7 +18,8 @@ set(AC_FUZZ_PARSER_SOURCES
   src/model/config.cpp src/prune/arch.cpp
   src/export/gguf_format.cpp
   src/hardware/scenario.cpp src/hardware/device.cpp src/hardware/engine.cpp
-  src/hardware/data_dir.cpp src/hardware/profile_json.cpp)
+  src/hardware/data_dir.cpp src/hardware/profile_json.cpp src/hardware/correction.cpp
+  src/hardware/granularity.cpp)
 # -O1 -g: fast enough, readable stacks. -fno-sanitize-recover: a UBSan report aborts the run, so
 # libFuzzer records it as a crash with its input.
 set(AC_FUZZ_COMPILE_FLAGS -O1 -g -fno-omit-frame-pointer

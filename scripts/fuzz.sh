@@ -9,7 +9,12 @@
 # or out-of-memory (2 GiB) stops that target, leaves its input in build-fuzz/crashes/TARGET/ and
 # makes the script fail; replay it with `build-fuzz/fuzz_TARGET FILE`. Prints one line per
 # target: seconds, executions, executions/s, corpus size, result. AC_FUZZ_FORK=N runs N worker
-# processes per target (libFuzzer -fork=N: N cores, N times the CPU time). docs/fuzzing.md.
+# processes per target (libFuzzer -fork=N: N cores, N times the CPU time).
+# AC_FUZZ_CLOCK=cpu counts SECONDS as CPU time of the fuzzer, not wall time (for long runs at low
+# priority beside other work): the fuzzer is interrupted (SIGINT; it prints its final stats) once
+# its CPU time reaches SECONDS, and its per-input timeout is AC_FUZZ_TIMEOUT (default 10 s wall;
+# raise it when the fuzzer can be starved by other processes). Not with AC_FUZZ_FORK.
+# docs/fuzzing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -41,12 +46,29 @@ for t in "${targets[@]}"; do
   set +e
   fork=()
   [ -n "${AC_FUZZ_FORK:-}" ] && fork=(-fork="$AC_FUZZ_FORK")
-  "$exe" "build-fuzz/corpus/$t" "build-fuzz/seeds/$t" -max_total_time="$secs" -timeout=10 \
-    -rss_limit_mb=2048 -malloc_limit_mb=2048 -use_value_profile=1 -print_final_stats=1 \
-    "${fork[@]}" -artifact_prefix="build-fuzz/crashes/$t/" >"$log" 2>&1
-  rc=$?
+  args=("build-fuzz/corpus/$t" "build-fuzz/seeds/$t" -timeout="${AC_FUZZ_TIMEOUT:-10}"
+    -rss_limit_mb=2048 -malloc_limit_mb=2048 -use_value_profile=1 -print_final_stats=1
+    "${fork[@]}" -artifact_prefix="build-fuzz/crashes/$t/")
+  if [ "${AC_FUZZ_CLOCK:-wall}" = cpu ]; then
+    [ -z "${AC_FUZZ_FORK:-}" ] || { echo "AC_FUZZ_CLOCK=cpu does not work with AC_FUZZ_FORK" >&2; exit 2; }
+    "$exe" "${args[@]}" -max_total_time=0 >"$log" 2>&1 &
+    pid=$!
+    tick=$(getconf CLK_TCK)
+    while kill -0 "$pid" 2>/dev/null; do  # utime + stime (fields 14, 15 of /proc/PID/stat)
+      cpu=$(awk -v t="$tick" '{sub(/^.*\) /, ""); print int(($12 + $13) / t)}' /proc/$pid/stat 2>/dev/null || echo 0)
+      if ((cpu >= secs)); then kill -INT "$pid" 2>/dev/null || true; break; fi
+      sleep 5
+    done
+    wait "$pid"
+    rc=$?
+    ((rc == 72)) && rc=0  # libFuzzer's exit code after SIGINT (-interrupted_exitcode)
+    took=$cpu
+  else
+    "$exe" "${args[@]}" -max_total_time="$secs" >"$log" 2>&1
+    rc=$?
+    took=$(( $(date +%s) - start ))
+  fi
   set -e
-  took=$(( $(date +%s) - start ))
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
   speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
   if [ -z "$runs" ]; then  # fork mode: the last status line "#RUNS: cov: ..."

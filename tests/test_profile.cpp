@@ -82,6 +82,8 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
   o.min_width = 16;
   o.progress = false;
   o.calibrate = true;
+  o.calibration_models = 2;
+  o.calibration_repeats = 1;
   Profile p = run_profile({c}, w, o);
   // Widths: D 16, H*Hd 32, G*Hd 16, F 24, and the ladder 16, 24, 32 -> {16, 24, 32}.
   EXPECT_EQ(width_ladder({c}, 16), (std::vector<int64_t>{16, 24, 32}));
@@ -102,7 +104,10 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
   EXPECT_DOUBLE_EQ(p.table("gemm").lookup({double(g.dims[0]), double(g.dims[1]), double(g.dims[2])}),
                    g.median_ms);
   EXPECT_EQ(p.table("step").entries.size(), 2u);  // T = 8 (prefill) and 1 (decode)
-  EXPECT_EQ(p.calibration.models, 1);
+  EXPECT_TRUE(p.correction.fitted);
+  EXPECT_EQ(p.correction.fit.models, 3);  // the shape and two random prunes
+  EXPECT_EQ(p.tables.count("gemm_width_scan"), 0u);  // widths below 256: no scan anchors
+  EXPECT_EQ(p.width_granularity, 0);
   EXPECT_EQ(p.identity.cores, cpu_cores());
   EXPECT_GT(p.memory_bandwidth_bytes_per_s, 0);
   EXPECT_NO_THROW(check_profile_is_this_cpu(p));

@@ -24,6 +24,7 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--distill-batch", o->distill_batch, "distillation batch size")->capture_default_str();
   s->add_option("--task-items", o->task_items, "items per in-domain task (cloze, story ending; 0 = none)")->capture_default_str();
   s->add_option("--distill-lr", o->distill_lr, "distillation peak learning rate")->capture_default_str();
+  s->add_option("--distill-hidden-loss-weight", o->distill_hidden_loss_weight, "hidden-state loss weight between mapped layers (0 = off)")->capture_default_str();
   s->add_option("--safety-margin", o->safety_margin, "search against limits x (1 - margin)")->capture_default_str();
   s->add_flag("--allow-nonfinite", o->allow_nonfinite, "run even if the teacher has NaN/Inf weights (refused by default)");
   s->callback([o, model, out, profile] {

@@ -17,12 +17,15 @@
 #include "io/checkpoint.h"
 #include "io/tokenizer.h"
 #include "model/finite.h"
+#include "prune/pruning_map.h"
 
 namespace ac::cli {
 namespace {
 
 struct DistillArgs {
   std::string teacher, student, data, out, state_dir;
+  std::string pruning_map;  // default: STUDENT/pruning_map.json
+  bool hidden_plain_mse = false;
   std::string init_method;
   int world_size = 1, rank = 0;
   double rendezvous_timeout_s = 300;
@@ -51,6 +54,9 @@ void write_output(const DistillArgs& a, const LlamaModel& student, const Distill
   StagingDir staging(a.out);
   save_checkpoint(staging.path(), student, /*tokenizer_from=*/a.student);
   fs::copy_file(a.opt.log_path, staging.path() / "distill_log.csv");
+  // The distilled model is still the teacher's slice: keep the map beside it.
+  if (fs::path map = fs::path(a.student) / kPruningMapFile; fs::exists(map))
+    fs::copy_file(map, staging.path() / kPruningMapFile);
   double last = r.loss_curve.empty() ? NAN : r.loss_curve.back();
   nlohmann::json j = {{"teacher", a.teacher},        {"student", a.student},
                       {"data", a.data},              {"steps", r.steps_done},
@@ -61,6 +67,8 @@ void write_output(const DistillArgs& a, const LlamaModel& student, const Distill
                       {"grad_accum", a.opt.grad_accum}, {"lr", a.opt.lr},
                       {"min_lr", a.opt.min_lr},      {"temperature", a.opt.temperature},
                       {"ce_weight", a.opt.ce_weight}, {"seed", a.opt.seed},
+                      {"hidden_loss_weight", a.opt.hidden_loss_weight},
+                      {"hidden_loss_normalize", a.opt.hidden_loss_normalize},
                       {"world_size", a.world_size},  {"restores", r.restores},
                       {"lr_scale", r.lr_scale},      {"shared_vocab", a.opt.shared_vocab}};
   write_json_file(staging.path() / "distill.json", j);
@@ -78,6 +86,15 @@ void run(DistillArgs& a) {
   }
   if (teacher.config.vocab_size != student.config.vocab_size)
     a.opt.shared_vocab = shared_vocab_size(a, teacher, student);
+  if (a.opt.hidden_loss_weight > 0) {  // refused here, with the file name, before any state
+    fs::path map_file = a.pruning_map.empty() ? fs::path(a.student) / kPruningMapFile
+                                              : fs::path(a.pruning_map);
+    a.opt.hidden_map = read_pruning_map(map_file);
+    check_pruning_map(*a.opt.hidden_map, teacher.config, student.config,
+                      fmt::format("{} (teacher {}, student {})", map_file.string(), a.teacher,
+                                  a.student));
+    a.opt.hidden_loss_normalize = !a.hidden_plain_mse;
+  }
   std::unique_ptr<DataParallel> parallel;
   if (a.world_size > 1) {
     if (a.init_method.empty())
@@ -135,6 +152,14 @@ RegisterCommand reg(70, [](CLI::App& app) {
   s->add_option("--temperature", o.temperature, "KL temperature")->capture_default_str();
   s->add_option("--ce-weight", o.ce_weight, "Weight of next-token CE in the loss")
       ->capture_default_str();
+  s->add_option("--hidden-loss-weight", o.hidden_loss_weight,
+                "Weight of the hidden-state loss between mapped layers (0 = off); needs the "
+                "student's pruning_map.json")
+      ->capture_default_str();
+  s->add_option("--pruning-map", a->pruning_map,
+                "pruning_map.json of the student (default STUDENT/pruning_map.json)");
+  s->add_flag("--hidden-loss-plain-mse", a->hidden_plain_mse,
+              "Hidden-state loss as plain MSE (default: MSE / teacher variance per layer)");
   s->add_option("--checkpoint-every", o.checkpoint_every, "Steps between state saves")
       ->capture_default_str();
   s->add_option("--seed", o.seed, "Data order seed")->capture_default_str();

@@ -13,7 +13,8 @@ struct ProfileArgs {
   std::string device = "cpu", scenario = "cpu-local", out = "profile.json";
   std::vector<std::string> models;
   bool calibrate = false;
-  int min_repeats = 7;
+  int min_repeats = 7, calibration_models = 12, calibration_repeats = 3;
+  uint64_t calibration_seed = 0xCA1B;
 };
 
 void run(const ProfileArgs& a) {
@@ -34,6 +35,9 @@ void run(const ProfileArgs& a) {
   ac::ProfileOptions opt;
   opt.calibrate = a.calibrate;
   opt.min_repeats = a.min_repeats;
+  opt.calibration_models = a.calibration_models;
+  opt.calibration_repeats = a.calibration_repeats;
+  opt.calibration_seed = a.calibration_seed;
   ac::Profile p = ac::run_profile(shapes, s.workload, opt);
   ac::save_profile(a.out, p);
   std::printf("profile of %s (%d threads) for %s: %zu tables, %.1f s, GEMM peak %.1f GFLOP/s, "
@@ -41,6 +45,16 @@ void run(const ProfileArgs& a) {
               p.identity.cpu_model.c_str(), p.identity.threads, s.name.c_str(), p.tables.size(),
               p.elapsed_s, p.gemm_peak_flops / 1e9, p.memory_bandwidth_bytes_per_s / 1e9,
               a.out.c_str());
+  if (p.width_granularity > 0)
+    std::printf("width granularity %lld (hardware/granularity.h)\n", (long long)p.width_granularity);
+  if (p.correction.fitted) {
+    const ac::CorrectionFit& f = p.correction.fit;
+    std::printf("correction fitted on %d calibration architectures (seed %llu, %.1f s): MAPE "
+                "TTFT %.2f%% (leave-one-out %.2f%%, uncorrected %.2f%%), TPOT %.2f%% "
+                "(leave-one-out %.2f%%, uncorrected %.2f%%)\n",
+                f.models, (unsigned long long)f.seed, f.elapsed_s, f.mape_ttft, f.loo_mape_ttft,
+                f.uncorrected_mape_ttft, f.mape_tpot, f.loo_mape_tpot, f.uncorrected_mape_tpot);
+  }
 }
 
 ac::cli::RegisterCommand reg(30, [](CLI::App& app) {
@@ -51,8 +65,13 @@ ac::cli::RegisterCommand reg(30, [](CLI::App& app) {
   s->add_option("--model", a->models, "architecture(s) of interest: checkpoint folder, config.json "
                                       "or llama2.c model.bin (default: stories15M's shape)");
   s->add_option("--out", a->out, "profile JSON to write")->capture_default_str();
-  s->add_flag("--calibrate", a->calibrate, "add the mean residual of real forwards of the models "
-                                           "(use on a quiet machine only)");
+  s->add_flag("--calibrate", a->calibrate, "fit the latency correction on real forwards of "
+                                           "calibration architectures (quiet machine only)");
+  s->add_option("--calibration-models", a->calibration_models, "random calibration prunes "
+                                                              "(besides the models)")->capture_default_str();
+  s->add_option("--calibration-seed", a->calibration_seed, "their seed (validate's default is 1)")->capture_default_str();
+  s->add_option("--calibration-repeats", a->calibration_repeats, "measured runs per calibration "
+                                                                "architecture")->capture_default_str();
   s->add_option("--min-repeats", a->min_repeats, "timed calls per shape, at least")->capture_default_str();
   s->callback([a] { run(*a); });
 });

@@ -1,5 +1,6 @@
 // `autocompress prune`: slice a checkpoint down to arch.json using importance scores
-// (prune/prune.h), written as a new checkpoint folder (atomically).
+// (prune/prune.h), written as a new checkpoint folder (atomically) with pruning_map.json
+// (prune/pruning_map.h: which teacher channels and layers the student kept).
 #include <fmt/format.h>
 
 #include "cli/command.h"
@@ -9,6 +10,7 @@
 #include "prune/arch.h"
 #include "prune/depth.h"
 #include "prune/prune.h"
+#include "prune/pruning_map.h"
 
 namespace ac::cli {
 namespace {
@@ -23,11 +25,18 @@ void run(const PruneArgs& a) {
   LlamaModel m = load_checkpoint(a.model);
   Importance imp = load_importance(a.importance);
   ModelConfig target = read_arch(a.arch);
-  LlamaModel pruned = prune_model(m, imp, target);
+  PrunePlan plan = plan_pruning(m.config, imp, target);
+  LlamaModel pruned = apply_plan(m, plan);
   // A block whose attention and FFN are both removed is the identity: drop it (as `compress`
   // does) unless asked to keep the parent's layer numbering.
   if (!a.keep_removed_blocks) pruned = drop_removed_blocks(pruned);
-  save_checkpoint_atomic(a.out, pruned, a.model);
+  // The checkpoint and pruning_map.json (for distill's hidden-state loss) appear together.
+  PruningMap map = pruning_map_from_plan(m.config, plan, !a.keep_removed_blocks);
+  check_pruning_map(map, m.config, pruned.config, kPruningMapFile);
+  StagingDir staging(a.out);
+  save_checkpoint(staging.path(), pruned, a.model);
+  write_pruning_map(staging.path() / kPruningMapFile, map);
+  staging.commit();
   log_info(fmt::format("[prune] {} ({} parameters) -> {} ({} parameters) in {}",
                        describe(m.config), m.config.num_parameters(), describe(pruned.config),
                        pruned.config.num_parameters(), a.out));

@@ -5,6 +5,7 @@
 #include "common/runtime.h"
 #include "data/dataset.h"
 #include "hardware/cost_model.h"
+#include "hardware/granularity.h"
 #include "hardware/measure.h"
 #include "hardware/profile.h"
 #include "io/checkpoint.h"
@@ -32,7 +33,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--seq-len", a->seq_len, "tokens per calibration window (minitron ranking, KL after pruning)")->capture_default_str();
   s->add_option("--batches", a->batches, "calibration batches of 8 windows for minitron's ranking and the KL after pruning")->capture_default_str();
   s->add_option("--safety-margin", st.safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
-  s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods)")->capture_default_str();
+  CLI::Option* gran = s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods; default: the profile's derived granularity, else the device's)");
   s->add_option("--steps", d.steps, "autocompress: optimisation steps at most")->capture_default_str();
   s->add_option("--search-batch", st.autocompress_batch_size, "autocompress: windows per step")->capture_default_str();
   s->add_option("--search-seq-len", st.autocompress_seq_len, "autocompress: tokens per window")->capture_default_str();
@@ -43,17 +44,24 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--cost-weight", d.cost_weight, "autocompress: weight of the Lagrangian cost term (0 = distillation loss only)")->capture_default_str();
   s->add_option("--straight-through", d.straight_through, "autocompress: hard one-hot Gumbel samples in the forward pass (true) or soft ones (false)")->capture_default_str();
   s->add_option("--init-full-logit", d.init_full_logit, "autocompress: initial logit of the parent's option")->capture_default_str();
-  s->callback([a] {
+  s->add_option("--importance-init", d.importance_init, "autocompress: initial logits also lowered by this x the importance each option gives up (0 = off)")->capture_default_str();
+  s->add_option("--rank-batches", d.rank_batches, "autocompress: search batches per KL evaluation of the ranked candidates and the refinement (0 = argmax + repair only)")->capture_default_str();
+  s->add_option("--max-ranked", d.max_ranked, "autocompress: candidates ranked by KL at most")->capture_default_str();
+  s->add_option("--refine-evaluations", d.refine_evaluations, "autocompress: KL evaluations of the local search after the ranking")->capture_default_str();
+  s->callback([a, gran] {
     ac::init_torch_threads();
     ac::check_not_overwriting_inputs({a->model, a->importance, a->profile, a->data}, a->out,
                                      "search");
-    a->settings.minitron.width_granularity = a->settings.autocompress.space.width_granularity;
     a->settings.minitron_batches = a->batches;
     ac::LlamaModel teacher = ac::load_checkpoint(a->model);
     ac::Scenario scenario = ac::find_scenario(a->scenario);
     std::optional<ac::Profile> profile;
     if (!a->profile.empty()) profile = ac::load_profile(a->profile);
     const ac::Profile* p = profile ? &*profile : nullptr;
+    if (gran->count() == 0)
+      a->settings.autocompress.space.width_granularity =
+          ac::width_granularity_for(p, scenario.device_spec);
+    a->settings.minitron.width_granularity = a->settings.autocompress.space.width_granularity;
     ac::Limits limits = scenario.limits;
     if (limits.has_relative()) {
       // As in compress: the search compares predictions with predictions, so relative limits

@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "common/error.h"
 #include "common/json_io.h"
+#include "hardware/calibration.h"
 #include "hardware/validate.h"
 
 namespace {
@@ -29,8 +30,20 @@ void run(const ValidateArgs& a) {
   }
   ac::ValidationReport rep = ac::validate_native(archs, s, p, a.repeats);
   std::printf("%s", rep.table().c_str());
+  // The correction must be judged on architectures it was not fitted on.
+  const int overlap = p.correction.fitted ? ac::correction_overlap(p.correction, archs) : 0;
+  if (p.correction.fitted)
+    std::printf("latency correction fitted on %d calibration architectures (seed %llu); of these "
+                "%zu validation architectures, %d %s among them%s\n",
+                p.correction.fit.models, (unsigned long long)p.correction.fit.seed, archs.size(),
+                overlap, overlap == 1 ? "is" : "are",
+                overlap ? " (not an independent check: use another --seed)" : " (disjoint)");
+  else
+    std::printf("no latency correction in the profile (bare table sums)\n");
   if (!a.out.empty()) {
     ac::json j = rep.to_json();
+    j["correction_fitted"] = p.correction.fitted;
+    j["calibration_overlap"] = overlap;
     j["scenario"] = s.name;
     j["profile"] = a.profile;
     ac::write_json_file(a.out, j);

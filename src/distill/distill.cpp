@@ -1,5 +1,6 @@
 #include "distill/distill.h"
 
+#include <c10/core/InferenceMode.h>
 #include <torch/torch.h>
 
 #include <csignal>
@@ -12,6 +13,7 @@
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "distill/data_parallel.h"
+#include "distill/hidden_loss.h"
 #include "distill/loss.h"
 #include "model/finite.h"
 
@@ -53,7 +55,8 @@ class SignalScope {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
-constexpr int kRecordFields = 9;  // StepRecord as a row of doubles in the state file
+constexpr int kRecordFields = 10;  // StepRecord as a row of doubles in the state file
+constexpr int kRecordFieldsV1 = 9;  // states written before the hidden-state loss (no `hidden`)
 
 }  // namespace
 
@@ -78,7 +81,16 @@ json fingerprint(const DistillOptions& o, int64_t total_steps, int64_t num_param
               {"temperature", o.temperature},   {"ce_weight", o.ce_weight},
               {"beta1", o.beta1},               {"beta2", o.beta2},
               {"adam_eps", o.adam_eps},         {"total_steps", total_steps},
-              {"num_params", num_params}};
+              {"num_params", num_params},
+              {"hidden_loss_weight", o.hidden_loss_weight},
+              {"hidden_loss_normalize", o.hidden_loss_normalize}};
+}
+
+/// The value an option had in states saved before it existed (the behaviour then).
+json legacy_option(const std::string& key) {
+  if (key == "hidden_loss_weight") return 0.0;
+  if (key == "hidden_loss_normalize") return true;
+  return nullptr;
 }
 
 at::Tensor records_to_tensor(const std::vector<StepRecord>& rs) {
@@ -87,7 +99,7 @@ at::Tensor records_to_tensor(const std::vector<StepRecord>& rs) {
   for (size_t i = 0; i < rs.size(); ++i) {
     const StepRecord& r = rs[i];
     double row[kRecordFields] = {double(r.step), double(r.tokens), r.loss, r.kl, r.ce, r.lr,
-                                 r.grad_norm, r.tokens_per_s, r.skipped ? 1.0 : 0.0};
+                                 r.grad_norm, r.tokens_per_s, r.skipped ? 1.0 : 0.0, r.hidden};
     for (int j = 0; j < kRecordFields; ++j) a[int64_t(i)][j] = row[j];
   }
   return t;
@@ -98,17 +110,28 @@ std::vector<StepRecord> records_from_tensor(const at::Tensor& t) {
   auto a = t.accessor<double, 2>();
   for (size_t i = 0; i < rs.size(); ++i) {
     auto row = a[int64_t(i)];
-    rs[i] = StepRecord{int64_t(row[0]), int64_t(row[1]), row[2], row[3], row[4],
-                       row[5],          row[6],          row[7], row[8] != 0};
+    StepRecord& r = rs[i];
+    r.step = int64_t(row[0]);
+    r.tokens = int64_t(row[1]);
+    r.loss = row[2];
+    r.kl = row[3];
+    r.ce = row[4];
+    r.lr = row[5];
+    r.grad_norm = row[6];
+    r.tokens_per_s = row[7];
+    r.skipped = row[8] != 0;
+    r.hidden = t.size(1) > kRecordFieldsV1 ? row[9] : NAN;
   }
   return rs;
 }
 
 std::string csv_row(const StepRecord& r) {
-  return fmt::format("{},{},{:.8g},{:.8g},{:.8g},{:.8g},{:.8g},{:.1f},{}\n", r.step, r.tokens,
-                     r.loss, r.kl, r.ce, r.lr, r.grad_norm, r.tokens_per_s, r.skipped ? 1 : 0);
+  return fmt::format("{},{},{:.8g},{:.8g},{:.8g},{:.8g},{:.8g},{:.1f},{},{:.8g}\n", r.step,
+                     r.tokens, r.loss, r.kl, r.ce, r.lr, r.grad_norm, r.tokens_per_s,
+                     r.skipped ? 1 : 0, r.hidden);
 }
-constexpr const char* kCsvHeader = "step,tokens,loss,kl,ce,lr,grad_norm,tokens_per_s,skipped\n";
+constexpr const char* kCsvHeader =
+    "step,tokens,loss,kl,ce,lr,grad_norm,tokens_per_s,skipped,hidden\n";
 
 class Trainer {
  public:
@@ -192,6 +215,16 @@ void Trainer::check_inputs() const {
     throw ConfigError(msg(where, "teacher and student share weights; clone the student first"));
   data_.check_vocab(o.shared_vocab > 0 ? o.shared_vocab : vs, where,
                     o.shared_vocab > 0 ? "shared vocabulary" : "student");
+  if (!(o.hidden_loss_weight >= 0) || !std::isfinite(o.hidden_loss_weight))
+    throw ConfigError(msg(where, "hidden_loss_weight must be finite and >= 0, found {}",
+                          o.hidden_loss_weight));
+  if (o.hidden_loss_weight > 0) {
+    if (!o.hidden_map)
+      throw ConfigError(msg(where, "hidden_loss_weight {} needs the pruning map (student -> "
+                            "teacher layers and kept channels; pruning_map.json from `prune`)",
+                            o.hidden_loss_weight));
+    check_pruning_map(*o.hidden_map, teacher_.config, student_.config, "the pruning map");
+  }
   if (o.batch_size % world_size() != 0)
     throw ConfigError(msg(where, "batch_size {} does not split over {} data-parallel ranks",
                           o.batch_size, world_size()));
@@ -229,21 +262,34 @@ StepRecord Trainer::train_step(int64_t step) {
   optim_->zero_grad();
   const int64_t world = world_size(), rank = opt_.parallel ? opt_.parallel->rank() : 0;
   const int64_t shard = opt_.batch_size / world;
-  double loss = 0, kl = 0, ce = 0;
+  double loss = 0, kl = 0, ce = 0, hidden = 0;
+  const bool use_hidden = opt_.hidden_loss_weight > 0;
   for (int64_t micro = 0; micro < opt_.grad_accum; ++micro) {
     at::Tensor tokens = data_.batch(step * opt_.grad_accum + micro, opt_.batch_size,
                                     opt_.seq_len, opt_.seed);  // [B, T]
     if (world > 1) tokens = tokens.narrow(0, rank * shard, shard).contiguous();  // [B/W, T]
-    at::Tensor teacher_logits;
-    {
-      at::NoGradGuard no_grad;
-      teacher_logits = teacher_.forward(tokens);  // [B, T, V]
+    at::Tensor teacher_logits, student_logits, hidden_loss;  // [B, T, V], [B, T, V], []
+    if (use_hidden) {
+      HiddenForward f = forward_with_hidden_loss(teacher_, student_, tokens, *opt_.hidden_map,
+                                                 /*keep=*/{}, opt_.hidden_loss_normalize);
+      teacher_logits = f.teacher_logits;
+      student_logits = f.student_logits;
+      hidden_loss = f.loss;
+    } else {
+      {
+        c10::InferenceMode no_autograd;  // lighter than NoGradGuard: no version counters
+        teacher_logits = teacher_.forward(tokens);
+      }
+      student_logits = student_.forward(tokens);
     }
-    at::Tensor student_logits = student_.forward(tokens);  // [B, T, V]
     if (teacher_logits.size(-1) != vocab_) teacher_logits = teacher_logits.narrow(-1, 0, vocab_);
     if (student_logits.size(-1) != vocab_) student_logits = student_logits.narrow(-1, 0, vocab_);
     DistillLoss l = distill_loss(teacher_logits, student_logits, tokens, {}, opt_.temperature,
                                  opt_.ce_weight);
+    if (use_hidden) {
+      l.loss = l.loss + hidden_loss * opt_.hidden_loss_weight;
+      hidden += hidden_loss.item<double>();
+    }
     (l.loss / double(opt_.grad_accum)).backward();
     loss += l.loss.item<double>();
     kl += l.kl.item<double>();
@@ -260,12 +306,14 @@ StepRecord Trainer::train_step(int64_t step) {
       loss = opt_.parallel->allreduce_sum(loss) / double(world);
       kl = opt_.parallel->allreduce_sum(kl) / double(world);
       ce = opt_.parallel->allreduce_sum(ce) / double(world);
+      if (use_hidden) hidden = opt_.parallel->allreduce_sum(hidden) / double(world);
     }
     if (opt_.after_backward) opt_.after_backward(step, grads);
   }
   r.loss = loss / double(opt_.grad_accum);
   r.kl = kl / double(opt_.grad_accum);
   r.ce = ce / double(opt_.grad_accum);
+  r.hidden = use_hidden ? hidden / double(opt_.grad_accum) : NAN;
   double max_norm = opt_.grad_clip > 0 ? opt_.grad_clip : std::numeric_limits<double>::infinity();
   r.grad_norm = torch::nn::utils::clip_grad_norm_(params_, max_norm);
   r.skipped = !std::isfinite(r.loss) || !std::isfinite(r.grad_norm);
@@ -332,11 +380,17 @@ int64_t Trainer::restore_state(const std::string& bytes, const std::string& file
   }
   json meta = json::parse(meta_v.toStringRef());
   json want = fingerprint(opt_, total_steps_, int64_t(params_.size()));
-  for (auto& [key, value] : want.items())
-    if (meta["options"][key] != value)
+  if (records.dim() != 2 || records.size(1) < kRecordFieldsV1 || records.size(1) > kRecordFields)
+    throw FormatError(msg(where, "{}: step records of shape [{}], expected [steps, {}]", file,
+                          fmt::join(records.sizes(), ", "), kRecordFields));
+  for (auto& [key, value] : want.items()) {
+    const json& opts = meta["options"];
+    json saved = opts.contains(key) ? opts[key] : legacy_option(key);
+    if (saved != value)
       throw ConfigError(msg(where, "{}: the state was saved with {} = {}, the options now say {}: "
                             "resume with the same options or remove the state folder", file, key,
-                            meta["options"][key].dump(), value.dump()));
+                            saved.dump(), value.dump()));
+  }
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     at::Tensor saved;

@@ -5,7 +5,8 @@
 // KL(teacher || student) on the teacher's own data, optionally mixed with next-token CE
 // (distill/loss.h). AdamW (Loshchilov & Hutter, 2019) with decoupled weight decay on matrices
 // only, linear warm-up then cosine decay to min_lr, global-norm gradient clipping, gradient
-// accumulation. fp32 throughout.
+// accumulation. fp32 throughout. Optionally a hidden-state loss between mapped layers
+// (hidden_loss_weight > 0; distill/hidden_loss.h, the map from prune/pruning_map.h).
 //
 // Resumable: the state (student weights, AdamW moments, step, records) is written atomically
 // to state_dir every `checkpoint_every` steps, at the end, and at the first step boundary after
@@ -26,13 +27,16 @@
 // other): then both distributions are renormalised over ids [0, shared_vocab).
 #pragma once
 #include <cstdint>
+#include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/fs.h"
 #include "data/dataset.h"
 #include "model/llama.h"
+#include "prune/pruning_map.h"
 
 namespace ac {
 
@@ -45,6 +49,7 @@ struct StepRecord {
   double loss = 0;           // total loss (mean over micro-batches); NaN/inf when skipped
   double kl = 0;             // tau^2-scaled KL(teacher || student), nats per token
   double ce = 0;             // next-token CE (NaN when ce_weight == 0)
+  double hidden = NAN;       // hidden-state loss L_hid (NaN when hidden_loss_weight == 0)
   double lr = 0;             // learning rate used
   double grad_norm = 0;      // global L2 norm before clipping
   double tokens_per_s = 0;   // throughput of this step (teacher forward + student fwd/bwd)
@@ -64,7 +69,14 @@ struct DistillOptions {
   double grad_clip = 1.0;            // max global L2 norm; <= 0 disables clipping
   int64_t grad_accum = 1;            // micro-batches per optimizer step
   double temperature = 1.0;          // tau of the KL
-  double ce_weight = 0.0;            // loss = (1 - w) KL + w CE
+  double ce_weight = 0.0;            // loss = (1 - w) KL + w CE (+ w_h L_hid, below)
+  /// w_h: adds w_h * L_hid, the hidden-state loss between mapped layers (distill/hidden_loss.h);
+  /// 0 = off (the default; the teacher's intermediate states are then not even captured).
+  double hidden_loss_weight = 0.0;
+  bool hidden_loss_normalize = true; // L_hid divides each layer's MSE by the teacher's variance
+  /// Student -> teacher layers and kept hidden channels (prune/pruning_map.h); required when
+  /// hidden_loss_weight > 0, checked against both models (ConfigError).
+  std::optional<PruningMap> hidden_map;
   fs::path log_path;                 // CSV, one row per step; empty = none
   int64_t checkpoint_every = 100;    // steps between state saves; 0 = only at signal / end
   fs::path state_dir;                // folder of the resumable state; empty = not resumable
@@ -100,8 +112,8 @@ struct DistillResult {
 };
 
 /// Distills `student` toward `teacher` on `data`; `student.weights` are updated in place (and
-/// left with requires_grad off). The teacher runs under NoGradGuard and must not share storage
-/// with the student. Throws ConfigError on incompatible models (vocab), a budget smaller than
+/// left with requires_grad off). The teacher runs under InferenceMode (no autograd) and must not
+/// share storage with the student. Throws ConfigError on incompatible models (vocab), a budget smaller than
 /// one step, data ids outside the vocabulary, a batch that does not split over the ranks, an
 /// existing state without `resume`, or a state saved with other options; FormatError on a
 /// corrupt state file; Error when more than max_restores restores did not stop the divergence.

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "distill/fused_kl.h"
 
 namespace ac {
 
@@ -39,7 +40,40 @@ static std::pair<at::Tensor, at::Tensor> teacher_side(const at::Tensor& logits, 
   return {p, rowdot(p, logp)};
 }
 
+// Next-token CE term, mixed into out.loss = (1 - w) kl + w ce (loss.h). logq1: [B, T, V]
+// log-softmax of the student logits at temperature 1.
+static void add_ce(DistillLoss& out, const at::Tensor& kl, const at::Tensor& logq1,
+                   const at::Tensor& tokens, const at::Tensor& keep, double ce_weight) {
+  const int64_t B = keep.size(0), T = keep.size(1);
+  if (!tokens.defined() || tokens.sizes() != keep.sizes())
+    throw ConfigError(msg("distill_loss", "ce_weight > 0 needs tokens [B, T] = [{}, {}]", B, T));
+  at::Tensor nll = -logq1.slice(1, 0, T - 1).gather(-1, tokens.slice(1, 1, T).to(at::kLong).unsqueeze(-1))
+                        .squeeze(-1);  // [B, T-1]
+  at::Tensor keep_ce = keep.slice(1, 0, T - 1).logical_and(keep.slice(1, 1, T));
+  nll = at::where(keep_ce, nll, at::zeros({}, nll.options()));
+  at::Tensor ce = nll.sum() / keep_ce.sum().clamp_min(1).to(at::kFloat);
+  out.loss = kl * (1.0 - ce_weight) + ce * ce_weight;
+  out.ce = ce.detach();
+}
+
 DistillLoss distill_loss(const at::Tensor& teacher_logits, const at::Tensor& student_logits,
+                         const at::Tensor& tokens, const at::Tensor& mask, double temperature,
+                         double ce_weight) {
+  check_inputs(teacher_logits, student_logits, mask, temperature, ce_weight);
+  const int64_t B = student_logits.size(0), T = student_logits.size(1);
+  at::Tensor keep = mask.defined() ? mask.to(at::kBool) : at::Tensor();
+  at::Tensor kl = fused_kl_loss(teacher_logits, student_logits, keep, temperature);
+  DistillLoss out;
+  out.loss = kl;
+  if (ce_weight > 0 && T > 1) {
+    if (!keep.defined()) keep = at::ones({B, T}, at::TensorOptions().dtype(at::kBool));
+    add_ce(out, kl, at::log_softmax(student_logits, -1), tokens, keep, ce_weight);
+  }
+  out.kl = kl.detach();
+  return out;
+}
+
+DistillLoss distill_loss_reference(const at::Tensor& teacher_logits, const at::Tensor& student_logits,
                          const at::Tensor& tokens, const at::Tensor& mask, double temperature,
                          double ce_weight) {
   check_inputs(teacher_logits, student_logits, mask, temperature, ce_weight);

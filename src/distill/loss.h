@@ -32,11 +32,19 @@ struct DistillLoss {
 /// teacher_logits, student_logits: [B, T, V] fp32 (teacher without grad). tokens: [B, T] int64
 /// (only read when ce_weight > 0). mask: [B, T] bool or float 0/1, or undefined = every
 /// position. temperature tau > 0; ce_weight in [0, 1]. Throws ConfigError on bad shapes or
-/// arguments. Each logits tensor goes through log_softmax once (twice for the student only
-/// when tau != 1 and ce_weight > 0).
+/// arguments. The KL goes through the fused, chunked path (distill/fused_kl.h: no full-size
+/// log-softmax, gradient computed in forward); the CE, when asked, takes one full log-softmax of
+/// the student.
 DistillLoss distill_loss(const at::Tensor& teacher_logits, const at::Tensor& student_logits,
                          const at::Tensor& tokens, const at::Tensor& mask, double temperature,
                          double ce_weight);
+
+/// The same loss, unfused: full log-softmaxes and autograd through them (the implementation
+/// before fused_kl.h). Plain reference for the tests; same arguments, same results within float
+/// rounding.
+DistillLoss distill_loss_reference(const at::Tensor& teacher_logits,
+                                   const at::Tensor& student_logits, const at::Tensor& tokens,
+                                   const at::Tensor& mask, double temperature, double ce_weight);
 
 /// Per-position KL(p || q) of log-probabilities: [B, T] from [B, T, V] each. Plain reference
 /// (one formula, no masking tricks) beside the fast path of distill_loss; tests compare them.

@@ -62,7 +62,8 @@ class OpCosts {
   bool use_tables() const { return p_ && s_.engine == "native"; }
 
   double gemm(const Phase& ph, int64_t N, int64_t K) const {
-    if (use_tables()) return p_->table("gemm").lookup({double(ph.M), double(N), double(K)}, "gemm");
+    if (use_tables())
+      return corr(ph).gemm * p_->table("gemm").lookup({double(ph.M), double(N), double(K)}, "gemm");
     double n = double(N) / tp_;
     double fl = 2.0 * ph.M * n * K;
     double by = n * K * wbytes_ + (double(ph.M) * K + double(ph.M) * n) * abytes_;
@@ -70,7 +71,8 @@ class OpCosts {
   }
   double lm_head(const Phase& ph, int64_t V, int64_t D) const {
     if (use_tables())
-      return p_->table("lm_head").lookup({double(ph.B), double(V), double(D)}, "lm_head");
+      return corr(ph).lm_head *
+             p_->table("lm_head").lookup({double(ph.B), double(V), double(D)}, "lm_head");
     Phase last = ph;
     last.M = ph.B;  // logits of the last position only
     return gemm(last, V, D);
@@ -78,7 +80,8 @@ class OpCosts {
   double attention(const Phase& ph, int64_t H, int64_t G, int64_t Hd) const {
     if (use_tables()) {
       const char* t = ph.prefill ? "attention_prefill" : "attention_decode";
-      return p_->table(t).lookup({double(ph.B), double(Hd), double(G), double(H), double(ph.T_or_C)}, t);
+      return corr(ph).attention *
+             p_->table(t).lookup({double(ph.B), double(Hd), double(G), double(H), double(ph.T_or_C)}, t);
     }
     double h = double(H) / tp_, g = double(G) / tp_;
     double Tq = ph.prefill ? double(ph.T_or_C) : 1.0, C = double(ph.T_or_C);
@@ -95,7 +98,8 @@ class OpCosts {
   }
   // An elementwise op over M x W values reading `reads` and writing one tensor.
   double small(const char* table, const Phase& ph, int64_t W, int reads = 1) const {
-    if (use_tables()) return p_->table(table).lookup({double(ph.M), double(W)}, table);
+    if (use_tables())
+      return corr(ph).elementwise * p_->table(table).lookup({double(ph.M), double(W)}, table);
     double by = double(ph.M) * W * abytes_ * (reads + 1);
     return launch(ph) + by / bw_ * 1e3;
   }
@@ -104,14 +108,23 @@ class OpCosts {
     if (!use_tables()) return s_.engine_spec.per_step_overhead_ms.value;
     double T = ph.prefill ? double(ph.T_or_C) : 1.0;
     double t = p_->table("step").lookup({double(ph.B), T, double(Hd), double(V)}, "step");
-    return t + (ph.prefill ? p_->calibration.prefill_step_ms : p_->calibration.decode_step_ms);
+    return corr(ph).step_table * t + corr(ph).per_step_ms +
+           (ph.prefill ? p_->calibration.prefill_step_ms : p_->calibration.decode_step_ms);
   }
+  // The correction's constant per attention or FFN part present (0 without a profile).
+  double part_overhead(const Phase& ph) const { return use_tables() ? corr(ph).per_part_ms : 0.0; }
   double wbytes() const { return wbytes_; }
   double kvbytes() const { return kvbytes_; }
   double abytes() const { return abytes_; }
   double tp() const { return tp_; }
 
  private:
+  // The profile's fitted correction of this phase (identity when not fitted).
+  const PhaseCorrection& corr(const Phase& ph) const {
+    static const PhaseCorrection identity;
+    if (!p_->correction.fitted) return identity;
+    return ph.prefill ? p_->correction.prefill : p_->correction.decode;
+  }
   double launch(const Phase& ph) const {
     return (!ph.prefill && s_.engine_spec.cuda_graphs) ? graph_launch_ms_ : launch_ms_;
   }
@@ -151,7 +164,7 @@ double attention_ms(const OpCosts& op, const Phase& ph, const ModelConfig& c,
                     const LayerConfig& l, bool fuse_qkv, bool fuse_add_norm) {
   const int64_t D = c.hidden_size, H = l.num_attention_heads, G = l.num_key_value_heads,
                 Hd = l.head_dim;
-  double t = op.small("rmsnorm", ph, D);
+  double t = op.part_overhead(ph) + op.small("rmsnorm", ph, D);
   if (fuse_qkv)
     t += op.gemm(ph, (H + 2 * G) * Hd, D);
   else
@@ -166,7 +179,7 @@ double attention_ms(const OpCosts& op, const Phase& ph, const ModelConfig& c,
 double ffn_ms(const OpCosts& op, const Phase& ph, const ModelConfig& c, const LayerConfig& l,
               bool fuse_gate_up, bool fuse_silu, bool fuse_add_norm) {
   const int64_t D = c.hidden_size, F = l.intermediate_size;
-  double t = op.small("rmsnorm", ph, D);
+  double t = op.part_overhead(ph) + op.small("rmsnorm", ph, D);
   t += fuse_gate_up ? op.gemm(ph, 2 * F, D) : 2 * op.gemm(ph, F, D);
   t += fuse_silu ? op.small("silu_mul", ph, F, 2) : op.small("silu_mul", ph, F, 2) * 2;
   t += op.gemm(ph, D, F);

@@ -9,6 +9,9 @@
 //   FFN part       = rmsnorm(M, D) + 2 gemm(M, F, D) + silu_mul(M, F) + gemm(M, D, F) + add(M, D)
 //   step           = embedding(M, D) + rmsnorm(B, D) + lm_head(B, V, D) + step(B, T or 1, Hd, V)
 //                    (+ the profile's calibration residual, when it has one)
+// When the profile holds a fitted correction (hardware/correction.h), each table entry is
+// scaled by its class's factor (gemm, attention, elementwise = rmsnorm/silu_mul/add/embedding,
+// lm_head), each attention or FFN part present adds per_part_ms and each step per_step_ms.
 // with M = B*T for the prefill (TTFT) and M = B for a decode step (TPOT, at the median
 // context C = T + ceil(output/2)). Without a profile (GPUs here), each op costs the roofline
 // max(FLOPs / (peak * gemm_efficiency), bytes / (bandwidth * bandwidth_efficiency)) plus one

@@ -95,6 +95,12 @@ DeviceSpec device_from_json(const json& j, const std::string& file) {
   }
   if (auto v = spec_value(j, "kernel_launch_us", file, false)) d.kernel_launch_us = *v;
   if (auto v = spec_value(j, "graph_kernel_us", file, false)) d.graph_kernel_us = *v;
+  if (auto v = spec_value(j, "width_granularity", file, false)) {
+    if (!(v->value >= 1 && v->value <= 4096 && v->value == double(int64_t(v->value))))
+      throw FormatError(msg("load_device", "{}: width_granularity: expected an integer width "
+                                           "step in 1..4096, found {}", file, v->value));
+    d.width_granularity = *v;
+  }
   return d;
 }
 

@@ -12,7 +12,8 @@
 //     "peak_flops": {"fp32": {"value": 6.7e13, "source": "..."},
 //                    "bf16": {...}, "fp8": {"value": null, "source": "not supported"}},
 //     "efficiency": {"gemm": {"value": 0.7, ...}, "bandwidth": {...}},
-//     "kernel_launch_us": {"value": 4.0, ...}, "graph_kernel_us": {"value": 1.0, ...} }
+//     "kernel_launch_us": {"value": 4.0, ...}, "graph_kernel_us": {"value": 1.0, ...},
+//     "width_granularity": {"value": 64, "source": "...", "estimated": true} }
 #pragma once
 #include <cstdint>
 #include <map>
@@ -44,6 +45,9 @@ struct DeviceSpec {
   SpecValue bandwidth_efficiency{0.8, "default", true};  // fraction of peak bandwidth reached
   SpecValue kernel_launch_us{0.0, "default", true};      // per-kernel overhead (us)
   SpecValue graph_kernel_us{0.0, "default", true};       // per kernel inside a CUDA graph (us)
+  // Width step (channels) at which the device runs GEMMs efficiently, for devices without a
+  // profile; a profile derives its own (hardware/granularity.h), which takes precedence.
+  SpecValue width_granularity{32, "default", true};
   // CPU identity (kind "cpu", detected at run time).
   int cores = 0;
   std::vector<std::string> isa;  // subset of /proc/cpuinfo flags that matter for GEMMs

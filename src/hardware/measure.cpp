@@ -178,35 +178,4 @@ json Measurement::to_json() const {
           {"repeats", repeats}};
 }
 
-// ---------------------------------------------------------------------------------------------
-// Calibration of the native profile.
-
-static Scenario native_cpu_scenario(const Workload& w) {
-  Scenario s;
-  s.name = "calibration";
-  s.device = "cpu";
-  s.engine = "native";
-  s.workload = w;
-  s.device_spec = detect_cpu();
-  s.engine_spec.name = "native";
-  return s;
-}
-
-Calibration calibrate_native(const Profile& profile, const std::vector<ModelConfig>& shapes,
-                             const Workload& workload) {
-  Profile bare = profile;
-  bare.calibration = Calibration{};
-  Scenario s = native_cpu_scenario(workload);
-  Calibration cal;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    LlamaModel m{shapes[i], random_weights(shapes[i], /*seed=*/17 + i)};
-    Measurement meas = measure_native(m, workload, /*repeats=*/5);
-    CostEstimate pred = predict(shapes[i], s, &bare);
-    cal.prefill_step_ms += (meas.ttft_ms - pred.ttft_ms) / double(shapes.size());
-    cal.decode_step_ms += (meas.tpot_ms - pred.tpot_ms) / double(shapes.size());
-  }
-  cal.models = int(shapes.size());
-  return cal;
-}
-
 }  // namespace ac

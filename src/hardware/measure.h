@@ -46,10 +46,6 @@ int64_t counted_bytes_now();
 int64_t counted_bytes_peak();
 void reset_counted_peak();
 
-/// Calibration of a native profile (profile.h): measures the real forward of a random-weight
-/// model of each of `shapes`, predicts it from the profile's tables, and returns the mean
-/// residual per prefill and per decode step.
-Calibration calibrate_native(const Profile& profile, const std::vector<ModelConfig>& shapes,
-                             const Workload& workload);
+/// (The correction of a profile by real forwards lives in hardware/calibration.h.)
 
 }  // namespace ac

@@ -10,6 +10,8 @@
 #include "common/error.h"
 #include "common/progress.h"
 #include "common/runtime.h"
+#include "hardware/calibration.h"
+#include "hardware/granularity.h"
 #include "hardware/measure.h"
 #include "hardware/native_ops.h"
 #include "hardware/timer.h"
@@ -201,6 +203,30 @@ static void profile_small_ops(Profile& p, const Grids& g, double eps, const Prof
     }
 }
 
+// GEMMs at widths a + 2^k around anchors a (multiples of 128 up to the widest width - 128),
+// the width as N (K = hidden) and as K (N = hidden), for hardware/granularity.h.
+static void profile_width_scan(Profile& p, const Grids& g, int64_t hidden, const WeightPool& pool,
+                               const ProfileOptions& opt) {
+  std::vector<int64_t> anchors;
+  const int64_t widest = g.widths.empty() ? 0 : g.widths.back();
+  for (int64_t a = 128; a + 128 <= widest && anchors.size() < 3; a *= 2) anchors.push_back(a);
+  if (anchors.empty()) return;
+  OpTable& t = p.tables["gemm_width_scan"];
+  t.dim_names = {"M", "N", "K", "A", "O"};
+  for (int64_t M : g.ms)
+    for (int64_t A : anchors)
+      for (int64_t w : granularity_scan_widths(A))
+        for (int64_t O : {0, 1}) {
+          const int64_t N = O == 0 ? w : hidden, K = O == 0 ? hidden : w;
+          at::Tensor x = at::rand({M, K});
+          OpTiming r = time_op([&](int i) { at::linear(x, pool.weight(N, K, i)); }, opt);
+          r.dims = {M, N, K, A, O};
+          t.entries.push_back(r);
+        }
+  p.granularity_levels = granularity_levels(t);
+  p.width_granularity = derive_width_granularity(t);
+}
+
 // One tiny op: the floor of every ATen call (dispatch, allocation, threading decisions).
 static double measure_dispatch(const ProfileOptions& opt) {
   at::Tensor a = at::rand({8}), b = at::rand({8});
@@ -280,8 +306,12 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
   Grids g = make_grids(shapes, workload, opt);
   int64_t rotation = opt.rotation_bytes;
   if (rotation <= 0) {
-    for (const auto& c : shapes) rotation = std::max(rotation, weight_bytes_fp32(c));
-    rotation = std::clamp<int64_t>(rotation, 32ll << 20, 512ll << 20);
+    // Twice the weights: even the output head (the largest matrix, 62% of stories15M) then
+    // rotates over >= 2 copies, so the whole model's bytes pass between two uses of one copy,
+    // as between two steps of the real forward. With one copy it stayed in the cache and its
+    // table entry ran ~2x faster than in the forward (#3: TPOT under-predicted at D = 288).
+    for (const auto& c : shapes) rotation = std::max(rotation, 2 * weight_bytes_fp32(c));
+    rotation = std::clamp<int64_t>(rotation, 64ll << 20, 1024ll << 20);
   }
   WeightPool pool(rotation);
   size_t nw = g.widths.size();
@@ -296,7 +326,8 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
   profile_small_ops(p, g, shapes.front().rms_norm_eps, opt, bar);
   if (opt.progress) progress.finish();
   profile_step(p, shapes, workload, opt);
-  if (opt.calibrate) p.calibration = calibrate_native(p, shapes, workload);
+  if (opt.width_scan) profile_width_scan(p, g, shapes.front().hidden_size, pool, opt);
+  if (opt.calibrate) p.correction = calibrate_correction(p, shapes, workload, opt);
   p.elapsed_s = now_s() - t0;
   return p;
 }

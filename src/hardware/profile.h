@@ -22,15 +22,22 @@
 // a single copy would sit in (ProfileOptions::rotation_bytes), as in a real forward pass
 // where every layer streams different weights.
 //
-// Calibration (`calibration`, off by default): the mean residual per step between real native
-// forwards (model/llama.h) of the shapes of interest and the sum of table entries. It needs a
-// quiet machine: on a shared one, the noise of a few whole-model runs outweighs what it fixes.
+//   gemm_width_scan   (M, N, K, A, O)    at::linear at widths a + 2^k around anchors A (O = 0:
+//                                        the width is N, 1: it is K); the width granularity
+//                                        (hardware/granularity.h) is derived from it
+//
+// Correction (`correction`, ProfileOptions::calibrate): a residual model per phase (factors
+// per op class, a constant per layer part and per step) fitted by least squares on real native
+// forwards (model/llama.h) of calibration architectures (hardware/correction.h,
+// hardware/calibration.h). It needs a quiet machine: the fit is only as good as the
+// measurements. `calibration` (one constant per step) is the older form, still read.
 #pragma once
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "hardware/correction.h"
 #include "hardware/device.h"
 #include "hardware/scenario.h"
 #include "model/config.h"
@@ -82,7 +89,10 @@ struct Profile {
   double dispatch_overhead_ms = 0;         // one tiny ATen op
   double memory_bandwidth_bytes_per_s = 0;  // large copy (read + write bytes / time)
   double gemm_peak_flops = 0;               // best FLOP/s over the measured GEMMs
-  Calibration calibration;
+  Calibration calibration;       // older profiles: constant residual per step (else zeros)
+  LatencyCorrection correction;  // fitted residual model (identity when not fitted)
+  int64_t width_granularity = 0;  // derived from gemm_width_scan (0: not derived)
+  std::vector<std::pair<int64_t, double>> granularity_levels;  // (granularity, mean efficiency)
   double elapsed_s = 0;
 
   /// Throws ConfigError naming the table when it is missing.
@@ -97,10 +107,14 @@ struct ProfileOptions {
   int min_repeats = 7;        // timed calls, at least
   int max_repeats = 50;       // at most
   double min_time_ms = 15;    // keep repeating until this much time was measured (up to max)
-  int64_t rotation_bytes = 0;  // weight copies rotated per GEMM; 0 = largest model's weights
-                               // (clamped to [32 MiB, 512 MiB])
+  int64_t rotation_bytes = 0;  // weight copies rotated per GEMM; 0 = twice the largest model's
+                               // weights (clamped to [64 MiB, 1 GiB])
   int64_t min_width = 32;      // smallest N / K of the width ladder
-  bool calibrate = false;      // run real forwards of the shapes (see Calibration)
+  bool calibrate = false;      // fit the correction on real forwards (hardware/calibration.h)
+  int calibration_models = 12;  // random calibration prunes of the first shape (plus the shapes)
+  uint64_t calibration_seed = 0xCA1B;  // their seed (validate uses other seeds by default)
+  int calibration_repeats = 3;  // interleaved measured rounds per calibration architecture
+  bool width_scan = true;       // time gemm_width_scan and derive the width granularity
   bool progress = true;        // progress bar on stderr
 };
 

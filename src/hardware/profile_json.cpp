@@ -81,6 +81,9 @@ json Profile::to_json() const {
     t[name] = {{"dims", table.dim_names}, {"entries", rows}};
   }
   const auto& id = identity;
+  json levels = json::array();
+  for (const auto& [g, eff] : granularity_levels)
+    levels.push_back({{"granularity", g}, {"mean_efficiency", eff}});
   return {{"format", "autocompress-profile"},
           {"version", 1},
           {"device", id.device},
@@ -94,6 +97,9 @@ json Profile::to_json() const {
           {"calibration", {{"prefill_step_ms", calibration.prefill_step_ms},
                            {"decode_step_ms", calibration.decode_step_ms},
                            {"models", calibration.models}}},
+          {"correction", correction.to_json()},
+          {"width_granularity", width_granularity},
+          {"granularity_levels", levels},
           {"elapsed_s", elapsed_s},
           {"tables", t}};
 }
@@ -174,6 +180,23 @@ Profile Profile::from_json(const json& j, const std::string& file) {
   p.calibration.prefill_step_ms = json_get_or<double>(c, "prefill_step_ms", 0.0, fc);
   p.calibration.decode_step_ms = json_get_or<double>(c, "decode_step_ms", 0.0, fc);
   p.calibration.models = json_get_or<int>(c, "models", 0, fc);
+  if (j.contains("correction"))
+    p.correction = LatencyCorrection::from_json(j.at("correction"), file + ": correction");
+  p.width_granularity = json_get_or<int64_t>(j, "width_granularity", 0, file);
+  if (p.width_granularity < 0 || p.width_granularity > (int64_t(1) << 20))
+    throw FormatError(msg("load_profile", "{}: width_granularity: expected 0 (not derived) or a "
+                                          "width step in 1..2^20, found {}", file,
+                          p.width_granularity));
+  if (j.contains("granularity_levels")) {
+    const json& lv = j.at("granularity_levels");
+    if (!lv.is_array())
+      throw FormatError(msg("load_profile", "{}: granularity_levels: expected an array", file));
+    for (size_t i = 0; i < lv.size(); ++i) {
+      std::string w = fmt::format("{}: granularity_levels[{}]", file, i);
+      p.granularity_levels.push_back({json_get<int64_t>(lv[i], "granularity", w),
+                                      json_get<double>(lv[i], "mean_efficiency", w)});
+    }
+  }
   p.elapsed_s = json_get_or<double>(j, "elapsed_s", 0.0, file);
   const json& t = j.value("tables", json::object());
   if (!t.is_object())

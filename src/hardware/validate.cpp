@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/progress.h"
 #include "common/runtime.h"
+#include "hardware/calibration.h"
 #include "hardware/timer.h"
 #include "io/llama2c.h"
 
@@ -112,17 +113,17 @@ ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Sc
                           s.name, s.device, s.engine));
   check_profile_is_this_cpu(profile);
   ValidationReport rep;
-  Progress bar("validate", int64_t(archs.size()), "models");
+  // Interleaved rounds (hardware/calibration.h): a drift of the machine's speed during the
+  // run is shared by all architectures rather than blamed on the few measured while it lasted.
+  std::vector<Measurement> measured =
+      measure_interleaved(archs, s.workload, repeats, /*weight_seed=*/1000, progress);
   for (size_t i = 0; i < archs.size(); ++i) {
     ValidationRow row;
     row.config = archs[i];
     row.predicted = predict(archs[i], s, &profile);
-    LlamaModel m{archs[i], random_weights(archs[i], /*seed=*/1000 + i)};
-    row.measured = measure_native(m, s.workload, repeats);
+    row.measured = measured[i];
     rep.rows.push_back(std::move(row));
-    if (progress) bar.update(int64_t(i + 1));
   }
-  if (progress) bar.finish();
   for (const auto& r : rep.rows) {
     double t = ape(r.predicted.ttft_ms, r.measured.ttft_ms),
            p = ape(r.predicted.tpot_ms, r.measured.tpot_ms),

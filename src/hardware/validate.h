@@ -39,7 +39,8 @@ struct ValidationReport {
   std::string table() const;
 };
 
-/// Measures each architecture with random weights (measure_native, `repeats` runs) and predicts
+/// Measures each architecture with random weights (measure_interleaved: `repeats` rounds over
+/// all architectures, median per architecture) and predicts
 /// it from `profile`; scenario must target device "cpu" with engine "native".
 /// Throws ConfigError otherwise, or when the profile was measured on another CPU than this one.
 ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Scenario& scenario,

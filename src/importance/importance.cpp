@@ -77,14 +77,30 @@ struct Observer : ForwardObserver {
   }
 };
 
-// Mean next-token cross-entropy (nats/token) of the model on tokens [B, T], T >= 2.
+// Rows of logits computed at once by lm_loss: at most kLossChunkBytes of fp32 logits, so the
+// loss never holds the [B, T, V] logits (65 MiB for stories15M at B=8, T=256) and their
+// log-softmax at the same time; peak memory stays that of the layers.
+constexpr int64_t kLossChunkBytes = int64_t(8) << 20;
+
+// Mean next-token cross-entropy (nats/token) of the model on tokens [B, T], T >= 2: the final
+// hidden states once, then the output head and the cross-entropy over chunks of positions.
 double lm_loss(const LlamaModel& m, const at::Tensor& tokens, const Masks* masks) {
   ForwardOptions fo;
   fo.masks = masks;
-  at::Tensor logits = m.forward(tokens.narrow(1, 0, tokens.size(1) - 1), fo);  // [B, T-1, V]
-  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
-                                tokens.narrow(1, 1, tokens.size(1) - 1).reshape({-1}))
-      .item<double>();
+  const int64_t T = tokens.size(1) - 1;
+  at::Tensor h = m.hidden_states(tokens.narrow(1, 0, T), fo);  // [B, T-1, D]
+  h = h.reshape({-1, h.size(-1)});                             // [N, D]
+  at::Tensor targets = tokens.narrow(1, 1, T).reshape({-1});   // [N]
+  const int64_t V = m.weights.lm_head.size(0), N = h.size(0);
+  const int64_t rows = std::max<int64_t>(1, kLossChunkBytes / (V * int64_t(sizeof(float))));
+  double sum = 0;
+  for (int64_t r = 0; r < N; r += rows) {
+    const int64_t n = std::min(rows, N - r);
+    at::Tensor logits = at::linear(h.narrow(0, r, n), m.weights.lm_head);  // [n, V]
+    sum += at::cross_entropy_loss(logits, targets.narrow(0, r, n), {}, at::Reduction::Sum)
+               .item<double>();
+  }
+  return sum / double(N);
 }
 
 // Adds (loss without block l - full loss) * targets for every l.

@@ -6,6 +6,7 @@
 #include "io/checkpoint.h"
 #include "prune/depth.h"
 #include "prune/prune.h"
+#include "prune/pruning_map.h"
 
 namespace ac {
 
@@ -35,19 +36,28 @@ nlohmann::json run_method_for_comparison(const SearchOutcome& o, const CompareCo
                                          const fs::path& distill_log) {
   log_info(fmt::format("[compress] {}: prune, distill, evaluate and measure {}", o.method,
                        describe(o.best.config)));
-  LlamaModel student = drop_removed_blocks(prune_model(*ctx.teacher, *ctx.imp, o.best.target));
+  PrunePlan plan = plan_pruning(ctx.teacher->config, *ctx.imp, o.best.target);
+  LlamaModel student = drop_removed_blocks(apply_plan(*ctx.teacher, plan));
   student.weights = clone(student.config, student.weights);
   EvalResult after_prune = evaluate(student, ctx.teacher, *ctx.heldout, ctx.eval);
   DistillOptions dopt = ctx.distill;
   dopt.log_path = distill_log;
   dopt.state_dir.clear();
+  dopt.hidden_map = pruning_map_from_plan(ctx.teacher->config, plan, /*blocks_dropped=*/true);
   DistillResult d = distill(*ctx.teacher, student, *ctx.train, dopt);
   EvalResult eval = evaluate(student, ctx.teacher, *ctx.heldout, ctx.eval);
+  StoryTasksStageOptions topt = ctx.tasks;
+  topt.out_dir = model_dir.parent_path() / ("tasks-" + o.method);
+  topt.files_prefix = "tasks-" + o.method;
+  const nlohmann::json tasks = run_story_tasks_stage(*ctx.teacher, student, ctx.heldout->ids(), topt);
   fs::create_directories(model_dir);
   save_checkpoint(model_dir, student, ctx.teacher_dir);
   Measurement measured = measure_native(student, ctx.scenario->workload, ctx.measure_repeats);
   CostEstimate predicted = predict(student.config, *ctx.scenario, ctx.profile);
-  return comparison_row(o, student.config, predicted, measured, after_prune, eval, d, ctx, model_name);
+  nlohmann::json row =
+      comparison_row(o, student.config, predicted, measured, after_prune, eval, d, ctx, model_name);
+  row["tasks"] = tasks;
+  return row;
 }
 
 }  // namespace ac

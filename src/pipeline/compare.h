@@ -11,6 +11,7 @@
 #include "eval/eval.h"
 #include "hardware/measure.h"
 #include "hardware/profile.h"
+#include "pipeline/story_tasks.h"
 #include "search/outcome.h"
 
 namespace ac {
@@ -29,12 +30,16 @@ struct CompareContext {
   EvalOptions eval;
   int measure_repeats = 3;
   fs::path teacher_dir;  // tokenizer files copied into each saved model
+  // The main run's in-domain tasks stage (same seed and items, so the same tasks); out_dir is
+  // replaced by tasks-METHOD beside model_dir. max_items 0 = no tasks.
+  StoryTasksStageOptions tasks;
 };
 
 /// One row of report.json's "comparison" from results at hand:
 ///   {"method", "config", "parameters", "search_tokens", "search_seconds", "model",
 ///    "predicted", "measured", "limits_predicted", "limits_measured",
 ///    "eval_after_prune", "eval", "distill": {"tokens", "steps", "wall_s", "last_loss"}}
+/// (run_method_for_comparison adds "tasks": the tasks stage's JSON for that model.)
 nlohmann::json comparison_row(const SearchOutcome& o, const ModelConfig& student,
                               const CostEstimate& predicted, const Measurement& measured,
                               const EvalResult& after_prune, const EvalResult& eval,

@@ -11,6 +11,7 @@
 #include "eval/eval.h"
 #include "hardware/cost_model.h"
 #include "hardware/measure.h"
+#include "hardware/granularity.h"
 #include "hardware/profile.h"
 #include "hardware/scenario.h"
 #include "importance/importance.h"
@@ -24,6 +25,7 @@
 #include "prune/arch.h"
 #include "prune/depth.h"
 #include "prune/prune.h"
+#include "prune/pruning_map.h"
 #include "search/minitron.h"
 #include "search/outcome.h"
 
@@ -96,8 +98,12 @@ json run_compress(const CompressOptions& opt) {
   timer.done("load");
 
   // profile: this device's latency tables at the shapes the search will consider.
+  // The latency correction is fitted on real forwards of calibration prunes (profile stage
+  // 56-91 s in all for stories15M on 2 cores); without it the bare table sums are 7-25% off (#3).
+  ProfileOptions profile_options;
+  profile_options.calibrate = true;
   Profile profile = opt.profile_path.empty()
-                        ? run_profile({teacher.config}, scenario.workload)
+                        ? run_profile({teacher.config}, scenario.workload, profile_options)
                         : load_profile(opt.profile_path);
   save_profile(out.path() / "profile.json", profile);
   timer.done("profile");
@@ -127,6 +133,9 @@ json run_compress(const CompressOptions& opt) {
   // minitron's architecture goes through the same prune / distill / eval as a comparison).
   SearchSettings search_settings;
   search_settings.safety_margin = opt.safety_margin;
+  // Widths in the step this device runs efficiently (derived by the profile; hardware/granularity.h).
+  search_settings.autocompress.space.width_granularity = search_settings.minitron.width_granularity =
+      width_granularity_for(&profile, scenario.device_spec);
   std::vector<SearchOutcome> searches;
   json search_rows = json::array();
   for (const std::string& m : search_methods(opt.method)) {
@@ -141,7 +150,8 @@ json run_compress(const CompressOptions& opt) {
   const SearchOutcome& search = searches.front();
   timer.done("search");
 
-  LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, search.best.target));
+  PrunePlan plan = plan_pruning(teacher.config, imp, search.best.target);
+  LlamaModel student = drop_removed_blocks(apply_plan(teacher, plan));
   student.weights = clone(student.config, student.weights);
   EvalOptions eo;
   eo.seq_len = opt.seq_len;
@@ -160,6 +170,8 @@ json run_compress(const CompressOptions& opt) {
   dopt.seed = opt.seed;
   dopt.log_path = out.path() / "distill_log.csv";
   dopt.allow_nonfinite = opt.allow_nonfinite;
+  dopt.hidden_loss_weight = opt.distill_hidden_loss_weight;
+  dopt.hidden_map = pruning_map_from_plan(teacher.config, plan, /*blocks_dropped=*/true);
   DistillResult dres = distill(teacher, student, data.train, dopt);
   timer.done("distill");
 
@@ -200,9 +212,11 @@ json run_compress(const CompressOptions& opt) {
   // The other methods' architectures: same distillation budget and data, same held-out set.
   CompareContext cmp{&teacher, &imp, &scenario, &profile, &data.train, &data.heldout,
                      limits, search_limits, dopt, eo, opt.measure_repeats, opt.model_dir};
+  cmp.tasks = task_opt;  // the same tasks for every method
   json comparison = json::array();
   comparison.push_back(comparison_row(search, student.config, student_predicted, student_measured,
                                       pruned_eval, student_eval, dres, cmp, "model"));
+  comparison.back()["tasks"] = tasks;
   for (size_t i = 1; i < searches.size(); ++i) {
     const std::string& m = searches[i].method;
     comparison.push_back(run_method_for_comparison(searches[i], cmp, out.path() / ("model-" + m),

@@ -42,6 +42,7 @@ struct CompressOptions {
   int64_t distill_batch = 8;
   int64_t task_items = 200;              // items per in-domain task after distillation (0 = none)
   double distill_lr = 1e-3;
+  double distill_hidden_loss_weight = 0;  // hidden-state loss weight (distill/hidden_loss.h; 0 = off)
   double safety_margin = 0.05;           // the search meets limits x (1 - margin) by the model
   int measure_repeats = 3;               // measured TTFT/TPOT: median over this many runs
   bool allow_nonfinite = false;          // run on a teacher with NaN/Inf weights (model/finite.h)

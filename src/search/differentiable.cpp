@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "prune/depth.h"
+#include "prune/prune.h"
 
 namespace ac {
 
@@ -58,19 +60,35 @@ double normalized_entropy(const at::Tensor& logits) {
   return -(lp.exp() * lp).sum().item<double>() / std::log(double(n));
 }
 
-ArchLogits initial_logits(const SearchSpace& s, double full_logit) {
-  auto init = [&](size_t n) {
+// full_logit on the parent's option; minus importance_init x lost_i / max(lost) when set.
+ArchLogits initial_logits(const SearchSpace& s, double full_logit, double importance_init = 0) {
+  auto init = [&](const std::vector<double>& lost) {
+    const size_t n = lost.size();
     at::Tensor t = at::zeros({int64_t(n)}, at::kFloat);
     if (n > 1) t[0] = full_logit;
+    const double top = *std::max_element(lost.begin(), lost.end());
+    if (importance_init > 0 && top > 0)
+      for (size_t i = 0; i < n; ++i) t[int64_t(i)] -= importance_init * lost[i] / top;
     return t;
   };
   ArchLogits a;
-  a.hidden = init(s.hidden_sizes.size());
+  a.hidden = init(s.hidden_loss);
   for (int64_t l = 0; l < s.num_layers(); ++l) {
-    a.attention.push_back(init(s.attention[size_t(l)].size()));
-    a.ffn.push_back(init(s.ffn[size_t(l)].size()));
+    a.attention.push_back(init(s.attention_loss[size_t(l)]));
+    a.ffn.push_back(init(s.ffn_loss[size_t(l)]));
   }
   return a;
+}
+
+// log p(c) = sum over decisions of log softmax(logits)[option]: the learned prior of a choice.
+double log_probability(const ArchLogits& a, const ArchChoice& c) {
+  auto lp = [](const at::Tensor& t, int64_t o) {
+    return at::log_softmax(t.detach().to(at::kDouble), 0)[o].item<double>();
+  };
+  double v = lp(a.hidden, c.hidden);
+  for (size_t l = 0; l < a.attention.size(); ++l)
+    v += lp(a.attention[l], c.attention[l]) + lp(a.ffn[l], c.ffn[l]);
+  return v;
 }
 
 ArchChoice argmax_choice(const ArchLogits& a) {
@@ -99,14 +117,100 @@ Candidate candidate_of(const SearchSpace& s, const ArchChoice& c, const CostFn& 
   return k;
 }
 
+// The architecture, its deployed config and predicted cost.
+Candidate costed(const SearchSpace& s, const ArchChoice& c, const CostFn& cost, const Limits& strict) {
+  Candidate k;
+  k.target = target_of(s, c);
+  k.config = drop_removed_blocks(k.target);
+  k.cost = cost(k.config);
+  k.violation = check_limits(k.cost, strict);
+  return k;
+}
+
+// The candidates of the learned distribution (differentiable.h, "Rank, refine"): the argmax and
+// the argmax with each other hidden size locked, each repaired in two orders and filled.
+std::vector<ArchChoice> proposals(const SearchSpace& s, const ArchChoice& argmax,
+                                  const ArchLogits& logits, const CostFn& cost,
+                                  const Limits& strict) {
+  std::vector<ArchChoice> out;
+  auto neg_logp = [&](const ArchChoice& c) { return -log_probability(logits, c); };
+  for (int64_t d = -1; d < int64_t(s.hidden_sizes.size()); ++d) {
+    if (d == argmax.hidden) continue;
+    ArchChoice start = argmax;
+    if (d >= 0) start.hidden = d;
+    for (bool by_logp : {false, true}) {
+      RepairOptions ro;
+      ro.lock_hidden = d >= 0;
+      if (by_logp) ro.lost = neg_logp;
+      try {
+        ArchChoice c = fill_slack(s, repair_architecture(s, start, cost, strict, ro).choice, cost,
+                                  strict, ro);
+        if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+      } catch (const InfeasibleError&) {  // this hidden size cannot meet the limits
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [&](const ArchChoice& a, const ArchChoice& b) {
+    return log_probability(logits, a) > log_probability(logits, b);
+  });
+  return out;
+}
+
+void rank_and_refine(DifferentiableResult& r, const SearchSpace& s, const LlamaModel& teacher,
+                     const Importance& imp, const CostFn& cost, const Limits& strict,
+                     const ArchLogits& logits, const std::vector<at::Tensor>& calibration,
+                     const std::vector<at::Tensor>& teacher_logprobs,
+                     const DifferentiableOptions& opt) {
+  const size_t nb = std::min(size_t(opt.rank_batches), calibration.size());
+  const std::vector<at::Tensor> batches(calibration.begin(), calibration.begin() + long(nb));
+  const std::vector<at::Tensor> reference(teacher_logprobs.begin(), teacher_logprobs.begin() + long(nb));
+  for (const auto& b : batches) r.evaluation_tokens += b.numel();
+  auto kl_of = [&](const ArchChoice& c) {  // in-sample KL after pruning (teacher cached)
+    LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, target_of(s, c)));
+    ++r.evaluations;
+    r.search.search_tokens += r.evaluation_tokens;
+    return mean_kl(reference, student, batches);
+  };
+  std::vector<ArchChoice> cands = proposals(s, r.argmax, logits, cost, strict);
+  if (cands.empty()) return;  // nothing met the limits but the repaired argmax already kept
+  if (int64_t(cands.size()) > opt.max_ranked) cands.resize(size_t(std::max<int64_t>(opt.max_ranked, 1)));
+  size_t best = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    Candidate k = costed(s, cands[i], cost, strict);
+    k.loss_after_prune = kl_of(cands[i]);
+    r.ranked.push_back(k);
+    if (k.loss_after_prune < r.ranked[best].loss_after_prune) best = i;
+    log_info(fmt::format("[search] autocompress candidate {}: KL {:.4f}", describe(k.config),
+                         k.loss_after_prune));
+  }
+  RefineOptions ro;
+  ro.max_evaluations = opt.refine_evaluations;
+  r.refine = refine_choice(s, cands[best], r.ranked[best].loss_after_prune, cost, strict, kl_of,
+                           [&](const ArchChoice& c) { return log_probability(logits, c); }, ro);
+  Candidate chosen = costed(s, r.refine.choice, cost, strict);
+  chosen.loss_after_prune = r.refine.loss;
+  chosen.chosen = true;
+  r.search.candidates.pop_back();  // the repaired argmax stays as a ranked candidate if proposed
+  for (const Candidate& k : r.ranked) r.search.candidates.push_back(k);
+  r.search.candidates.push_back(chosen);
+  r.search.best = chosen;
+  log_info(fmt::format("[search] autocompress: {} after ranking {} candidates and {} refinement "
+                       "evaluations (KL {:.4f})", describe(chosen.config), r.ranked.size(),
+                       r.refine.evaluations, chosen.loss_after_prune));
+}
+
 void check_options(const DifferentiableOptions& o) {
   if (o.steps < 1 || !(o.logit_lr > 0) || !(o.tau_start > 0) || !(o.tau_end > 0) ||
-      !(o.dual_lr >= 0) || !(o.cost_weight >= 0) || !(o.safety_margin >= 0 && o.safety_margin < 1))
+      !(o.dual_lr >= 0) || !(o.cost_weight >= 0) || !(o.safety_margin >= 0 && o.safety_margin < 1) ||
+      o.rank_batches < 0 || o.max_ranked < 1 || o.refine_evaluations < 0 || !(o.importance_init >= 0))
     throw ConfigError(msg("search", "options: expected steps >= 1, logit_lr > 0, tau_start > 0, "
                                     "tau_end > 0, dual_lr >= 0, cost_weight >= 0, safety_margin in "
-                                    "[0, 1); found {}, {}, {}, {}, {}, {}, {}",
+                                    "[0, 1), rank_batches >= 0, max_ranked >= 1, "
+                                    "refine_evaluations >= 0, importance_init >= 0; found {}, {}, "
+                                    "{}, {}, {}, {}, {}, {}, {}, {}, {}",
                           o.steps, o.logit_lr, o.tau_start, o.tau_end, o.dual_lr, o.cost_weight,
-                          o.safety_margin));
+                          o.safety_margin, o.rank_batches, o.max_ranked, o.refine_evaluations,
+                          o.importance_init));
 }
 
 }  // namespace
@@ -227,6 +331,14 @@ nlohmann::json DifferentiableResult::to_json() const {
   j["budgets"] = bu;
   j["steps_run"] = steps_run;
   j["parent_meets_limits"] = parent_meets_limits;
+  j["evaluations"] = evaluations;
+  j["evaluation_tokens"] = evaluation_tokens;
+  nlohmann::json ranked_json = nlohmann::json::array(), refine_json = nlohmann::json::array();
+  for (const auto& k : ranked)
+    ranked_json.push_back({{"describe", describe(k.config)}, {"kl", k.loss_after_prune}});
+  for (const auto& st : refine.steps) refine_json.push_back(st.to_json());
+  j["ranked"] = ranked_json;
+  j["refine"] = {{"evaluations", refine.evaluations}, {"loss", refine.loss}, {"steps", refine_json}};
   return j;
 }
 
@@ -290,7 +402,7 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
     }
   }
 
-  ArchLogits logits = initial_logits(space, opt.init_full_logit);
+  ArchLogits logits = initial_logits(space, opt.init_full_logit, opt.importance_init);
   std::vector<at::Tensor*> all = decisions(logits);
   std::vector<bool> frozen(all.size());
   std::vector<at::Tensor> params;
@@ -341,9 +453,13 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
       lambda[k] = std::max(0.0, lambda[k] + opt.dual_lr * g);
       tp.multipliers[budgets[k].name] = lambda[k];
     }
+    // Decisions freeze only once the expected cost meets every budget: a decision that made
+    // up its mind while the cost is still over budget may have to change it.
+    bool within = true;
+    for (const auto& b : budgets) within &= normalized_violation(e, b).item<double>() <= 0;
     int64_t n_frozen = 0;
     for (size_t i = 0; i < all.size(); ++i) {
-      if (!frozen[i] && normalized_entropy(*all[i] / tau) < opt.freeze_entropy) {
+      if (!frozen[i] && within && normalized_entropy(*all[i] / tau) < opt.freeze_entropy) {
         frozen[i] = true;
         all[i]->mutable_grad().reset();
       }
@@ -375,6 +491,11 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
   ArchLogits p = choice_probabilities(logits);
   r.probabilities = probabilities_json(space, p.hidden, p.attention, p.ffn);
   finish(r.argmax);
+  if (opt.rank_batches > 0) {
+    rank_and_refine(r, space, teacher, imp, cost, strict, logits, calibration, teacher_logprobs, opt);
+    r.slack = limit_slack(r.search.best.cost, strict);
+    r.search.seconds = now_s() - t0;
+  }
   return r;
 }
 

@@ -12,10 +12,6 @@
 
 namespace ac {
 
-namespace {
-
-// True if attention option `b` keeps a subset of what option `a` keeps (nested masks): removal,
-// or no more KV groups and no more heads per group.
 bool attention_nested_smaller(const LayerConfig& a, const LayerConfig& b) {
   if (!b.has_attention()) return a.has_attention();
   if (!a.has_attention()) return false;
@@ -24,6 +20,8 @@ bool attention_nested_smaller(const LayerConfig& a, const LayerConfig& b) {
   return b.num_key_value_heads <= a.num_key_value_heads && per_b <= per_a &&
          (b.num_key_value_heads < a.num_key_value_heads || per_b < per_a);
 }
+
+namespace {
 
 // Layer indices by block influence, highest first (ties: lower index first).
 std::vector<int64_t> by_influence(const SearchSpace& s) {
@@ -106,13 +104,13 @@ struct Move {
   ArchChoice choice;
   std::string decision, from, to;
 };
-std::vector<Move> moves_from(const SearchSpace& s, const ArchChoice& c) {
+std::vector<Move> moves_from(const SearchSpace& s, const ArchChoice& c, bool lock_hidden) {
   std::vector<Move> out;
   auto add = [&](ArchChoice n, std::string decision, std::string from, std::string to) {
     if (structural_violation(s, n).empty())
       out.push_back({std::move(n), std::move(decision), std::move(from), std::move(to)});
   };
-  for (int64_t d = c.hidden + 1; d < int64_t(s.hidden_sizes.size()); ++d) {
+  for (int64_t d = c.hidden + 1; d < int64_t(s.hidden_sizes.size()) && !lock_hidden; ++d) {
     ArchChoice n = c;
     n.hidden = d;
     add(n, "hidden", std::to_string(s.hidden_sizes[size_t(c.hidden)]),
@@ -312,24 +310,30 @@ nlohmann::json RepairStep::to_json() const {
 
 RepairResult repair_architecture(const SearchSpace& s, const ArchChoice& start, const CostFn& cost,
                                  const Limits& limits) {
+  return repair_architecture(s, start, cost, limits, RepairOptions{});
+}
+
+RepairResult repair_architecture(const SearchSpace& s, const ArchChoice& start, const CostFn& cost,
+                                 const Limits& limits, const RepairOptions& opt) {
+  auto lost_of = [&](const ArchChoice& c) { return opt.lost ? opt.lost(c) : importance_lost(s, c); };
   RepairResult r;
   r.choice = start;
   target_of(s, r.choice);  // range check (ConfigError)
   r.fixed_structure = fix_structure(s, r.choice);
   r.cost = choice_cost(s, r.choice, cost);
   std::vector<LimitSlack> slack = limit_slack(r.cost, limits);  // ConfigError on relative limits
-  double lost = importance_lost(s, r.choice);
+  double lost = lost_of(r.choice);
   while (!check_limits(r.cost, limits).empty()) {
     const Move* best = nullptr;
     double best_score = 0, best_saved = 0;
     CostEstimate best_cost;
-    std::vector<Move> moves = moves_from(s, r.choice);
+    std::vector<Move> moves = moves_from(s, r.choice, opt.lock_hidden);
     for (const Move& m : moves) {
       CostEstimate e = choice_cost(s, m.choice, cost);
       // Only the part of the saving that mends a broken limit counts (no credit for overshoot).
       const double saved = violation(slack) - violation(limit_slack(e, limits));
       if (!(saved > 0)) continue;
-      const double score = saved / std::max(importance_lost(s, m.choice) - lost, 1e-9);
+      const double score = saved / std::max(lost_of(m.choice) - lost, 1e-9);
       if (!best || score > best_score || (score == best_score && saved > best_saved)) {
         best = &m, best_score = score, best_saved = saved, best_cost = e;
       }
@@ -353,7 +357,7 @@ RepairResult repair_architecture(const SearchSpace& s, const ArchChoice& start, 
           describe(drop_removed_blocks(target_of(s, r.choice))), check_limits(r.cost, limits),
           smallest_reachable_message(smallest_reachable(s, cost), limits)));
     RepairStep step{best->decision, best->from, best->to, best_saved, 0, ""};
-    const double new_lost = importance_lost(s, best->choice);
+    const double new_lost = lost_of(best->choice);
     step.lost = new_lost - lost;
     lost = new_lost;
     r.choice = best->choice;

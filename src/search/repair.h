@@ -14,6 +14,7 @@
 // and the move with the largest saved / lost (among saved > 0) is taken. This is the classic
 // greedy for a knapsack with a cost-per-value ratio (Dantzig 1957), one unit at a time.
 #pragma once
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -77,6 +78,21 @@ struct RepairResult {
   std::string fixed_structure;    // what the structural fix-up changed ("" = nothing)
 };
 
+/// What the greedy repair may change and how it prices quality.
+struct RepairOptions {
+  bool lock_hidden = false;  // never change the hidden size (repairs one hidden-size candidate)
+  // Quality given up by a choice (lower is better; the price of a move is its increase).
+  // Empty = importance_lost (search_space.h). The differentiable search also repairs with
+  // -log p(choice) under its learned choice probabilities ("give up what the search found
+  // least likely per unit of cost").
+  std::function<double(const ArchChoice&)> lost;
+};
+
+/// True if attention option `b` keeps a subset of what option `a` keeps (nested masks): `b` is
+/// removal while `a` is not, or keeps no more KV groups and no more heads per group (and fewer
+/// of one).
+bool attention_nested_smaller(const LayerConfig& a, const LayerConfig& b);
+
 /// Makes `start` structurally valid (restores, at its smallest width, the FFN of the removed
 /// blocks of highest block influence beyond max_blocks_removed, and the smallest attention of
 /// the layer of highest influence when no attention is left), then repairs greedily (file
@@ -90,5 +106,11 @@ struct RepairResult {
 /// relative limits.
 RepairResult repair_architecture(const SearchSpace& s, const ArchChoice& start, const CostFn& cost,
                                  const Limits& limits);
+
+/// The same with `opt`: hidden size locked (then InfeasibleError also when only the hidden size
+/// could mend a limit) and/or another price of quality. With opt.lock_hidden the structural
+/// fix-up and the lateral moves are unchanged (they never touch the hidden size).
+RepairResult repair_architecture(const SearchSpace& s, const ArchChoice& start, const CostFn& cost,
+                                 const Limits& limits, const RepairOptions& opt);
 
 }  // namespace ac

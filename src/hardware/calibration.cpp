@@ -1,0 +1,181 @@
+#include "hardware/calibration.h"
+
+#include <algorithm>
+#include <set>
+
+#include "common/error.h"
+#include "common/progress.h"
+#include "common/runtime.h"
+#include "hardware/validate.h"
+
+namespace ac {
+
+static Scenario calibration_scenario(const Workload& w) {
+  Scenario s;
+  s.name = "calibration";
+  s.device = "cpu";
+  s.engine = "native";
+  s.workload = w;
+  s.device_spec = detect_cpu();
+  s.engine_spec.name = "native";
+  return s;
+}
+
+std::pair<PhaseFeatures, PhaseFeatures> correction_features(const Profile& profile,
+                                                            const ModelConfig& config,
+                                                            const Workload& workload) {
+  Profile bare = profile;
+  bare.calibration = Calibration{};
+  bare.correction = LatencyCorrection{};
+  bare.correction.fitted = true;
+  Scenario s = calibration_scenario(workload);
+  PhaseFeatures pre, dec;
+  // Prediction is linear in the coefficients: e_j gives feature j, step_table alone the offset.
+  for (int j = 0; j <= kCorrectionTerms; ++j) {
+    PhaseCorrection c = j < kCorrectionTerms ? PhaseCorrection::unit(j) : PhaseCorrection::unit(0);
+    if (j == kCorrectionTerms) c.gemm = 0, c.step_table = 1;
+    bare.correction.prefill = bare.correction.decode = c;
+    CostEstimate e = predict(config, s, &bare);
+    (j < kCorrectionTerms ? pre.x[size_t(j)] : pre.offset) = e.ttft_ms;
+    (j < kCorrectionTerms ? dec.x[size_t(j)] : dec.offset) = e.tpot_ms;
+  }
+  return {pre, dec};
+}
+
+std::vector<ModelConfig> calibration_architectures(const std::vector<ModelConfig>& shapes,
+                                                   int count, uint64_t seed) {
+  if (shapes.empty() || count < 0)
+    throw ConfigError(msg("calibration", "expected >= 1 shape and count >= 0, found {} shapes "
+                                         "and count {}", shapes.size(), count));
+  std::vector<ModelConfig> out = shapes;
+  for (auto& c : random_architectures(shapes.front(), count, seed)) out.push_back(std::move(c));
+  return out;
+}
+
+static double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::vector<Measurement> measure_interleaved(const std::vector<ModelConfig>& archs,
+                                             const Workload& workload, int rounds,
+                                             uint64_t weight_seed, bool progress) {
+  if (rounds < 1)
+    throw ConfigError(msg("measure", "rounds: expected >= 1, found {}", rounds));
+  std::vector<std::vector<Measurement>> runs(archs.size());
+  Progress bar("measure", int64_t(archs.size()) * rounds, "runs");
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < archs.size(); ++i) {
+      // Weights rebuilt each round (same seed): memory stays one model, whatever the count.
+      LlamaModel m{archs[i], random_weights(archs[i], weight_seed + i)};
+      runs[i].push_back(measure_native(m, workload, /*repeats=*/1));
+      if (progress) bar.update(int64_t(r * archs.size() + i + 1));
+    }
+  if (progress) bar.finish();
+  std::vector<Measurement> out;
+  for (const auto& rs : runs) {
+    Measurement m = rs.front();
+    std::vector<double> ttft, tpot, thr;
+    for (const auto& x : rs) {
+      ttft.push_back(x.ttft_ms);
+      tpot.push_back(x.tpot_ms);
+      thr.push_back(x.throughput_tokens_per_s);
+      m.peak_memory_bytes = std::max(m.peak_memory_bytes, x.peak_memory_bytes);
+    }
+    m.ttft_ms = median_of(ttft);
+    m.tpot_ms = median_of(tpot);
+    m.throughput_tokens_per_s = median_of(thr);
+    m.repeats = rounds;
+    out.push_back(m);
+  }
+  return out;
+}
+
+std::vector<CalibrationSample> measure_calibration(const Profile& profile,
+                                                   const std::vector<ModelConfig>& archs,
+                                                   const Workload& workload, int repeats,
+                                                   bool progress) {
+  std::vector<Measurement> measured =
+      measure_interleaved(archs, workload, repeats, /*weight_seed=*/17, progress);
+  std::vector<CalibrationSample> out;
+  for (size_t i = 0; i < archs.size(); ++i) {
+    CalibrationSample s;
+    s.config = archs[i];
+    std::tie(s.prefill, s.decode) = correction_features(profile, archs[i], workload);
+    s.measured = measured[i];
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+static PhaseSamples phase_samples(const std::vector<CalibrationSample>& samples, bool prefill) {
+  PhaseSamples p;
+  for (const auto& s : samples) {
+    const PhaseFeatures& f = prefill ? s.prefill : s.decode;
+    p.x.push_back(f.x);
+    p.offset.push_back(f.offset);
+    p.y.push_back(prefill ? s.measured.ttft_ms : s.measured.tpot_ms);
+  }
+  return p;
+}
+
+LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge) {
+  if (samples.empty()) throw ConfigError(msg("fit_correction", "no calibration samples"));
+  PhaseSamples pre = phase_samples(samples, true), dec = phase_samples(samples, false);
+  LatencyCorrection c;
+  c.fitted = true;
+  c.prefill = fit_phase_correction(pre, ridge);
+  c.decode = fit_phase_correction(dec, ridge);
+  CorrectionFit& f = c.fit;
+  f.models = int(samples.size());
+  f.ridge = ridge;
+  for (const auto& s : samples) f.architectures.push_back(describe(s.config));
+  f.mape_ttft = correction_mape(pre, c.prefill);
+  f.mape_tpot = correction_mape(dec, c.decode);
+  f.uncorrected_mape_ttft = correction_mape(pre, PhaseCorrection{});
+  f.uncorrected_mape_tpot = correction_mape(dec, PhaseCorrection{});
+  if (samples.size() >= 2) {
+    f.loo_mape_ttft = correction_loo_mape(pre, ridge);
+    f.loo_mape_tpot = correction_loo_mape(dec, ridge);
+  }
+  return c;
+}
+
+LatencyCorrection calibrate_correction(const Profile& profile,
+                                       const std::vector<ModelConfig>& shapes,
+                                       const Workload& workload, const ProfileOptions& opt) {
+  const double t0 = now_s();
+  std::vector<ModelConfig> archs =
+      calibration_architectures(shapes, opt.calibration_models, opt.calibration_seed);
+  std::vector<CalibrationSample> samples =
+      measure_calibration(profile, archs, workload, opt.calibration_repeats, opt.progress);
+  LatencyCorrection c = fit_correction(samples, kCorrectionRidge);
+  c.fit.base = describe(shapes.front());
+  c.fit.seed = opt.calibration_seed;
+  c.fit.repeats = opt.calibration_repeats;
+  c.fit.elapsed_s = now_s() - t0;
+  return c;
+}
+
+int correction_overlap(const LatencyCorrection& c, const std::vector<ModelConfig>& archs) {
+  std::set<std::string> fitted(c.fit.architectures.begin(), c.fit.architectures.end());
+  int n = 0;
+  for (const auto& a : archs) n += fitted.count(describe(a)) ? 1 : 0;
+  return n;
+}
+
+json calibration_samples_json(const std::vector<CalibrationSample>& samples) {
+  json out = json::array();
+  for (const auto& s : samples)
+    out.push_back({{"architecture", describe(s.config)},
+                   {"parameters", s.config.num_parameters()},
+                   {"measured", s.measured.to_json()},
+                   {"prefill", {{"x", s.prefill.x}, {"offset", s.prefill.offset}}},
+                   {"decode", {{"x", s.decode.x}, {"offset", s.decode.offset}}}});
+  json names = json::array();
+  for (const char* n : correction_term_names()) names.push_back(n);
+  return {{"terms", names}, {"samples", out}};
+}
+
+}  // namespace ac

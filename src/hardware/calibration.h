@@ -1,0 +1,80 @@
+// Calibration of a native CPU profile: measure real forwards of calibration architectures,
+// extract the per-class table sums the correction is linear in, and fit it
+// (hardware/correction.h; issue #3).
+//
+// Calibration architectures: the profile's shapes of interest (the teacher) plus `count`
+// random heterogeneous prunes of the first shape (validate.h random_architectures) drawn with
+// `seed`, which differs from validate's default seed so that validation measures other
+// architectures; `validate` reports the overlap (correction_overlap), which must be 0.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "hardware/correction.h"
+#include "hardware/measure.h"
+#include "hardware/profile.h"
+
+namespace ac {
+
+/// The features of one architecture in one phase: x[j] = the prediction of `profile`'s tables
+/// under PhaseCorrection::unit(j) (ms), offset = the step table entry (ms).
+struct PhaseFeatures {
+  std::array<double, kCorrectionTerms> x{};
+  double offset = 0;
+};
+
+/// Features of `config` for the prefill (TTFT) and one decode step (TPOT) of `workload`, from
+/// the tables of `profile` (its correction and older calibration ignored). Throws as predict().
+std::pair<PhaseFeatures, PhaseFeatures> correction_features(const Profile& profile,
+                                                            const ModelConfig& config,
+                                                            const Workload& workload);
+
+/// Measures every architecture (random weights, seed weight_seed + i) in `rounds` interleaved
+/// rounds: each round runs each architecture once (measure_native with one warm-up and one
+/// timed run), so a slow drift of the machine's speed hits every architecture alike instead of
+/// the few measured while it lasted. Per architecture: the median TTFT, TPOT and throughput over
+/// the rounds, the largest peak memory. Throws ConfigError when rounds < 1.
+std::vector<Measurement> measure_interleaved(const std::vector<ModelConfig>& archs,
+                                             const Workload& workload, int rounds,
+                                             uint64_t weight_seed, bool progress);
+
+/// One measured calibration architecture.
+struct CalibrationSample {
+  ModelConfig config;
+  Measurement measured;
+  PhaseFeatures prefill, decode;
+};
+
+/// `shapes` followed by `count` random prunes of shapes.front() drawn with `seed`.
+/// Throws ConfigError when `shapes` is empty or count < 0.
+std::vector<ModelConfig> calibration_architectures(const std::vector<ModelConfig>& shapes,
+                                                   int count, uint64_t seed);
+
+/// Measures each architecture (measure_interleaved, `repeats` rounds) and computes its
+/// features. Torch threads as the caller set them (the profile's).
+std::vector<CalibrationSample> measure_calibration(const Profile& profile,
+                                                   const std::vector<ModelConfig>& archs,
+                                                   const Workload& workload, int repeats,
+                                                   bool progress);
+
+/// Fits both phases on the samples (fit_phase_correction), fills CorrectionFit's errors
+/// (in-sample, leave-one-out with >= 2 samples, uncorrected). Throws ConfigError when empty.
+LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge);
+
+/// Default ridge of the fit (relative residuals vs squared deviation from the prior).
+constexpr double kCorrectionRidge = 1e-3;
+
+/// Profile + fit in one: calibration_architectures(shapes, opt...), measure, fit; records seed,
+/// base, architectures, repeats, elapsed time.
+LatencyCorrection calibrate_correction(const Profile& profile,
+                                       const std::vector<ModelConfig>& shapes,
+                                       const Workload& workload, const ProfileOptions& opt);
+
+/// How many of `archs` the correction was fitted on (describe() equality).
+int correction_overlap(const LatencyCorrection& correction, const std::vector<ModelConfig>& archs);
+
+/// The raw samples as JSON (config, measurement, features), for offline analysis.
+json calibration_samples_json(const std::vector<CalibrationSample>& samples);
+
+}  // namespace ac

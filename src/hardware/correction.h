@@ -1,0 +1,104 @@
+// Latency correction of a native CPU profile: a small linear residual model, fitted by least
+// squares on real forwards of CALIBRATION architectures, that maps the sum of separately
+// profiled ops to what the whole forward takes (DESIGN.md, "The cost model"; issue #3).
+//
+// Why: each table entry times one op alone (its own cache state, its own dispatch); the real
+// forward chains them. On a CPU whose last-level cache holds the whole model, the difference
+// is not a constant per step: it scales with the work of each op class. Per phase (prefill =
+// TTFT, one decode step = TPOT) the corrected latency is
+//
+//   t = k_gemm * S_gemm + k_attention * S_attention + k_elementwise * S_elementwise
+//       + k_lm_head * S_lm_head + c_part * n_parts + c_step + S_step
+//
+// where S_x (ms) is the sum of the profile's table entries of class x over the forward
+// (gemm: every projection; attention: attention_prefill / attention_decode; elementwise:
+// rmsnorm, silu_mul, add, embedding; lm_head: the output head), n_parts counts the attention
+// and FFN parts present (a removed part has none), and S_step is the "step" table entry (not
+// fitted, factor 1). Six coefficients per phase: k_* >= 0 (dimensionless), c_* in ms (any
+// sign: the tables' own per-call overhead can exceed the forward's).
+//
+// Fit: minimise sum_i ((y_i - t_i) / y_i)^2 + ridge * sum_j (theta_j - prior_j)^2 with
+// prior k = 1, c = 0 (relative residuals: the goal is a percentage error), subject to k >= 0,
+// solved exactly by enumerating the active sets of the four bounds (2^4 small linear
+// systems). This header is torch-free so the profile reader builds without torch.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ac {
+
+using json = nlohmann::json;
+
+/// Number of fitted coefficients per phase, in the order of PhaseCorrection::coefficients().
+constexpr int kCorrectionTerms = 6;
+/// Their names: "gemm", "attention", "elementwise", "lm_head", "per_part_ms", "per_step_ms".
+const std::array<const char*, kCorrectionTerms>& correction_term_names();
+
+/// Coefficients of one phase (see the header comment). The defaults are the identity: the
+/// uncorrected sum of table entries.
+struct PhaseCorrection {
+  double gemm = 1, attention = 1, elementwise = 1, lm_head = 1;  // factors, >= 0
+  double per_part_ms = 0;  // per attention or FFN part present
+  double per_step_ms = 0;  // once per forward call
+  double step_table = 1;   // factor of the "step" table entry: fixed at 1 (0 only while the
+                           // fit extracts the features)
+
+  std::array<double, kCorrectionTerms> coefficients() const;
+  static PhaseCorrection from_coefficients(const std::array<double, kCorrectionTerms>& c);
+  /// The unit vector e_j (step_table 0): predict() with it yields feature j.
+  static PhaseCorrection unit(int j);
+};
+
+/// What the fit was done on and how well it fits (percent errors on the calibration set;
+/// leave-one-out: each architecture predicted by a fit on the others, an honest estimate).
+struct CorrectionFit {
+  int models = 0;                          // calibration architectures measured
+  std::string base;                        // describe() of the model the prunes start from
+  uint64_t seed = 0;                       // seed of the random calibration prunes
+  std::vector<std::string> architectures;  // describe() of each calibration architecture
+  int repeats = 0;                         // measured runs per architecture (median)
+  double ridge = 0;
+  double mape_ttft = 0, mape_tpot = 0;          // in-sample, percent
+  double loo_mape_ttft = 0, loo_mape_tpot = 0;  // leave-one-out, percent
+  double uncorrected_mape_ttft = 0, uncorrected_mape_tpot = 0;  // the bare tables, percent
+  double elapsed_s = 0;
+};
+
+/// The correction stored in profile.json ("correction"); absent / fitted = false: identity.
+struct LatencyCorrection {
+  bool fitted = false;
+  PhaseCorrection prefill, decode;
+  CorrectionFit fit;
+
+  json to_json() const;
+  /// Throws FormatError naming `where` and the field on a malformed object.
+  static LatencyCorrection from_json(const json& j, const std::string& where);
+};
+
+/// One phase's calibration data: per architecture i the features x_i (ms, the table sums of
+/// PhaseCorrection::unit(j)), the fixed offset (the step table entry, ms) and the measured
+/// latency y_i (ms, > 0).
+struct PhaseSamples {
+  std::vector<std::array<double, kCorrectionTerms>> x;
+  std::vector<double> offset, y;
+};
+
+/// The constrained ridge least-squares fit described in the header comment. Needs at least one
+/// sample; throws ConfigError on mismatched sizes or a non-positive / non-finite measurement.
+PhaseCorrection fit_phase_correction(const PhaseSamples& s, double ridge);
+
+/// Prediction of sample i with coefficients c: x_i . c + offset_i.
+double correction_predict(const PhaseSamples& s, size_t i, const PhaseCorrection& c);
+
+/// Mean |pred - y| / y in percent over the samples, with coefficients c.
+double correction_mape(const PhaseSamples& s, const PhaseCorrection& c);
+
+/// Leave-one-out MAPE (percent): each sample predicted by the fit on all the others.
+/// Needs >= 2 samples.
+double correction_loo_mape(const PhaseSamples& s, double ridge);
+
+}  // namespace ac

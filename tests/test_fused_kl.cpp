@@ -1,0 +1,172 @@
+// The fused, chunked KL (distill/fused_kl.h) against the unfused reference (distill/loss.h
+// distill_loss_reference), a float64 autograd truth, and finite differences; masking, -inf,
+// temperature != 1, row-strided (shared-vocabulary) inputs, block sizes, inference tensors.
+#include <gtest/gtest.h>
+
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+
+#include <limits>
+
+#include "common/error.h"
+#include "distill/fused_kl.h"
+#include "distill/loss.h"
+
+namespace ac {
+namespace {
+
+// tau^2 * mean over kept rows of KL(softmax(t/tau) || softmax(s/tau)), float64 autograd.
+at::Tensor kl_float64(const at::Tensor& t, const at::Tensor& s, const at::Tensor& keep,
+                      double tau) {
+  at::Tensor lt = at::log_softmax(t.to(at::kDouble) / tau, -1);
+  at::Tensor ls = at::log_softmax(s / tau, -1);
+  at::Tensor per = (lt.exp() * (lt - ls)).sum(-1);  // [B, T]
+  at::Tensor k = keep.to(at::kDouble);
+  return (per * k).sum() / k.sum().clamp_min(1) * (tau * tau);
+}
+
+double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+TEST(FusedKl, MatchesUnfusedReferenceValueAndGradient) {
+  at::manual_seed(17);
+  const int64_t B = 3, T = 7, V = 257;  // odd sizes: rows do not divide into blocks evenly
+  at::Tensor t = at::randn({B, T, V}) * 3;
+  at::Tensor mask = at::rand({B, T}) > 0.25;
+  for (double tau : {1.0, 2.5, 0.7}) {
+    for (int64_t rows : {0, 1, 3, 64}) {
+      at::Tensor s1 = (at::randn({B, T, V}) * 2).requires_grad_(true);
+      at::Tensor s2 = s1.detach().clone().requires_grad_(true);
+      at::Tensor fused = fused_kl_loss(t, s1, mask, tau, rows);
+      at::Tensor ref = distill_loss_reference(t, s2, {}, mask, tau, 0.0).loss;
+      EXPECT_LT(rel(fused.item<double>(), ref.item<double>()), 1e-6)
+          << "tau " << tau << " rows " << rows << ": " << fused.item<double>() << " vs "
+          << ref.item<double>();
+      (fused * 0.5).backward();  // a grad_output != 1 goes through the scaled branch
+      (ref * 0.5).backward();
+      double diff = (s1.grad() - s2.grad()).abs().max().item<double>();
+      double scale = s2.grad().abs().max().item<double>();
+      EXPECT_LT(diff, 1e-6 * std::max(scale, 1.0) + 1e-9)
+          << "largest gradient difference " << diff << ", tau " << tau << " rows " << rows;
+    }
+  }
+}
+
+TEST(FusedKl, GradientMatchesFloat64AutogradAndFiniteDifferences) {
+  at::manual_seed(5);
+  const int64_t B = 2, T = 3, V = 5;
+  at::Tensor t = at::randn({B, T, V}) * 2;
+  at::Tensor keep = at::tensor({1, 0, 1, 1, 1, 0}, at::kInt).to(at::kBool).view({B, T});
+  const double tau = 1.7;
+  at::Tensor s = at::randn({B, T, V}).requires_grad_(true);
+  at::Tensor loss = fused_kl_loss(t, s, keep, tau);
+  loss.backward();
+  at::Tensor s64 = s.detach().to(at::kDouble).requires_grad_(true);
+  at::Tensor truth = kl_float64(t, s64, keep, tau);
+  truth.backward();
+  EXPECT_NEAR(loss.item<double>(), truth.item<double>(), 1e-6 * truth.item<double>());
+  double gdiff = (s.grad().to(at::kDouble) - s64.grad()).abs().max().item<double>();
+  EXPECT_LT(gdiff, 1e-7) << "largest difference to float64 autograd";
+  // Central differences of the fused loss itself (fp32, step 1e-2: error ~1e-4 relative).
+  at::NoGradGuard ng;
+  at::Tensor flat = s.detach().clone().view({-1});
+  double worst = 0;
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const float h = 1e-2f, x = flat[i].item<float>();
+    flat[i] = x + h;
+    double up = fused_kl_loss(t, flat.view({B, T, V}), keep, tau).item<double>();
+    flat[i] = x - h;
+    double down = fused_kl_loss(t, flat.view({B, T, V}), keep, tau).item<double>();
+    flat[i] = x;
+    double fd = (up - down) / (2 * h), g = s.grad().view({-1})[i].item<double>();
+    worst = std::max(worst, std::abs(fd - g));
+  }
+  EXPECT_LT(worst, 2e-4) << "largest |finite difference - gradient|";
+}
+
+TEST(FusedKl, MaskedPositionsContributeNothingAndStayFinite) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  at::manual_seed(8);
+  at::Tensor t = at::randn({1, 4, 9});
+  at::Tensor s0 = at::randn({1, 4, 9});
+  // Garbage at the masked positions 1 and 3: all -inf teacher, NaN / +inf student.
+  t[0][1].fill_(-inf);
+  s0[0][1].fill_(nan);
+  s0[0][3][2] = inf;
+  at::Tensor keep = at::tensor({1, 0, 1, 0}, at::kInt).to(at::kBool).view({1, 4});
+  at::Tensor s = s0.clone().requires_grad_(true);
+  at::Tensor loss = fused_kl_loss(t, s, keep, 2.0);
+  loss.backward();
+  ASSERT_TRUE(std::isfinite(loss.item<double>()));
+  ASSERT_TRUE(s.grad().isfinite().all().item<bool>());
+  EXPECT_EQ(s.grad()[0][1].abs().max().item<float>(), 0.f);
+  EXPECT_EQ(s.grad()[0][3].abs().max().item<float>(), 0.f);
+  at::Tensor idx = at::tensor({0, 2}, at::kLong);
+  at::Tensor sub = fused_kl_loss(t.index_select(1, idx), s0.index_select(1, idx), {}, 2.0);
+  EXPECT_NEAR(loss.item<double>(), sub.item<double>(), 1e-6);
+  // Every position masked: loss 0, gradient 0.
+  at::Tensor none = at::zeros({1, 4}, at::kBool);
+  at::Tensor s2 = s0.clone().requires_grad_(true);
+  at::Tensor zero = fused_kl_loss(t, s2, none, 1.0);
+  zero.backward();
+  EXPECT_EQ(zero.item<float>(), 0.f);
+  EXPECT_EQ(s2.grad().abs().max().item<float>(), 0.f);
+  // A teacher -inf logit (p = 0 there) at a kept position: finite, as the reference.
+  at::Tensor t3 = at::randn({1, 2, 6});
+  t3[0][0][4] = -inf;
+  at::Tensor s3 = at::randn({1, 2, 6});
+  EXPECT_NEAR(fused_kl_loss(t3, s3, {}, 1.0).item<double>(),
+              distill_loss_reference(t3, s3, {}, {}, 1.0, 0.0).loss.item<double>(), 1e-6);
+}
+
+TEST(FusedKl, StridedInputsThreadsAndInferenceTensors) {
+  at::manual_seed(9);
+  // Shared-vocabulary narrowing gives row-strided [B, T, V'] views (distill.cpp).
+  at::Tensor t_full = at::randn({2, 6, 40}) * 2, s_full = at::randn({2, 6, 40});
+  at::Tensor t = t_full.narrow(-1, 0, 33);
+  at::Tensor s = s_full.clone().requires_grad_(true);
+  at::Tensor ref_s = s_full.clone().requires_grad_(true);
+  int saved = at::get_num_threads();
+  at::Tensor first;
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    at::Tensor teacher_inference;
+    {
+      c10::InferenceMode im;  // the trainer's teacher logits are inference tensors
+      teacher_inference = t_full.clone().narrow(-1, 0, 33);
+    }
+    at::Tensor v = fused_kl_loss(teacher_inference, s.narrow(-1, 0, 33), {}, 1.3, 2);
+    if (!first.defined()) first = v.detach();
+    EXPECT_EQ(v.item<float>(), first.item<float>()) << "threads " << threads;
+    v.backward();
+  }
+  at::set_num_threads(saved);
+  at::Tensor ref = distill_loss_reference(t, ref_s.narrow(-1, 0, 33), {}, {}, 1.3, 0.0).loss;
+  EXPECT_LT(rel(first.item<double>(), ref.item<double>()), 1e-6);
+  (ref * 2).backward();  // two backward passes above, one here with weight 2
+  EXPECT_LT((s.grad() - ref_s.grad()).abs().max().item<double>(), 1e-6);
+  EXPECT_EQ(s.grad().narrow(-1, 33, 7).abs().max().item<float>(), 0.f);
+}
+
+TEST(FusedKl, DistillLossUsesItAndKeepsCe) {
+  at::manual_seed(4);
+  at::Tensor t = at::randn({2, 5, 11}), s = at::randn({2, 5, 11});
+  at::Tensor tokens = at::randint(0, 11, {2, 5}, at::kLong);
+  at::Tensor mask = at::rand({2, 5}) > 0.3;
+  for (double tau : {1.0, 2.0}) {
+    at::Tensor a = s.clone().requires_grad_(true), b = s.clone().requires_grad_(true);
+    DistillLoss fast = distill_loss(t, a, tokens, mask, tau, 0.3);
+    DistillLoss ref = distill_loss_reference(t, b, tokens, mask, tau, 0.3);
+    EXPECT_LT(rel(fast.loss.item<double>(), ref.loss.item<double>()), 1e-6);
+    EXPECT_LT(rel(fast.ce.item<double>(), ref.ce.item<double>()), 1e-6);
+    fast.loss.backward();
+    ref.loss.backward();
+    EXPECT_LT((a.grad() - b.grad()).abs().max().item<double>(), 1e-6);
+  }
+  EXPECT_THROW(fused_kl_loss(t, s.narrow(-1, 0, 10), {}, 1.0), ConfigError);
+  EXPECT_THROW(fused_kl_loss(t, s, {}, 0.0), ConfigError);
+  EXPECT_THROW(fused_kl_loss(t.to(at::kDouble), s, {}, 1.0), ConfigError);
+}
+
+}  // namespace
+}  // namespace ac

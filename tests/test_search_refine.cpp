@@ -1,0 +1,236 @@
+// The steps after the relaxation (search/refine.h, differentiable.h "Rank, refine") on a small
+// random model with the roofline cost model of a GPU spec:
+//   - fill_slack never breaks a limit, never gives up importance, and leaves no single
+//     hidden-size / FFN step up that still fits (it spends the slack);
+//   - refine_choice never breaks a limit and never returns a loss above its start, over random
+//     budgets and a random (hash) loss; it stops at its evaluation budget and its reported loss is
+//     the loss of what it returns;
+//   - the repair with the hidden size locked keeps it (or fails);
+//   - the differentiable search with ranking returns the candidate of lowest in-sample KL (KL
+//     recomputed here by pruning), meets the limits, and counts every evaluation's tokens.
+#include <random>
+
+#include "common/error.h"
+#include "hardware/cost_model.h"
+#include "prune/depth.h"
+#include "prune/prune.h"
+#include "search/differentiable.h"
+#include "search/refine.h"
+#include "test_util.h"
+
+using namespace ac;
+using ac::test::random_tokens;
+
+namespace {
+
+// D 64, 4 layers of 8 query heads in 2 KV groups (head_dim 8), FFN 96, vocab 97 (as test_search).
+LlamaModel small_model() {
+  ModelConfig c = ModelConfig::uniform(/*V=*/97, /*D=*/64, /*L=*/4, LayerConfig{8, 2, 8, 96});
+  c.tie_word_embeddings = false;
+  return LlamaModel{c, random_weights(c, /*seed=*/21, /*std=*/0.3)};
+}
+
+Importance importance_of(const LlamaModel& m) {
+  ImportanceOptions opt;
+  opt.show_progress = false;
+  return compute_importance(m, {random_tokens(4, 16, m.config.vocab_size, 5)}, opt);
+}
+
+Scenario gpu_scenario() {
+  json j = {{"name", "test"}, {"device", "h100-sxm"}, {"engine", "vllm"},
+            {"workload", {{"prompt_tokens", 512}, {"output_tokens", 128}, {"batch_size", 64},
+                          {"weight_dtype", "bf16"}, {"kv_cache_dtype", "bf16"}}}};
+  return scenario_from_json(j, "test.json", ac::test::source_dir());
+}
+
+SearchSpaceOptions space_options() {
+  SearchSpaceOptions o;
+  o.width_granularity = 16;
+  o.min_width_fraction = 0.4;
+  return o;
+}
+
+struct Fixture {
+  LlamaModel m = small_model();
+  Importance imp = importance_of(m);
+  SearchSpace s = build_search_space(m.config, imp, space_options());
+  Scenario sc = gpu_scenario();
+  CostFn cost = [this](const ModelConfig& c) { return predict(c, sc, nullptr); };
+  CostEstimate full = cost(m.config);
+  ReachableCost small = smallest_reachable(s, cost);
+};
+
+// A TPOT / memory limit a fraction f of the way from the smallest reachable cost to the parent's.
+Limits limits_at(const Fixture& f, double tpot_f, double mem_f) {
+  Limits lim;
+  if (tpot_f > 0) lim.tpot_ms = f.small.tpot_ms + tpot_f * (f.full.tpot_ms - f.small.tpot_ms);
+  if (mem_f > 0)
+    lim.peak_memory_bytes = f.small.peak_memory_bytes +
+                            int64_t(mem_f * double(f.full.peak_memory_bytes - f.small.peak_memory_bytes));
+  return lim;
+}
+
+bool fits(const Fixture& f, const ArchChoice& c, const Limits& lim) {
+  return structural_violation(f.s, c).empty() &&
+         check_limits(f.cost(drop_removed_blocks(target_of(f.s, c))), lim).empty();
+}
+
+// A deterministic pseudo-random loss of a choice, so that the local search has something to climb.
+double hash_loss(const ArchChoice& c) {
+  uint64_t h = 1469598103934665603ull ^ uint64_t(c.hidden);
+  for (size_t l = 0; l < c.attention.size(); ++l)
+    h = (h ^ uint64_t(c.attention[l] * 31 + c.ffn[l])) * 1099511628211ull;
+  return double(h % 10007) / 10007.0;
+}
+
+}  // namespace
+
+TEST(SearchRefine, FillSlackSpendsTheSlackWithoutBreakingALimit) {
+  Fixture f;
+  int grew = 0;
+  for (double frac : {0.2, 0.5, 0.8}) {
+    const Limits lim = limits_at(f, frac, 0);
+    const ArchChoice start = repair_architecture(f.s, smallest_choice(f.s), f.cost, lim).choice;
+    ASSERT_TRUE(fits(f, start, lim));
+    const ArchChoice filled = fill_slack(f.s, start, f.cost, lim);
+    EXPECT_TRUE(fits(f, filled, lim)) << "fraction " << frac;
+    EXPECT_LE(importance_lost(f.s, filled), importance_lost(f.s, start));
+    grew += importance_lost(f.s, filled) < importance_lost(f.s, start);
+    // Nothing left that one step up fits: every larger hidden size / FFN width breaks a limit
+    // or the structural rules.
+    if (filled.hidden > 0) {
+      ArchChoice up = filled;
+      --up.hidden;
+      EXPECT_FALSE(fits(f, up, lim)) << "fraction " << frac << ": hidden could still grow";
+    }
+    for (size_t l = 0; l < 4; ++l) {
+      const auto& ffn = f.s.ffn[l];
+      if (filled.ffn[l] > 0 && ffn[size_t(filled.ffn[l])].has_ffn()) {
+        ArchChoice up = filled;
+        --up.ffn[l];
+        EXPECT_FALSE(fits(f, up, lim)) << "fraction " << frac << ": layer " << l << " FFN could still grow";
+      }
+    }
+  }
+  EXPECT_GE(grew, 2);  // the smallest architecture leaves slack at these budgets
+  // A start over a limit is refused.
+  EXPECT_THROW(fill_slack(f.s, f.s.full(), f.cost, limits_at(f, 0.5, 0)), ConfigError);
+}
+
+TEST(SearchRefine, RefineNeverBreaksALimitNorReturnsAWorseLoss) {
+  Fixture f;
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<double> u(0.05, 0.95);
+  int improved = 0, trials = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    const Limits lim = limits_at(f, rng() % 3 ? u(rng) : 0, rng() % 2 ? u(rng) : 0);
+    if (!lim.tpot_ms && !lim.peak_memory_bytes) continue;
+    const ArchChoice start = repair_architecture(f.s, f.s.full(), f.cost, lim).choice;
+    const double start_loss = hash_loss(start);
+    int64_t calls = 0;
+    ChoiceLossFn loss = [&](const ArchChoice& c) {
+      ++calls;
+      EXPECT_TRUE(fits(f, c, lim)) << "trial " << trial << ": evaluated a choice over a limit";
+      return hash_loss(c);
+    };
+    RefineOptions ro;
+    ro.max_evaluations = 10;
+    RefineResult r = refine_choice(f.s, start, start_loss, f.cost, lim, loss,
+                                   [&](const ArchChoice& c) { return -importance_lost(f.s, c); }, ro);
+    ++trials;
+    EXPECT_TRUE(fits(f, r.choice, lim)) << "trial " << trial;
+    EXPECT_LE(r.loss, start_loss) << "trial " << trial;
+    EXPECT_DOUBLE_EQ(r.loss, hash_loss(r.choice)) << "trial " << trial;
+    EXPECT_EQ(r.evaluations, calls);
+    EXPECT_LE(r.evaluations, ro.max_evaluations);
+    EXPECT_EQ(int64_t(r.steps.size()), r.evaluations);
+    // Accepted steps lower the loss strictly, in order.
+    double last = start_loss;
+    for (const auto& st : r.steps) {
+      if (!st.accepted) continue;
+      EXPECT_LT(st.loss, last) << "trial " << trial;
+      last = st.loss;
+    }
+    EXPECT_DOUBLE_EQ(last, r.loss);
+    improved += r.loss < start_loss;
+  }
+  EXPECT_GE(trials, 6);
+  EXPECT_GE(improved, 2);  // the neighbourhood is explored, not empty
+  // No evaluation budget: the start comes back untouched.
+  const Limits lim = limits_at(f, 0.5, 0);
+  const ArchChoice start = repair_architecture(f.s, f.s.full(), f.cost, lim).choice;
+  RefineOptions none;
+  none.max_evaluations = 0;
+  RefineResult r = refine_choice(f.s, start, 1.0, f.cost, lim, hash_loss, nullptr, none);
+  EXPECT_TRUE(r.choice == start);
+  EXPECT_EQ(r.evaluations, 0);
+}
+
+TEST(SearchRefine, SwapNeighboursMeetTheLimitsAndDifferInOneOrTwoDecisions) {
+  Fixture f;
+  const Limits lim = limits_at(f, 0.5, 0.6);
+  const ArchChoice c = repair_architecture(f.s, f.s.full(), f.cost, lim).choice;
+  auto n = swap_neighbours(f.s, c, f.cost, lim, nullptr, /*lock_hidden=*/false);
+  ASSERT_FALSE(n.empty());
+  for (const auto& [x, move] : n) {
+    EXPECT_TRUE(fits(f, x, lim)) << move;
+    int changed = x.hidden != c.hidden;
+    for (size_t l = 0; l < 4; ++l) changed += (x.attention[l] != c.attention[l]) + (x.ffn[l] != c.ffn[l]);
+    EXPECT_GE(changed, 1) << move;
+    EXPECT_LE(changed, 2) << move;
+  }
+  for (const auto& [x, move] : swap_neighbours(f.s, c, f.cost, lim, nullptr, /*lock_hidden=*/true))
+    EXPECT_EQ(x.hidden, c.hidden) << move;
+}
+
+TEST(SearchRefine, RepairWithTheHiddenSizeLockedKeepsIt) {
+  Fixture f;
+  const Limits lim = limits_at(f, 0.5, 0);
+  int kept = 0;
+  for (int64_t d = 0; d < int64_t(f.s.hidden_sizes.size()); ++d) {
+    ArchChoice start = f.s.full();
+    start.hidden = d;
+    RepairOptions ro;
+    ro.lock_hidden = true;
+    try {
+      RepairResult r = repair_architecture(f.s, start, f.cost, lim, ro);
+      EXPECT_EQ(r.choice.hidden, d);
+      EXPECT_TRUE(fits(f, r.choice, lim));
+      ++kept;
+    } catch (const InfeasibleError&) {
+    }
+  }
+  EXPECT_GE(kept, 1);
+}
+
+TEST(SearchRefine, RankedSearchReturnsTheLowestKlCandidateAndCountsItsTokens) {
+  Fixture f;
+  const Limits lim = limits_at(f, 0.5, 0);
+  const std::vector<at::Tensor> calib{random_tokens(2, 16, 97, 8), random_tokens(2, 16, 97, 9)};
+  DifferentiableOptions o;
+  o.space = space_options();
+  o.steps = 20;
+  o.show_progress = false;
+  o.seed = 3;
+  o.rank_batches = 1;
+  o.refine_evaluations = 4;
+  DifferentiableResult r = differentiable_search(f.m, f.imp, f.sc, nullptr, lim, calib, o);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_EQ(check_limits(predict(r.search.best.config, f.sc, nullptr), lim), "");
+  // The chosen KL is the lowest of every ranked and refined architecture, and it is the true
+  // in-sample KL of the pruned model on the first calibration batch.
+  for (const auto& k : r.ranked) EXPECT_LE(r.search.best.loss_after_prune, k.loss_after_prune);
+  for (const auto& st : r.refine.steps) EXPECT_LE(r.search.best.loss_after_prune, st.loss);
+  at::Tensor t;
+  {
+    at::NoGradGuard g;
+    t = at::log_softmax(f.m.forward(calib[0]), -1);
+  }
+  LlamaModel pruned = drop_removed_blocks(prune_model(f.m, f.imp, r.search.best.target));
+  EXPECT_NEAR(r.search.best.loss_after_prune, mean_kl({t}, pruned, {calib[0]}), 1e-6);
+  // Tokens: the teacher on both batches once, one batch per step, one batch per evaluation.
+  EXPECT_EQ(r.evaluations, int64_t(r.ranked.size()) + r.refine.evaluations);
+  EXPECT_EQ(r.evaluation_tokens, 32);
+  EXPECT_EQ(r.search.search_tokens, 2 * 32 + r.steps_run * 32 + r.evaluations * 32);
+  EXPECT_LE(r.refine.evaluations, 4);
+}
