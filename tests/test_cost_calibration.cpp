@@ -37,16 +37,6 @@ PhaseSamples synthetic_samples(const Coefs& truth, int n, uint64_t seed) {
   return s;
 }
 
-Scenario native_scenario(const Workload& w) {
-  Scenario s;
-  s.name = "test";
-  s.device = "cpu";
-  s.engine = "native";
-  s.workload = w;
-  s.device_spec = detect_cpu();
-  s.engine_spec.name = "native";
-  return s;
-}
 
 }  // namespace
 
@@ -242,7 +232,7 @@ TEST(CostCalibration, CostModelAppliesTheLinearCorrection) {
   o.min_width = 16;
   o.progress = false;
   Profile p = run_profile({c}, w, o);
-  Scenario s = native_scenario(w);
+  Scenario s = calibration_scenario(w);
   CostEstimate bare = predict(c, s, &p);
   auto [pre, dec] = correction_features(p, c, w);
   EXPECT_EQ(pre.x[4], 3.0);  // per_part_ms feature: parts present

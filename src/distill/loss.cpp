@@ -93,18 +93,9 @@ DistillLoss distill_loss_reference(const at::Tensor& teacher_logits, const at::T
 
   DistillLoss out;
   out.loss = kl;
-  if (ce_weight > 0 && T > 1) {
-    if (!tokens.defined() || tokens.sizes() != keep.sizes())
-      throw ConfigError(msg("distill_loss", "ce_weight > 0 needs tokens [B, T] = [{}, {}]", B, T));
-    at::Tensor logq1 = temperature == 1.0 ? logq : at::log_softmax(student_logits, -1);
-    at::Tensor nll = -logq1.slice(1, 0, T - 1).gather(-1, tokens.slice(1, 1, T).to(at::kLong).unsqueeze(-1))
-                          .squeeze(-1);  // [B, T-1]
-    at::Tensor keep_ce = keep.slice(1, 0, T - 1).logical_and(keep.slice(1, 1, T));
-    nll = at::where(keep_ce, nll, at::zeros({}, nll.options()));
-    at::Tensor ce = nll.sum() / keep_ce.sum().clamp_min(1).to(at::kFloat);
-    out.loss = kl * (1.0 - ce_weight) + ce * ce_weight;
-    out.ce = ce.detach();
-  }
+  if (ce_weight > 0 && T > 1)
+    add_ce(out, kl, temperature == 1.0 ? logq : at::log_softmax(student_logits, -1), tokens, keep,
+           ce_weight);
   out.kl = kl.detach();
   return out;
 }

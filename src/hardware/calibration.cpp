@@ -10,7 +10,7 @@
 
 namespace ac {
 
-static Scenario calibration_scenario(const Workload& w) {
+Scenario calibration_scenario(const Workload& w) {
   Scenario s;
   s.name = "calibration";
   s.device = "cpu";

@@ -24,6 +24,9 @@ struct PhaseFeatures {
   double offset = 0;
 };
 
+/// The scenario calibration measures under: this CPU (detect_cpu), the native engine, workload `w`.
+Scenario calibration_scenario(const Workload& w);
+
 /// Features of `config` for the prefill (TTFT) and one decode step (TPOT) of `workload`, from
 /// the tables of `profile` (its correction and older calibration ignored). Throws as predict().
 std::pair<PhaseFeatures, PhaseFeatures> correction_features(const Profile& profile,
