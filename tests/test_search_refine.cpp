@@ -16,39 +16,17 @@
 #include "prune/prune.h"
 #include "search/differentiable.h"
 #include "search/refine.h"
+#include "search_fixture.h"
 #include "test_util.h"
 
 using namespace ac;
 using ac::test::random_tokens;
+using ac::test::gpu_scenario;
+using ac::test::importance_of;
+using ac::test::small_model;
+using ac::test::space_options;
 
 namespace {
-
-// D 64, 4 layers of 8 query heads in 2 KV groups (head_dim 8), FFN 96, vocab 97 (as test_search).
-LlamaModel small_model() {
-  ModelConfig c = ModelConfig::uniform(/*V=*/97, /*D=*/64, /*L=*/4, LayerConfig{8, 2, 8, 96});
-  c.tie_word_embeddings = false;
-  return LlamaModel{c, random_weights(c, /*seed=*/21, /*std=*/0.3)};
-}
-
-Importance importance_of(const LlamaModel& m) {
-  ImportanceOptions opt;
-  opt.show_progress = false;
-  return compute_importance(m, {random_tokens(4, 16, m.config.vocab_size, 5)}, opt);
-}
-
-Scenario gpu_scenario() {
-  json j = {{"name", "test"}, {"device", "h100-sxm"}, {"engine", "vllm"},
-            {"workload", {{"prompt_tokens", 512}, {"output_tokens", 128}, {"batch_size", 64},
-                          {"weight_dtype", "bf16"}, {"kv_cache_dtype", "bf16"}}}};
-  return scenario_from_json(j, "test.json", ac::test::source_dir());
-}
-
-SearchSpaceOptions space_options() {
-  SearchSpaceOptions o;
-  o.width_granularity = 16;
-  o.min_width_fraction = 0.4;
-  return o;
-}
 
 struct Fixture {
   LlamaModel m = small_model();
