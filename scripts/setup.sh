@@ -3,12 +3,14 @@
 #   libtorch-dev + libopenblas0-openmp (NOT libopenblas-dev: it would make the pthread OpenBLAS
 #   the default and torch 1.13 would run its BLAS single-threaded), nlohmann-json, CLI11, fmt,
 #   GoogleTest, cmake, ninja, ccache, and python3-torch (the float64 reference of the tests).
+#   libjemalloc-dev: the allocator linked into the CLI (peak memory that does not grow with the
+#   calibration size; docs/benchmarks.md, issue #4).
 #   libgloo-dev: headers of Gloo, which libtorch's c10d ProcessGroupGloo (data-parallel distill) needs.
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build ccache pkg-config
           libtorch-dev libopenblas0-openmp nlohmann-json3-dev libcli11-dev libfmt-dev libgloo-dev
-          libgtest-dev python3-torch python3-numpy
+          libjemalloc-dev libgtest-dev python3-torch python3-numpy
           chromium)  # headless browser: the test that renders report.html (test_report_html.cpp)
 # clang + compiler-rt (libFuzzer, ASan, UBSan runtimes): the fuzz targets (scripts/fuzz.sh).
 packages+=(clang libclang-rt-dev)

@@ -117,8 +117,10 @@ TEST(CostCalibration, ScanGranularityOfWidths) {
 }
 
 // A scan where latency is proportional to the width rounded up to 16, and widths that are not
-// multiples of `slow_below` take 1.5x as long.
-static OpTable synthetic_scan(int64_t slow_below) {
+// multiples of `slow_below` take 1.5x as long; `noise` > 0 multiplies each entry by a factor in
+// [1, 1 + noise) drawn independently of the width (timing noise of a shared machine).
+static OpTable synthetic_scan(int64_t slow_below, double noise = 0) {
+  uint64_t state = 0x9E3779B97F4A7C15ull;
   OpTable t;
   t.dim_names = {"M", "N", "K", "A", "O"};
   for (int64_t M : {1, 128})
@@ -129,6 +131,8 @@ static OpTable synthetic_scan(int64_t slow_below) {
           e.dims = {M, O == 0 ? w : 288, O == 0 ? 288 : w, A, O};
           double padded = double((w + 15) / 16 * 16);
           e.median_ms = 1e-3 * padded * double(M) * (w % slow_below ? 1.5 : 1.0);
+          state = state * 6364136223846793005ull + 1442695040888963407ull;  // LCG
+          e.median_ms *= 1 + noise * double(state >> 11) / double(1ull << 53);
           t.entries.push_back(e);
         }
   return t;
@@ -152,6 +156,20 @@ TEST(CostCalibration, WidthGranularityRuleFindsTheFastStep) {
   EXPECT_LT(levels.front().second, 0.7);
   EXPECT_NEAR(levels.back().second, 1.0, 1e-12);
   EXPECT_THROW(derive_width_granularity(OpTable{}), ConfigError);
+}
+
+TEST(CostCalibration, WidthGranularityRuleIsNotFooledByTimingNoise) {
+  // Up to +40% noise on every entry: each group's best is a lucky sample, so every level's mean
+  // efficiency drops to 0.8-0.9 alike. Measured against the anchors' own level, no width is slow:
+  // the floor of 8 (an absolute 0.9 bar would say 128).
+  auto levels = granularity_levels(synthetic_scan(1, 0.4));
+  for (const auto& [g, eff] : levels) std::printf("level %3lld: efficiency %.3f\n", (long long)g, eff);
+  ASSERT_EQ(levels.back().first, 128);
+  EXPECT_LT(levels.back().second, 0.9);  // an absolute bar already fails at 128
+  EXPECT_EQ(derive_width_granularity(synthetic_scan(1, 0.4)), 8);
+  // Real slow widths still show through the same noise.
+  EXPECT_EQ(derive_width_granularity(synthetic_scan(16, 0.4)), 16);
+  EXPECT_EQ(derive_width_granularity(synthetic_scan(64, 0.4)), 64);
 }
 
 TEST(CostCalibration, GranularityForFallsBackToTheDevice) {

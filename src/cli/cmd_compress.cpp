@@ -8,12 +8,13 @@ namespace {
 ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   auto o = std::make_shared<ac::CompressOptions>();
   auto model = std::make_shared<std::string>(), out = std::make_shared<std::string>(),
-       profile = std::make_shared<std::string>();
+       profile = std::make_shared<std::string>(), data = std::make_shared<std::string>();
   CLI::App* s = app.add_subcommand("compress", "Run every stage: profile, sample, importance, search, prune, distill, eval, export, validate, report");
   s->add_option("--model", *model, "teacher checkpoint folder (HF layout)")->required();
   s->add_option("--scenario", o->scenario, "scenario name (scenarios/NAME.json) or path")->required();
   s->add_option("--out", *out, "output folder (created atomically; replaced only on success)")->required();
   s->add_option("--profile", *profile, "reuse a profile.json of this device instead of profiling");
+  s->add_option("--data", *data, "reuse the teacher-sampled token files (calibration, train, heldout .tokens) of an earlier run's data/ folder instead of sampling");
   s->add_option("--method", o->method, "search method: minitron (uniform grid), autocompress (differentiable) or both side by side (same distillation budget and held-out data)")->check(CLI::IsMember({"minitron", "autocompress", "both"}))->capture_default_str();
   s->add_option("--seed", o->seed, "seed of the teacher-sampled data")->capture_default_str();
   s->add_option("--seq-len", o->seq_len, "tokens per sequence (T)")->capture_default_str();
@@ -25,12 +26,15 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--task-items", o->task_items, "items per in-domain task (cloze, story ending; 0 = none)")->capture_default_str();
   s->add_option("--distill-lr", o->distill_lr, "distillation peak learning rate")->capture_default_str();
   s->add_option("--distill-hidden-loss-weight", o->distill_hidden_loss_weight, "hidden-state loss weight between mapped layers (0 = off)")->capture_default_str();
+  s->add_option("--minitron-retrain-top-k", o->minitron_retrain_top_k, "minitron: candidates (best by KL after pruning) each distilled briefly before the final pick (0 = rank by KL after pruning alone)")->capture_default_str();
+  s->add_option("--minitron-retrain-tokens", o->minitron_retrain_tokens, "minitron: distillation tokens per retrained candidate, counted as search tokens (0 = distill-tokens / 8)")->capture_default_str();
   s->add_option("--safety-margin", o->safety_margin, "search against limits x (1 - margin)")->capture_default_str();
   s->add_flag("--allow-nonfinite", o->allow_nonfinite, "run even if the teacher has NaN/Inf weights (refused by default)");
-  s->callback([o, model, out, profile] {
+  s->callback([o, model, out, profile, data] {
     o->model_dir = *model;
     o->out_dir = *out;
     o->profile_path = *profile;
+    o->data_dir = *data;
     ac::run_compress(*o);
     std::printf("report: %s/report.md\n", o->out_dir.c_str());
   });

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
 #include "hardware/cost_model.h"
@@ -13,8 +14,8 @@
 
 namespace {
 struct SearchArgs {
-  std::string model, importance, scenario, profile, data, out, method = "minitron";
-  int64_t seq_len = 256, batches = 1;
+  std::string model, importance, scenario, profile, data, train_data, out, method = "minitron";
+  int64_t seq_len = 256, batches = 1, retrain_top_k = 0, retrain_tokens = 16384;
   ac::SearchSettings settings;
 };
 
@@ -32,6 +33,9 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--method", a->method, "search method: autocompress (differentiable), minitron (uniform grid) or both side by side")->check(CLI::IsMember({"autocompress", "minitron", "both"}))->capture_default_str();
   s->add_option("--seq-len", a->seq_len, "tokens per calibration window (minitron ranking, KL after pruning)")->capture_default_str();
   s->add_option("--batches", a->batches, "calibration batches of 8 windows for minitron's ranking and the KL after pruning")->capture_default_str();
+  s->add_option("--minitron-retrain-top-k", a->retrain_top_k, "minitron: the best K candidates by KL after pruning are each distilled for --minitron-retrain-tokens on --train-data, then ranked again (0 = off)")->capture_default_str();
+  s->add_option("--minitron-retrain-tokens", a->retrain_tokens, "minitron: distillation tokens per retrained candidate (batches of 8 x --seq-len; counted as search tokens)")->capture_default_str();
+  s->add_option("--train-data", a->train_data, "training token file of minitron's retraining (required with --minitron-retrain-top-k)");
   s->add_option("--safety-margin", st.safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
   CLI::Option* gran = s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods; default: the profile's derived granularity, else the device's)");
   s->add_option("--steps", d.steps, "autocompress: optimisation steps at most")->capture_default_str();
@@ -50,9 +54,18 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--refine-evaluations", d.refine_evaluations, "autocompress: KL evaluations of the local search after the ranking")->capture_default_str();
   s->callback([a, gran] {
     ac::init_torch_threads();
-    ac::check_not_overwriting_inputs({a->model, a->importance, a->profile, a->data}, a->out,
-                                     "search");
+    ac::check_not_overwriting_inputs({a->model, a->importance, a->profile, a->data, a->train_data},
+                                     a->out, "search");
     a->settings.minitron_batches = a->batches;
+    if (a->retrain_top_k > 0) {
+      if (a->train_data.empty())
+        throw ac::ConfigError("[search] --minitron-retrain-top-k needs --train-data (the text the candidates are distilled on)");
+      a->settings.minitron_retrain = true;
+      a->settings.retrain.top_k = a->retrain_top_k;
+      a->settings.retrain.distill.token_budget = a->retrain_tokens;
+      a->settings.retrain.distill.seq_len = a->seq_len;
+      a->settings.retrain.distill.warmup_steps = 1;
+    }
     ac::LlamaModel teacher = ac::load_checkpoint(a->model);
     ac::Scenario scenario = ac::find_scenario(a->scenario);
     std::optional<ac::Profile> profile;
@@ -72,10 +85,13 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
     }
     ac::Importance imp = ac::load_importance(a->importance);
     ac::TokenDataset data = ac::TokenDataset::load(a->data, int32_t(teacher.config.bos_token_id));
+    std::optional<ac::TokenDataset> train;
+    if (!a->train_data.empty())
+      train = ac::TokenDataset::load(a->train_data, int32_t(teacher.config.bos_token_id));
     std::vector<ac::SearchOutcome> outcomes;
     for (const std::string& m : ac::search_methods(a->method))
       outcomes.push_back(ac::run_search_method(m, teacher, imp, scenario, p, limits, data,
-                                               a->seq_len, a->settings));
+                                               a->seq_len, a->settings, train ? &*train : nullptr));
     // Evaluation (not a search cost): KL after pruning of every result on the same windows.
     std::vector<at::Tensor> eval_batches = data.sequential_batches(8, a->seq_len, a->batches);
     nlohmann::json comparison = nlohmann::json::array();

@@ -1,5 +1,6 @@
 #include "common/runtime.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -7,6 +8,15 @@
 #include <ctime>
 
 namespace ac {
+
+bool release_free_memory() {
+  // int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen)
+  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+  static const Mallctl mallctl = reinterpret_cast<Mallctl>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  if (!mallctl) return false;
+  // 4096 = MALLCTL_ARENAS_ALL (jemalloc.h): every arena at once.
+  return mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0) == 0;
+}
 
 int cpu_cores() {
   long n = ::sysconf(_SC_NPROCESSORS_ONLN);

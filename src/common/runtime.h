@@ -16,6 +16,15 @@ int cpu_cores();
 void log_info(const std::string& line);
 void log_warn(const std::string& line);
 
+/// Returns the allocator's freed-but-resident pages to the system: under jemalloc (the CLI's
+/// allocator, found at run time through dlsym so the library does not depend on it) every
+/// arena's dirty and muzzy pages are purged (mallctl "arena.<MALLCTL_ARENAS_ALL>.purge"); under
+/// any other allocator it does nothing. Called between the batches of a streaming stage so that
+/// its peak memory is one batch's working set however many batches it runs (issue #4);
+/// a purge costs the page faults of re-touching the next batch's buffers. Returns true if it
+/// purged.
+bool release_free_memory();
+
 /// Monotonic seconds since an arbitrary origin.
 inline double now_s() {
   using namespace std::chrono;

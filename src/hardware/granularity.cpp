@@ -53,11 +53,17 @@ std::vector<std::pair<int64_t, double>> granularity_levels(const OpTable& scan) 
 
 int64_t derive_width_granularity(const OpTable& scan, const GranularityRule& rule) {
   auto levels = granularity_levels(scan);
+  // The bar is relative to the coarsest level (the anchors, multiples of 128): timing noise
+  // lowers every efficiency alike (each group's best is its luckiest sample), and must not read
+  // as "only multiples of 128 are fast".
+  double reference = 1.0;
+  for (const auto& [level, eff] : levels)
+    if (level == rule.max_granularity && eff > 0) reference = eff;
   int64_t g = rule.max_granularity;
   // Walk down from the coarsest level while every level at and above still reaches the bar.
   for (auto it = levels.rbegin(); it != levels.rend(); ++it) {
     if (it->first > rule.max_granularity) continue;
-    if (it->second < rule.min_efficiency) break;
+    if (it->second < rule.min_efficiency * reference) break;
     g = it->first;
   }
   return std::clamp(g, rule.min_granularity, rule.max_granularity);

@@ -122,6 +122,17 @@ Run run_once(const LlamaModel& m, const at::Tensor& prompt, int64_t output_token
 }
 }  // namespace
 
+std::string not_measurable_reason(const Scenario& s) {
+  if (s.device != "cpu")
+    return fmt::format("device {} is not this machine (the native engine measures this CPU only)", s.device);
+  if (s.engine != "native")
+    return fmt::format("engine {} is not the native engine that runs here", s.engine);
+  if (s.workload.weight_dtype != "fp32" || s.workload.kv_cache_dtype != "fp32")
+    return fmt::format("the native engine runs fp32, the workload asks for weights {} and KV cache {}",
+                       s.workload.weight_dtype, s.workload.kv_cache_dtype);
+  return "";
+}
+
 Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
                            bool show_progress) {
   if (w.weight_dtype != "fp32" || w.kv_cache_dtype != "fp32")

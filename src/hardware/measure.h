@@ -2,6 +2,7 @@
 // the forward pass in model/llama.h, the ground truth `validate` compares predictions to.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "hardware/cost_model.h"
@@ -36,6 +37,12 @@ struct Measurement {
 /// repeats < 1.
 Measurement measure_native(const LlamaModel& model, const Workload& workload, int repeats = 3,
                            bool show_progress = false);
+
+/// Why `scenario` cannot be measured on this machine by measure_native, or "" when it can: the
+/// native engine runs fp32 on this CPU, so the scenario must name device "cpu", engine "native"
+/// and fp32 weights and KV cache. A GPU scenario costed by its spec sheet gets e.g.
+/// "device rtx-5070 is not this machine (the native engine measures this CPU only)".
+std::string not_measurable_reason(const Scenario& scenario);
 
 /// Installs (once per process) a CPU allocator that wraps the default one and counts live and
 /// peak bytes. Tensors allocated before it are not counted.

@@ -225,6 +225,7 @@ Importance compute_importance(const LlamaModel& m, const std::vector<at::Tensor>
     fo.observer = &obs;
     m.hidden_states(tokens, fo);
     if (opt.layer_drop_loss) add_layer_drop(m, tokens, s);
+    release_free_memory();  // peak memory: one batch's working set, not a growing cache
     s.raw.num_tokens += tokens.numel();
     s.raw.num_sequences += tokens.size(0);
     s.batches_done = int64_t(i) + 1;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "common/runtime.h"
 #include "io/checkpoint.h"
 #include "prune/depth.h"
@@ -11,7 +13,7 @@
 namespace ac {
 
 nlohmann::json comparison_row(const SearchOutcome& o, const ModelConfig& student,
-                              const CostEstimate& predicted, const Measurement& measured,
+                              const CostEstimate& predicted, const Measurement* measured,
                               const EvalResult& after_prune, const EvalResult& eval,
                               const DistillResult& d, const CompareContext& ctx,
                               const std::string& model_path) {
@@ -22,9 +24,10 @@ nlohmann::json comparison_row(const SearchOutcome& o, const ModelConfig& student
           {"search_seconds", o.seconds},
           {"model", model_path},
           {"predicted", predicted.to_json()},
-          {"measured", measured.to_json()},
+          {"measured", measured ? measured->to_json() : nlohmann::json(nullptr)},
           {"limits_predicted", check_limits(predicted, ctx.search_limits)},
-          {"limits_measured", check_limits(measured.as_estimate(), ctx.limits)},
+          {"limits_measured", measured ? nlohmann::json(check_limits(measured->as_estimate(), ctx.limits))
+                                       : nlohmann::json(nullptr)},
           {"eval_after_prune", after_prune.to_json()},
           {"eval", eval.to_json()},
           {"distill", {{"tokens", d.tokens}, {"steps", d.steps_done}, {"wall_s", d.wall_s},
@@ -52,10 +55,12 @@ nlohmann::json run_method_for_comparison(const SearchOutcome& o, const CompareCo
   const nlohmann::json tasks = run_story_tasks_stage(*ctx.teacher, student, ctx.heldout->ids(), topt);
   fs::create_directories(model_dir);
   save_checkpoint(model_dir, student, ctx.teacher_dir);
-  Measurement measured = measure_native(student, ctx.scenario->workload, ctx.measure_repeats);
+  std::optional<Measurement> measured;
+  if (ctx.not_measured.empty())
+    measured = measure_native(student, ctx.scenario->workload, ctx.measure_repeats);
   CostEstimate predicted = predict(student.config, *ctx.scenario, ctx.profile);
-  nlohmann::json row =
-      comparison_row(o, student.config, predicted, measured, after_prune, eval, d, ctx, model_name);
+  nlohmann::json row = comparison_row(o, student.config, predicted, measured ? &*measured : nullptr,
+                                      after_prune, eval, d, ctx, model_name);
   row["tasks"] = tasks;
   return row;
 }

@@ -29,6 +29,8 @@ struct CompareContext {
   DistillOptions distill;  // the main run's options (budget, batch, lr, seed); log_path replaced
   EvalOptions eval;
   int measure_repeats = 3;
+  std::string not_measured;  // non-empty: the scenario cannot be measured here (why), and no
+                             // method's model is measured (not_measurable_reason)
   fs::path teacher_dir;  // tokenizer files copied into each saved model
   // The main run's in-domain tasks stage (same seed and items, so the same tasks); out_dir is
   // replaced by tasks-METHOD beside model_dir. max_items 0 = no tasks.
@@ -40,8 +42,10 @@ struct CompareContext {
 ///    "predicted", "measured", "limits_predicted", "limits_measured",
 ///    "eval_after_prune", "eval", "distill": {"tokens", "steps", "wall_s", "last_loss"}}
 /// (run_method_for_comparison adds "tasks": the tasks stage's JSON for that model.)
+/// `measured` null: not measured (ctx.not_measured says why); "measured" and "limits_measured"
+/// are then null.
 nlohmann::json comparison_row(const SearchOutcome& o, const ModelConfig& student,
-                              const CostEstimate& predicted, const Measurement& measured,
+                              const CostEstimate& predicted, const Measurement* measured,
                               const EvalResult& after_prune, const EvalResult& eval,
                               const DistillResult& distilled, const CompareContext& ctx,
                               const std::string& model_path);

@@ -74,6 +74,49 @@ Corpus sample_data(const LlamaModel& teacher, const CompressOptions& opt, const 
   return c;
 }
 
+// The workload this CPU is profiled for: the scenario's, in fp32 (what the native engine and
+// the llama.cpp stage's f32 GGUF run) when the scenario targets another device.
+Workload profiled_workload(const Scenario& s) {
+  Workload w = s.workload;
+  if (s.device != "cpu") w.weight_dtype = w.kv_cache_dtype = "fp32";
+  return w;
+}
+
+// The distillation options of the run (batch, T, lr schedule, seed) for a token budget.
+DistillOptions distill_options(const CompressOptions& opt, int64_t budget) {
+  DistillOptions d;
+  d.token_budget = budget;
+  d.batch_size = opt.distill_batch;
+  d.seq_len = opt.seq_len;
+  d.lr = opt.distill_lr;
+  d.min_lr = opt.distill_lr / 10;
+  d.seed = opt.seed;
+  d.allow_nonfinite = opt.allow_nonfinite;
+  return d;
+}
+
+// The token files of an earlier run's data/ folder (reused instead of sampling again): the same
+// three sets, checked against the teacher's vocabulary by TokenDataset::load. Copied into `dir`.
+Corpus reuse_data(const LlamaModel& teacher, const fs::path& from, const fs::path& dir) {
+  fs::create_directories(dir);
+  const int32_t bos = int32_t(teacher.config.bos_token_id);
+  Corpus c;
+  TokenDataset* sets[] = {&c.calibration, &c.train, &c.heldout};
+  const char* names[] = {"calibration.tokens", "train.tokens", "heldout.tokens"};
+  for (int i = 0; i < 3; ++i) {
+    const fs::path f = from / names[i];
+    if (!fs::is_regular_file(f))
+      throw ConfigError(msg("compress", "--data {}: no {} there (expected the data/ folder of an "
+                                        "earlier compress run)", from.string(), names[i]));
+    *sets[i] = TokenDataset::load(f, bos);
+    if (sets[i]->vocab_size() > teacher.config.vocab_size)
+      throw ConfigError(msg("compress", "{}: vocab_size {}, the teacher's is {}", f.string(),
+                            sets[i]->vocab_size(), teacher.config.vocab_size));
+    write_token_file(dir / names[i], sets[i]->ids(), teacher.config.vocab_size);
+  }
+  return c;
+}
+
 // Reloads the exported checkpoint and checks it gives the student's logits bit for bit.
 double export_roundtrip_diff(const fs::path& dir, const LlamaModel& student, const at::Tensor& batch) {
   at::NoGradGuard no_grad;
@@ -87,7 +130,10 @@ json run_compress(const CompressOptions& opt) {
   init_torch_threads();
   StageTimer timer;
   const double t_start = now_s();
-  check_not_overwriting_input(opt.model_dir, opt.out_dir, "compress");
+  std::vector<fs::path> inputs{opt.model_dir};
+  for (const fs::path& p : {opt.profile_path, opt.data_dir})
+    if (!p.empty()) inputs.push_back(p);
+  check_not_overwriting_inputs(inputs, opt.out_dir, "compress");
   Scenario scenario = find_scenario(opt.scenario);
   LlamaModel teacher = load_checkpoint(opt.model_dir);
   // Refused before minutes of profiling and sampling (importance and distill would refuse too).
@@ -101,25 +147,40 @@ json run_compress(const CompressOptions& opt) {
   // The latency correction is fitted on real forwards of calibration prunes (profile stage
   // 56-91 s in all for stories15M on 2 cores); without it the bare table sums are 7-25% off (#3).
   ProfileOptions profile_options;
-  profile_options.calibrate = true;
+  // A scenario for another device uses this profile only for the llama.cpp stage (run here):
+  // the correction, fitted for the native engine, is not needed there.
+  profile_options.calibrate = scenario.device == "cpu";
   Profile profile = opt.profile_path.empty()
-                        ? run_profile({teacher.config}, scenario.workload, profile_options)
+                        ? run_profile({teacher.config}, profiled_workload(scenario), profile_options)
                         : load_profile(opt.profile_path);
   save_profile(out.path() / "profile.json", profile);
+  // The scenario's costs come from this profile only when it targets this device; a GPU
+  // scenario is costed by the roofline of its spec (the profile still serves the llama.cpp
+  // stage, which runs here).
+  const Profile* scenario_profile = profile.identity.device == scenario.device ? &profile : nullptr;
   timer.done("profile");
 
-  Corpus data = sample_data(teacher, opt, out.path() / "data");
+  Corpus data = opt.data_dir.empty() ? sample_data(teacher, opt, out.path() / "data")
+                                     : reuse_data(teacher, opt.data_dir, out.path() / "data");
   timer.done("sample");
 
-  // The teacher measured on this device: relative limits resolve against it.
-  Measurement teacher_measured = measure_native(teacher, scenario.workload, opt.measure_repeats,
-                                                /*show_progress=*/true);
+  // The teacher measured on this device: relative limits resolve against it. A scenario for
+  // another device (a GPU costed by its spec sheet) has nothing here to measure: its costs are
+  // predictions only, and the report says so.
+  const std::string not_measured = not_measurable_reason(scenario);
+  std::optional<Measurement> teacher_measured;
+  if (not_measured.empty())
+    teacher_measured = measure_native(teacher, scenario.workload, opt.measure_repeats,
+                                      /*show_progress=*/true);
+  else
+    log_warn("[compress] costs are predicted only, nothing is measured: " + not_measured);
   // Relative limits ("0.6 x the teacher's TPOT") resolve against the teacher's measurement for
   // the measured check, and against the teacher's prediction for the search, so that the search
   // compares predictions with predictions and a profile/measurement offset cancels out.
-  Limits limits = scenario.limits.resolve(teacher_measured.as_estimate());
-  CostEstimate teacher_predicted = predict(teacher.config, scenario, &profile);
+  CostEstimate teacher_predicted = predict(teacher.config, scenario, scenario_profile);
   Limits search_limits = scenario.limits.resolve(teacher_predicted);
+  Limits limits = teacher_measured ? scenario.limits.resolve(teacher_measured->as_estimate())
+                                   : search_limits;
   timer.done("measure_teacher");
 
   std::vector<at::Tensor> calib = data.calibration.sequential_batches(8, opt.seq_len);
@@ -135,12 +196,24 @@ json run_compress(const CompressOptions& opt) {
   search_settings.safety_margin = opt.safety_margin;
   // Widths in the step this device runs efficiently (derived by the profile; hardware/granularity.h).
   search_settings.autocompress.space.width_granularity = search_settings.minitron.width_granularity =
-      width_granularity_for(&profile, scenario.device_spec);
+      width_granularity_for(scenario_profile, scenario.device_spec);
+  if (opt.minitron_retrain_top_k > 0) {
+    search_settings.minitron_retrain = true;
+    search_settings.retrain.top_k = opt.minitron_retrain_top_k;
+    const int64_t batch_tokens = std::max<int64_t>(1, opt.distill_batch * opt.seq_len);
+    const int64_t budget = std::max(batch_tokens, opt.minitron_retrain_tokens > 0
+                                                      ? opt.minitron_retrain_tokens
+                                                      : opt.distill_tokens / 8);
+    search_settings.retrain.distill = distill_options(opt, budget);
+    // The main run warms up over 10 of its 64 steps; a retraining of a few steps the same share.
+    search_settings.retrain.distill.warmup_steps = std::max<int64_t>(1, budget / batch_tokens / 6);
+  }
   std::vector<SearchOutcome> searches;
   json search_rows = json::array();
   for (const std::string& m : search_methods(opt.method)) {
-    searches.push_back(run_search_method(m, teacher, imp, scenario, &profile, search_limits,
-                                         data.calibration, opt.seq_len, search_settings));
+    searches.push_back(run_search_method(m, teacher, imp, scenario, scenario_profile, search_limits,
+                                         data.calibration, opt.seq_len, search_settings,
+                                         &data.train));
     search_rows.push_back(searches.back().summary());
   }
   for (size_t i = 0; i < searches.size(); ++i)
@@ -161,15 +234,8 @@ json run_compress(const CompressOptions& opt) {
   EvalResult pruned_eval = evaluate(student, &teacher, data.heldout, eo);
   timer.done("prune");
 
-  DistillOptions dopt;
-  dopt.token_budget = opt.distill_tokens;
-  dopt.batch_size = opt.distill_batch;
-  dopt.seq_len = opt.seq_len;
-  dopt.lr = opt.distill_lr;
-  dopt.min_lr = opt.distill_lr / 10;
-  dopt.seed = opt.seed;
+  DistillOptions dopt = distill_options(opt, opt.distill_tokens);
   dopt.log_path = out.path() / "distill_log.csv";
-  dopt.allow_nonfinite = opt.allow_nonfinite;
   dopt.hidden_loss_weight = opt.distill_hidden_loss_weight;
   dopt.hidden_map = pruning_map_from_plan(teacher.config, plan, /*blocks_dropped=*/true);
   DistillResult dres = distill(teacher, student, data.train, dopt);
@@ -197,9 +263,11 @@ json run_compress(const CompressOptions& opt) {
                                     "same logits (max diff {})", roundtrip));
   timer.done("export");
 
-  Measurement student_measured = measure_native(student, scenario.workload, opt.measure_repeats,
-                                                /*show_progress=*/true);
-  CostEstimate student_predicted = predict(student.config, scenario, &profile);
+  std::optional<Measurement> student_measured;
+  if (not_measured.empty())
+    student_measured = measure_native(student, scenario.workload, opt.measure_repeats,
+                                      /*show_progress=*/true);
+  CostEstimate student_predicted = predict(student.config, scenario, scenario_profile);
   timer.done("validate");
 
   // The real llama.cpp on the GGUF exports: its measured TPOT beside the llama.cpp prediction.
@@ -210,11 +278,13 @@ json run_compress(const CompressOptions& opt) {
   timer.done("llama_cpp");
 
   // The other methods' architectures: same distillation budget and data, same held-out set.
-  CompareContext cmp{&teacher, &imp, &scenario, &profile, &data.train, &data.heldout,
-                     limits, search_limits, dopt, eo, opt.measure_repeats, opt.model_dir};
+  CompareContext cmp{&teacher, &imp, &scenario, scenario_profile, &data.train, &data.heldout,
+                     limits, search_limits, dopt, eo, opt.measure_repeats, not_measured,
+                     opt.model_dir};
   cmp.tasks = task_opt;  // the same tasks for every method
   json comparison = json::array();
-  comparison.push_back(comparison_row(search, student.config, student_predicted, student_measured,
+  comparison.push_back(comparison_row(search, student.config, student_predicted,
+                                      student_measured ? &*student_measured : nullptr,
                                       pruned_eval, student_eval, dres, cmp, "model"));
   comparison.back()["tasks"] = tasks;
   for (size_t i = 1; i < searches.size(); ++i) {
@@ -238,15 +308,17 @@ json run_compress(const CompressOptions& opt) {
       {"date", today_utc()},
       {"teacher", {{"config", describe(teacher.config)}, {"parameters", teacher.config.num_parameters()},
                    {"predicted", teacher_predicted.to_json()},
-                   {"measured", teacher_measured.to_json()},
+                   {"measured", teacher_measured ? teacher_measured->to_json() : json(nullptr)},
                    {"eval", teacher_eval.to_json()}}},
       {"compressed", {{"config", describe(student.config)},
                       {"hf_config", config_to_hf_json(student.config)},
                       {"parameters", student.config.num_parameters()},
                       {"predicted", student_predicted.to_json()},
-                      {"measured", student_measured.to_json()},
+                      {"measured", student_measured ? student_measured->to_json() : json(nullptr)},
                       {"limits_predicted", check_limits(student_predicted, search_limits)},
-                      {"limits_measured", check_limits(student_measured.as_estimate(), limits)},
+                      {"limits_measured", student_measured
+                                              ? json(check_limits(student_measured->as_estimate(), limits))
+                                              : json(nullptr)},
                       {"eval_after_prune", pruned_eval.to_json()},
                       {"eval", student_eval.to_json()}}},
       {"search", {{"method", search.method},
@@ -264,6 +336,7 @@ json run_compress(const CompressOptions& opt) {
                 {"heldout_documents_removed_for_overlap", data.overlap_removed}}},
       {"export", {{"path", "model"}, {"reload_max_abs_diff", roundtrip}}},
   };
+  report["not_measured"] = not_measured;  // why nothing was measured; "" = measured here
   report["tasks"] = tasks;
   report["llama_cpp"] = llama_cpp;
   timer.done("report");

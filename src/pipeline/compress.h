@@ -27,6 +27,8 @@ struct CompressOptions {
   std::string scenario;    // a scenario name (scenarios/NAME.json) or a path
   fs::path out_dir;
   fs::path profile_path;   // reuse a profile.json instead of profiling (must be this device)
+  fs::path data_dir;       // reuse calibration/train/heldout.tokens of an earlier run's data/
+                           // folder instead of sampling them (empty = sample)
   std::string method = "minitron";      // search: "minitron", "autocompress" or "both" (both:
                                          // autocompress is the main result in model/; minitron's
                                          // architecture is pruned, distilled with the same budget
@@ -42,6 +44,13 @@ struct CompressOptions {
   int64_t distill_batch = 8;
   int64_t task_items = 200;              // items per in-domain task after distillation (0 = none)
   double distill_lr = 1e-3;
+  // Minitron's lightweight retraining (search/minitron.h minitron_retrain): its best
+  // minitron_retrain_top_k candidates by KL after pruning are each distilled for
+  // minitron_retrain_tokens tokens of the training data (same lr and batch as distill) and the
+  // best after that is kept; those tokens count as Minitron's search tokens. top_k 0 = off;
+  // tokens 0 = distill_tokens / 8 (at least one batch).
+  int64_t minitron_retrain_top_k = 3;
+  int64_t minitron_retrain_tokens = 0;
   double distill_hidden_loss_weight = 0;  // hidden-state loss weight (distill/hidden_loss.h; 0 = off)
   double safety_margin = 0.05;           // the search meets limits x (1 - margin) by the model
   int measure_repeats = 3;               // measured TTFT/TPOT: median over this many runs

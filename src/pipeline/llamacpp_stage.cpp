@@ -83,9 +83,17 @@ json run_llamacpp_stage(const LlamaModel& teacher, const LlamaModel& compressed,
   for (size_t i = 0; int64_t(prompt.size()) < P; ++i) prompt.push_back(words[i % words.size()]);
   const GgufVocab vocab = vocab_from_tokenizer(tok);
 
+  // llama.cpp runs here, on this CPU, whatever device the scenario targets: the prediction it is
+  // checked against is llama.cpp on this CPU with the f32 GGUF written below.
   Scenario on_llamacpp = scenario;
   on_llamacpp.engine = "llama.cpp";
   on_llamacpp.engine_spec = load_engine("llama.cpp");
+  if (scenario.device != "cpu") {
+    on_llamacpp.device = "cpu";
+    on_llamacpp.device_spec = load_device("cpu");
+    on_llamacpp.workload.weight_dtype = on_llamacpp.workload.kv_cache_dtype = "fp32";
+    r["device_note"] = fmt::format("run on this CPU, not on the scenario's {}", scenario.device);
+  }
   fs::create_directories(opt.work_dir);
   for (auto [name, model] : {std::pair<const char*, const LlamaModel*>{"teacher", &teacher},
                              {"compressed", &compressed}}) {

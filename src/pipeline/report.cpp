@@ -13,6 +13,12 @@ double num(const json& j, const char* k) { return j.contains(k) && j[k].is_numbe
 
 std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1 << 20)); }
 
+// A limits verdict: "" = met, a string = what broke, null = not measured.
+std::string verdict(const json& v) {
+  if (!v.is_string()) return "not measured";
+  return v.get<std::string>().empty() ? "met" : "BROKEN — " + v.get<std::string>();
+}
+
 std::string pct_err(double predicted, double measured) {
   return measured == 0 ? "—" : fmt::format("{:+.1f}%", 100.0 * (predicted - measured) / measured);
 }
@@ -74,13 +80,17 @@ std::string render_comparison_md(const json& rows) {
   line("top-1 agreement", [](const json& r) { return fmt::format("{:.1f}%", 100 * num(r["eval"], "top1_agreement")); });
   for (const char* k : {"ttft_ms", "tpot_ms"})
     line(fmt::format("{} predicted / measured", k), [&](const json& r) {
-      return fmt::format("{:.3f} / {:.3f}", num(r["predicted"], k), num(r["measured"], k));
+      return fmt::format("{:.3f} / {}", num(r["predicted"], k),
+                         r["measured"].is_object() ? fmt::format("{:.3f}", num(r["measured"], k)) : "—");
     });
   line("peak memory predicted / measured", [](const json& r) {
-    return mib(num(r["predicted"], "peak_memory_bytes")) + " / " + mib(num(r["measured"], "peak_memory_bytes"));
+    return mib(num(r["predicted"], "peak_memory_bytes")) + " / " +
+           (r["measured"].is_object() ? mib(num(r["measured"], "peak_memory_bytes")) : "—");
   });
   line("limits (model / measured)", [](const json& r) {
-    auto ok = [](const json& v) { return v.is_string() && v.get<std::string>().empty() ? "met" : "BROKEN"; };
+    auto ok = [](const json& v) {
+      return !v.is_string() ? "not measured" : v.get<std::string>().empty() ? "met" : "BROKEN";
+    };
     return fmt::format("{} / {}", ok(r["limits_predicted"]), ok(r["limits_measured"]));
   });
   line("distillation tokens", [](const json& r) { return std::to_string(r["distill"].value("tokens", int64_t(0))); });
@@ -100,10 +110,15 @@ std::string render_report_md(const json& r) {
                     r["device"]["cpu_model"].get<std::string>(), r["device"]["cores"].get<int>(),
                     r["device"]["threads"].get<int>(), r["device"]["torch"].get<std::string>(),
                     s["engine"].get<std::string>(), r["date"].get<std::string>());
+  const std::string not_measured = r.value("not_measured", std::string());
+  if (!not_measured.empty())
+    md += fmt::format("**Nothing in this report is measured on the target: {}.** Every cost is the "
+                      "cost model's prediction; quality figures are measured as usual.\n\n", not_measured);
   md += fmt::format("Workload: batch {}, {} prompt + {} output tokens. Limits (resolved against the "
-                    "teacher's measurement): `{}`.\n\n",
+                    "teacher's {}): `{}`.\n\n",
                     s["workload"]["batch_size"].get<int64_t>(), s["workload"]["prompt_tokens"].get<int64_t>(),
-                    s["workload"]["output_tokens"].get<int64_t>(), lim.dump());
+                    s["workload"]["output_tokens"].get<int64_t>(),
+                    not_measured.empty() ? "measurement" : "prediction", lim.dump());
   if (s.contains("limits_for_search"))
     md += fmt::format("The search met `{}` by the cost model (relative limits resolved against the "
                       "teacher's prediction, so that predictions are compared with predictions).\n\n",
@@ -119,9 +134,9 @@ std::string render_report_md(const json& r) {
   md += "| metric | limit | teacher predicted | teacher measured | compressed predicted | "
         "compressed measured | prediction error |\n|---|---|---|---|---|---|---|\n";
   auto row = [&](const char* name, const char* key, const char* limit_key, bool bytes) {
-    auto fmtv = [&](double v) { return bytes ? mib(v) : fmt::format("{:.3f}", v); };
-    double tp = num(t["predicted"], key), tm = num(t["measured"], key);
-    double cp = num(c["predicted"], key), cm = num(c["measured"], key);
+    auto fmtv = [&](double v) { return v == 0 ? std::string("—") : bytes ? mib(v) : fmt::format("{:.3f}", v); };
+    double tp = num(t["predicted"], key), tm = t["measured"].is_object() ? num(t["measured"], key) : 0;
+    double cp = num(c["predicted"], key), cm = c["measured"].is_object() ? num(c["measured"], key) : 0;
     md += fmt::format("| {} | {} | {} [{}] | {} | {} [{}] | {} | {} |\n", name,
                       limit_cell(lim, limit_key, bytes), fmtv(tp),
                       t["predicted"].value("source", "?"), fmtv(tm), fmtv(cp),
@@ -131,9 +146,8 @@ std::string render_report_md(const json& r) {
   row("TPOT (ms)", "tpot_ms", "tpot_ms", false);
   row("throughput (tokens/s)", "throughput_tokens_per_s", "min_throughput_tokens_per_s", false);
   row("peak memory", "peak_memory_bytes", "peak_memory_bytes", true);
-  std::string lp = c["limits_predicted"].get<std::string>(), lm = c["limits_measured"].get<std::string>();
   md += fmt::format("\nEvery limit, by the cost model: **{}**. Measured: **{}**.\n\n",
-                    lp.empty() ? "met" : "BROKEN — " + lp, lm.empty() ? "met" : "BROKEN — " + lm);
+                    verdict(c["limits_predicted"]), verdict(c["limits_measured"]));
 
   md += "## Quality on held-out teacher-sampled stories\n\n";
   md += "| model | perplexity | bits/byte | KL to teacher (nats/token) | top-1 agreement | top-5 overlap | tokens |\n|---|---|---|---|---|---|---|\n";

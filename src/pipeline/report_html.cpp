@@ -530,6 +530,7 @@ std::string summary_table(const json& r) {
 std::string verdict_line(const json& r) {
   auto verdict = [&](const char* key) {
     const json* v = find(r, {"compressed", key});
+    if (v && v->is_null()) return std::string("not measured");
     if (!v || !v->is_string()) return std::string("unknown");
     return v->get<std::string>().empty() ? std::string("met") : "BROKEN: " + v->get<std::string>();
   };

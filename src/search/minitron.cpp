@@ -96,6 +96,7 @@ nlohmann::json Candidate::to_json() const {
           {"feasible", violation.empty()},
           {"violation", violation},
           {"loss_after_prune", loss_after_prune},
+          {"loss_after_retrain", loss_after_retrain},
           {"chosen", chosen}};
 }
 
@@ -201,6 +202,55 @@ SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, c
   r.best = r.candidates[best];
   r.seconds = now_s() - t0;
   return r;
+}
+
+void minitron_retrain(const LlamaModel& teacher, const Importance& imp, SearchResult& r,
+                      const TokenDataset& train, const std::vector<at::Tensor>& calibration,
+                      const RetrainOptions& opt) {
+  if (opt.top_k < 1)
+    throw ConfigError(fmt::format("[search] minitron retraining: top_k must be >= 1, found {}", opt.top_k));
+  const double t0 = now_s();
+  std::vector<size_t> ranked;
+  for (size_t i = 0; i < r.candidates.size(); ++i)
+    if (r.candidates[i].loss_after_prune >= 0) ranked.push_back(i);
+  if (ranked.empty())
+    throw ConfigError("[search] minitron retraining: no candidate was ranked by KL after pruning");
+  std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
+    return r.candidates[a].loss_after_prune < r.candidates[b].loss_after_prune;
+  });
+  if (int64_t(ranked.size()) > opt.top_k) ranked.resize(size_t(opt.top_k));
+
+  std::vector<at::Tensor> teacher_logprobs;
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& b : calibration) {
+      teacher_logprobs.push_back(at::log_softmax(teacher.forward(b), -1));
+      r.search_tokens += b.numel();
+    }
+  }
+  DistillOptions dopt = opt.distill;
+  dopt.log_path.clear();
+  dopt.state_dir.clear();
+  dopt.resume = false;
+  dopt.show_progress = false;
+  size_t best = ranked.front();
+  for (size_t k = 0; k < ranked.size(); ++k) {
+    Candidate& c = r.candidates[ranked[k]];
+    LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, c.target));
+    student.weights = clone(student.config, student.weights);  // own storage: it trains
+    DistillResult d = distill(teacher, student, train, dopt);
+    r.search_tokens += 2 * d.tokens;  // teacher forward + student forward of every token
+    c.loss_after_retrain = mean_kl(teacher_logprobs, student, calibration);
+    for (const auto& b : calibration) r.search_tokens += b.numel();
+    if (c.loss_after_retrain < r.candidates[best].loss_after_retrain || k == 0) best = ranked[k];
+    log_info(fmt::format("[search] minitron retraining {}/{}: {}: KL after pruning {:.4f}, after "
+                         "{} tokens {:.4f}", k + 1, ranked.size(), describe(c.config),
+                         c.loss_after_prune, d.tokens, c.loss_after_retrain));
+  }
+  for (auto& c : r.candidates) c.chosen = false;
+  r.candidates[best].chosen = true;
+  r.best = r.candidates[best];
+  r.seconds += now_s() - t0;
 }
 
 }  // namespace ac

@@ -66,7 +66,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
                                 const Importance& imp, const Scenario& scenario,
                                 const Profile* profile, const Limits& limits,
                                 const TokenDataset& calibration, int64_t seq_len,
-                                const SearchSettings& st) {
+                                const SearchSettings& st, const TokenDataset* retrain_data) {
   SearchOutcome o;
   o.method = method;
   o.parent = teacher.config;
@@ -79,6 +79,11 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
     std::vector<at::Tensor> batches =
         calibration.sequential_batches(st.minitron_batch_size, seq_len, st.minitron_batches);
     SearchResult r = minitron_search(teacher, imp, cost, limits, batches, mo);
+    if (st.minitron_retrain) {
+      if (!retrain_data)
+        throw ConfigError(msg("search", "minitron retraining needs training data (none given)"));
+      minitron_retrain(teacher, imp, r, *retrain_data, batches, st.retrain);
+    }
     o.best = r.best;
     o.search_tokens = r.search_tokens;
     o.seconds = r.seconds;

@@ -37,6 +37,11 @@ struct SearchSettings {
   DifferentiableOptions autocompress;    // same
   int64_t minitron_batch_size = 8;       // windows of seq_len per ranking batch
   int64_t minitron_batches = 1;          // ranking batches (KL of each candidate after pruning)
+  /// Minitron's lightweight retraining (minitron_retrain): the best retrain.top_k candidates by
+  /// KL after pruning are each distilled for retrain.distill.token_budget tokens and ranked
+  /// again. Off when minitron_retrain is false (the ranking after pruning decides alone).
+  bool minitron_retrain = false;
+  RetrainOptions retrain;
   int64_t autocompress_batch_size = 4;   // windows per search step
   int64_t autocompress_seq_len = 64;     // tokens per window of the search
   int64_t autocompress_batches = 8;      // distinct batches cycled over (teacher cached)
@@ -67,12 +72,16 @@ std::vector<std::string> search_methods(const std::string& method);
 /// Runs one method on `calibration` (minitron: its first minitron_batches batches of
 /// minitron_batch_size x seq_len; autocompress: autocompress_batches batches of
 /// autocompress_batch_size x autocompress_seq_len from the same stream). `limits` must be
-/// absolute. Throws what the method throws (InfeasibleError with the smallest reachable cost).
+/// absolute. `retrain_data`: the training text of minitron's lightweight retraining (required
+/// when settings.minitron_retrain; its tokens count as search tokens). Throws what the method
+/// throws (InfeasibleError with the smallest reachable cost); ConfigError when the retraining is
+/// asked for without data.
 SearchOutcome run_search_method(const std::string& method, const LlamaModel& teacher,
                                 const Importance& imp, const Scenario& scenario,
                                 const Profile* profile, const Limits& limits,
                                 const TokenDataset& calibration, int64_t seq_len,
-                                const SearchSettings& settings);
+                                const SearchSettings& settings,
+                                const TokenDataset* retrain_data = nullptr);
 
 /// KL(teacher || pruned model) per token, mean over `batches` ([B, T] int64), of `target`
 /// pruned from `teacher` with `imp` (removed blocks dropped). No autograd.

@@ -1,0 +1,80 @@
+// `compress --method both` on a spec-derived GPU scenario (scenarios/stories15m-rtx5070.json:
+// RTX 5070 roofline, llama.cpp, fp16), stories15M at the smallest sizes (about a minute on 2
+// cores). Nothing of an RTX 5070 can be measured on this machine, so:
+//   - every cost is the roofline prediction, and report.json / report.md say that nothing was
+//     measured and why (no measured figures, no measured verdict, never a "BROKEN" from a CPU
+//     measurement held against a GPU limit);
+//   - relative limits resolve against the teacher's prediction;
+//   - both methods are pruned, distilled with the same budget and evaluated on the same data;
+//     Minitron's search includes its lightweight retraining, whose tokens it counts.
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "common/json_io.h"
+#include "test_util.h"
+
+using namespace ac;
+using ac::test::TempDir;
+
+namespace {
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+}  // namespace
+
+TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
+  const fs::path src = ac::test::stories15m_dir();
+  ASSERT_TRUE(fs::exists(src / "model.bin")) << src << ": run scripts/fetch_stories15m.sh";
+  TempDir tmp;
+  const char* env = std::getenv("AC_BIN");
+  const std::string bin = env ? env : (fs::path(AC_BINARY_DIR) / "autocompress").string();
+  const fs::path model = tmp.path / "stories15m", run = tmp.path / "run";
+  ac::test::run_or_fail(fmt::format("{} import llama2c {} {} --out {} > /dev/null", bin,
+                                    (src / "model.bin").string(), (src / "tokenizer.bin").string(),
+                                    model.string()));
+  ac::test::run_or_fail(fmt::format(
+      "AC_QUIET=1 {} compress --model {} --scenario stories15m-rtx5070 --method both --out {} "
+      "--seq-len 32 --calibration-sequences 8 --train-sequences 8 --heldout-sequences 8 "
+      "--distill-tokens 512 --distill-batch 2 --task-items 0 > {} 2>&1",
+      bin, model.string(), run.string(), (tmp.path / "compress.log").string()));
+  const json r = parse_json_text(slurp(run / "report.json"), "report.json");
+
+  const std::string why = r.at("not_measured").get<std::string>();
+  EXPECT_NE(why.find("rtx-5070"), std::string::npos) << why;
+  EXPECT_TRUE(r["teacher"]["measured"].is_null());
+  EXPECT_TRUE(r["compressed"]["measured"].is_null());
+  EXPECT_TRUE(r["compressed"]["limits_measured"].is_null());
+  EXPECT_EQ(r["teacher"]["predicted"]["source"], "roofline");
+  // The relative TPOT limit (0.9 x the teacher) resolves against the teacher's prediction.
+  const double teacher_tpot = r["teacher"]["predicted"]["tpot_ms"].get<double>();
+  EXPECT_NEAR(r["scenario"]["limits"]["tpot_ms"].get<double>(), 0.9 * teacher_tpot, 1e-9 * teacher_tpot);
+  EXPECT_EQ(r["compressed"]["limits_predicted"], "");  // met by the cost model
+
+  ASSERT_EQ(r["comparison"].size(), 2u);
+  EXPECT_EQ(r["comparison"][0]["method"], "autocompress");
+  EXPECT_EQ(r["comparison"][1]["method"], "minitron");
+  for (const auto& row : r["comparison"]) {
+    EXPECT_TRUE(row["measured"].is_null()) << row["method"];
+    EXPECT_TRUE(row["limits_measured"].is_null()) << row["method"];
+    EXPECT_EQ(row["limits_predicted"], "") << row["method"];
+    EXPECT_EQ(row["distill"]["tokens"], 512) << row["method"];  // the same budget
+    EXPECT_GT(row["eval"]["kl_to_teacher"].get<double>(), 0) << row["method"];
+  }
+  // Minitron's search: ranking after pruning, then its top candidates retrained (512 / 8 = 64
+  // tokens, one batch of [2, 32]); the chosen one has its KL after retraining.
+  const json arch = parse_json_text(slurp(run / "arch.minitron.json"), "arch.minitron.json");
+  int retrained = 0;
+  for (const auto& c : arch["search"]["candidates"]) {
+    retrained += c["loss_after_retrain"].get<double>() >= 0;
+    if (c["chosen"].get<bool>()) EXPECT_GE(c["loss_after_retrain"].get<double>(), 0);
+  }
+  EXPECT_GE(retrained, 1);
+  EXPECT_LE(retrained, 3);
+
+  const std::string md = slurp(run / "report.md");
+  EXPECT_NE(md.find("Nothing in this report is measured on the target"), std::string::npos);
+  EXPECT_EQ(md.find("BROKEN"), std::string::npos);
+  EXPECT_NE(md.find("Measured: **not measured**"), std::string::npos);
+}
