@@ -263,15 +263,10 @@ TEST(ReportHtml, EveryPlotOfTheFixtureRunRendersInHeadlessChromium) {
 // cores): compress writes report.html beside report.md, and chromium lays out every plot.
 TEST(ReportHtml, CompressOnTheCpuScenarioWritesAReportChromiumRenders) {
   REQUIRE_CHROMIUM(chromium);
-  const fs::path src = ac::test::stories15m_dir();
-  ASSERT_TRUE(fs::exists(src / "model.bin")) << src << ": run scripts/fetch_stories15m.sh";
   TempDir tmp;
-  const char* env = std::getenv("AC_BIN");
-  const std::string bin = env ? env : (fs::path(AC_BINARY_DIR) / "autocompress").string();
-  const fs::path model = tmp.path / "stories15m", run = tmp.path / "run";
-  ac::test::run_or_fail(fmt::format("{} import llama2c {} {} --out {} > /dev/null", bin,
-                                    (src / "model.bin").string(), (src / "tokenizer.bin").string(),
-                                    model.string()));
+  const std::string bin = ac::test::cli_bin();
+  const fs::path model = ac::test::import_stories15m(tmp.path), run = tmp.path / "run";
+  ASSERT_FALSE(testing::Test::HasFailure());
   ac::test::run_or_fail(fmt::format(
       "AC_QUIET=1 {} compress --model {} --scenario cpu-local --out {} --seq-len 32 "
       "--calibration-sequences 8 --train-sequences 8 --heldout-sequences 8 --distill-tokens 512 "

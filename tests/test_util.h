@@ -47,4 +47,20 @@ inline void run_or_fail(const std::string& cmd) {
   ASSERT_EQ(rc, 0) << "command failed: " << cmd;
 }
 
+/// The autocompress CLI under test: $AC_BIN (set by ctest), else the build's.
+inline std::string cli_bin() {
+  const char* env = std::getenv("AC_BIN");
+  return env ? env : (fs::path(AC_BINARY_DIR) / "autocompress").string();
+}
+
+/// stories15M (stories15m_dir()) imported with `autocompress import llama2c` into DIR/stories15m;
+/// returns that folder. Fails the test when stories15M is not fetched or the import fails.
+inline fs::path import_stories15m(const fs::path& dir) {
+  const fs::path src = stories15m_dir(), model = dir / "stories15m";
+  EXPECT_TRUE(fs::exists(src / "model.bin")) << src << ": run scripts/fetch_stories15m.sh";
+  run_or_fail(cli_bin() + " import llama2c " + (src / "model.bin").string() + " " +
+              (src / "tokenizer.bin").string() + " --out " + model.string() + " > /dev/null");
+  return model;
+}
+
 }  // namespace ac::test

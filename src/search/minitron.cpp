@@ -67,6 +67,19 @@ std::string smallest_reachable(const std::vector<Candidate>& cands, const Limits
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+// The teacher's log-probabilities of each batch ([B, T, V] each, no autograd); adds the tokens
+// to *tokens (search tokens).
+std::vector<at::Tensor> teacher_logprobs_of(const LlamaModel& teacher,
+                                            const std::vector<at::Tensor>& batches, int64_t* tokens) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> out;
+  for (const auto& b : batches) {
+    out.push_back(at::log_softmax(teacher.forward(b), -1));
+    *tokens += b.numel();
+  }
+  return out;
+}
+
 }  // namespace
 
 int64_t UniformSpace::size() const {
@@ -178,14 +191,7 @@ SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, c
   });
   if (int64_t(maximal.size()) > opt.max_ranked) maximal.resize(size_t(opt.max_ranked));
 
-  std::vector<at::Tensor> teacher_logprobs;
-  {
-    at::NoGradGuard no_grad;
-    for (const auto& b : calibration) {
-      teacher_logprobs.push_back(at::log_softmax(teacher.forward(b), -1));
-      r.search_tokens += b.numel();
-    }
-  }
+  std::vector<at::Tensor> teacher_logprobs = teacher_logprobs_of(teacher, calibration, &r.search_tokens);
   Progress progress("search", int64_t(maximal.size()), "candidates");
   size_t best = maximal.front();
   for (size_t k = 0; k < maximal.size(); ++k) {
@@ -220,14 +226,7 @@ void minitron_retrain(const LlamaModel& teacher, const Importance& imp, SearchRe
   });
   if (int64_t(ranked.size()) > opt.top_k) ranked.resize(size_t(opt.top_k));
 
-  std::vector<at::Tensor> teacher_logprobs;
-  {
-    at::NoGradGuard no_grad;
-    for (const auto& b : calibration) {
-      teacher_logprobs.push_back(at::log_softmax(teacher.forward(b), -1));
-      r.search_tokens += b.numel();
-    }
-  }
+  std::vector<at::Tensor> teacher_logprobs = teacher_logprobs_of(teacher, calibration, &r.search_tokens);
   DistillOptions dopt = opt.distill;
   dopt.log_path.clear();
   dopt.state_dir.clear();
