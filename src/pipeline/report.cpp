@@ -55,10 +55,12 @@ std::string render_llamacpp_md(const json& l) {
 }
 
 // Methods side by side (compress --method both): same distillation budget, same held-out data.
-std::string render_comparison_md(const json& rows) {
+std::string render_comparison_md(const json& rows, const std::string& not_measured) {
   std::string md = "## Search methods side by side\n\nEach architecture pruned from the teacher, "
                    "distilled with the same token budget on the same data, evaluated on the same "
-                   "held-out stories and measured on this device.\n\n| | ";
+                   "held-out stories and ";
+  md += not_measured.empty() ? "measured on this device.\n\n| | "
+                             : "costed by the cost model only (" + not_measured + ").\n\n| | ";
   std::string sep = "|---|";
   for (const auto& r : rows) {
     md += fmt::format("{} | ", r.value("method", "?"));
@@ -174,7 +176,7 @@ std::string render_report_md(const json& r) {
   md += fmt::format("Distillation: {} tokens in {} steps ({} skipped), {:.0f} s, loss {:.4f} → {:.4f}.\n\n",
                     d["tokens"].get<int64_t>(), d["steps"].get<int64_t>(), d["skipped_steps"].get<int64_t>(),
                     d["wall_s"].get<double>(), d["first_loss"].get<double>(), d["last_loss"].get<double>());
-  if (r.contains("comparison") && r["comparison"].size() > 1) md += render_comparison_md(r["comparison"]);
+  if (r.contains("comparison") && r["comparison"].size() > 1) md += render_comparison_md(r["comparison"], r.value("not_measured", std::string()));
   md += "## Time per stage\n\n| stage | seconds |\n|---|---|\n";
   for (const auto& st : r["stages"]) md += fmt::format("| {} | {:.1f} |\n", st["stage"].get<std::string>(), st["seconds"].get<double>());
   md += fmt::format("| **total** | {:.1f} |\n\n", r["total_seconds"].get<double>());
