@@ -1,4 +1,4 @@
-// `compress --method both` on a spec-derived GPU scenario (scenarios/stories15m-rtx5070.json:
+// compress --data (a bad folder is refused at once), and `compress --method both` on a spec-derived GPU scenario (scenarios/stories15m-rtx5070.json:
 // RTX 5070 roofline, llama.cpp, fp16), stories15M at the smallest sizes (about a minute on 2
 // cores). Nothing of an RTX 5070 can be measured on this machine, so:
 //   - every cost is the roofline prediction, and report.json / report.md say that nothing was
@@ -72,4 +72,23 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
   EXPECT_NE(md.find("Nothing in this report is measured on the target"), std::string::npos);
   EXPECT_EQ(md.find("BROKEN"), std::string::npos);
   EXPECT_NE(md.find("Measured: **not measured**"), std::string::npos);
+}
+
+// compress --data with a folder that lacks the token files: one clear error naming the file,
+// before any profiling or sampling, and no output folder.
+TEST(CompressData, AFolderWithoutTheTokenFilesFailsAtOnceAndWritesNothing) {
+  TempDir tmp;
+  const fs::path model = ac::test::import_stories15m(tmp.path), run = tmp.path / "run";
+  ASSERT_FALSE(testing::Test::HasFailure());
+  fs::create_directories(tmp.path / "data");
+  const fs::path log = tmp.path / "compress.log";
+  const int rc = std::system(fmt::format("{} compress --model {} --scenario cpu-local --out {} "
+                                         "--data {} > {} 2>&1", ac::test::cli_bin(), model.string(),
+                                         run.string(), (tmp.path / "data").string(), log.string())
+                                 .c_str());
+  EXPECT_NE(rc, 0);
+  const std::string out = slurp(log);
+  EXPECT_NE(out.find("no calibration.tokens there"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[profile]"), std::string::npos) << "profiled before refusing: " << out;
+  EXPECT_FALSE(fs::exists(run));
 }

@@ -95,6 +95,16 @@ DistillOptions distill_options(const CompressOptions& opt, int64_t budget) {
   return d;
 }
 
+const char* const kDataFiles[] = {"calibration.tokens", "train.tokens", "heldout.tokens"};
+
+// Refuses a --data folder without the three token files before any work is done.
+void check_data_dir(const fs::path& from) {
+  for (const char* name : kDataFiles)
+    if (!fs::is_regular_file(from / name))
+      throw ConfigError(msg("compress", "--data {}: no {} there (expected the data/ folder of an "
+                                        "earlier compress run)", from.string(), name));
+}
+
 // The token files of an earlier run's data/ folder (reused instead of sampling again): the same
 // three sets, checked against the teacher's vocabulary by TokenDataset::load. Copied into `dir`.
 Corpus reuse_data(const LlamaModel& teacher, const fs::path& from, const fs::path& dir) {
@@ -102,17 +112,13 @@ Corpus reuse_data(const LlamaModel& teacher, const fs::path& from, const fs::pat
   const int32_t bos = int32_t(teacher.config.bos_token_id);
   Corpus c;
   TokenDataset* sets[] = {&c.calibration, &c.train, &c.heldout};
-  const char* names[] = {"calibration.tokens", "train.tokens", "heldout.tokens"};
   for (int i = 0; i < 3; ++i) {
-    const fs::path f = from / names[i];
-    if (!fs::is_regular_file(f))
-      throw ConfigError(msg("compress", "--data {}: no {} there (expected the data/ folder of an "
-                                        "earlier compress run)", from.string(), names[i]));
+    const fs::path f = from / kDataFiles[i];
     *sets[i] = TokenDataset::load(f, bos);
     if (sets[i]->vocab_size() > teacher.config.vocab_size)
       throw ConfigError(msg("compress", "{}: vocab_size {}, the teacher's is {}", f.string(),
                             sets[i]->vocab_size(), teacher.config.vocab_size));
-    write_token_file(dir / names[i], sets[i]->ids(), teacher.config.vocab_size);
+    write_token_file(dir / kDataFiles[i], sets[i]->ids(), teacher.config.vocab_size);
   }
   return c;
 }
@@ -135,6 +141,7 @@ json run_compress(const CompressOptions& opt) {
     if (!p.empty()) inputs.push_back(p);
   check_not_overwriting_inputs(inputs, opt.out_dir, "compress");
   Scenario scenario = find_scenario(opt.scenario);
+  if (!opt.data_dir.empty()) check_data_dir(opt.data_dir);
   LlamaModel teacher = load_checkpoint(opt.model_dir);
   // Refused before minutes of profiling and sampling (importance and distill would refuse too).
   require_finite(teacher, opt.model_dir.string(), "compress", opt.allow_nonfinite);
