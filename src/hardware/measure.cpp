@@ -120,6 +120,14 @@ Run run_once(const LlamaModel& m, const at::Tensor& prompt, int64_t output_token
   for (double s : steps) r.decode_total_ms += s;
   return r;
 }
+
+// "" when the native engine can run `w` (fp32 weights and KV cache), else why not.
+std::string fp32_mismatch(const Workload& w) {
+  if (w.weight_dtype == "fp32" && w.kv_cache_dtype == "fp32") return "";
+  return fmt::format("the native engine runs fp32, the workload asks for weights {} and KV cache {}",
+                     w.weight_dtype, w.kv_cache_dtype);
+}
+
 }  // namespace
 
 std::string not_measurable_reason(const Scenario& s) {
@@ -127,18 +135,13 @@ std::string not_measurable_reason(const Scenario& s) {
     return fmt::format("device {} is not this machine (the native engine measures this CPU only)", s.device);
   if (s.engine != "native")
     return fmt::format("engine {} is not the native engine that runs here", s.engine);
-  if (s.workload.weight_dtype != "fp32" || s.workload.kv_cache_dtype != "fp32")
-    return fmt::format("the native engine runs fp32, the workload asks for weights {} and KV cache {}",
-                       s.workload.weight_dtype, s.workload.kv_cache_dtype);
-  return "";
+  return fp32_mismatch(s.workload);
 }
 
 Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
                            bool show_progress) {
-  if (w.weight_dtype != "fp32" || w.kv_cache_dtype != "fp32")
-    throw ConfigError(msg("measure_native", "the native engine runs fp32, the workload asks for "
-                                            "weights {} and KV cache {}",
-                          w.weight_dtype, w.kv_cache_dtype));
+  if (const std::string why = fp32_mismatch(w); !why.empty())
+    throw ConfigError(msg("measure_native", "{}", why));
   if (repeats < 1)
     throw ConfigError(msg("measure_native", "repeats: expected >= 1, found {}", repeats));
   install_counting_allocator();
