@@ -14,8 +14,11 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/torch.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <iostream>
+#include <thread>
 
 #include "common/runtime.h"
 #include "data/dataset.h"
@@ -42,6 +45,65 @@ double forward_flops(const ModelConfig& c, int64_t B, int64_t T) {
   return per_token * double(B * T);
 }
 
+/// Measured fp32 peak of one core: 12 independent chains of fused multiply-adds on 512-bit
+/// (AVX-512F) or 256-bit (AVX2 + FMA) registers, 2 FLOP per lane each, for `iters` rounds.
+/// 12 chains cover the FMA latency (4 cycles) times two FMA ports, so the loop is bound by
+/// issue throughput: the instruction peak, not a BLAS's (the method of the Empirical Roofline
+/// Toolkit, Lo et al. 2014). The chains are named variables, not an array, so that they stay in
+/// registers (an array was kept on the stack: a load and a store per FMA, half the peak).
+/// Returns a value derived from the chains (so the compiler keeps them); the caller times it.
+#define AC_FMA_CHAINS(T, SET1, FMADD, LANE0)                                              \
+  const T b = SET1(1.0000001f), c = SET1(1e-7f);                                         \
+  T a0 = SET1(0.f), a1 = SET1(1.f), a2 = SET1(2.f), a3 = SET1(3.f), a4 = SET1(4.f),      \
+    a5 = SET1(5.f), a6 = SET1(6.f), a7 = SET1(7.f), a8 = SET1(8.f), a9 = SET1(9.f),      \
+    a10 = SET1(10.f), a11 = SET1(11.f);                                                  \
+  for (int64_t it = 0; it < iters; ++it) {                                               \
+    a0 = FMADD(a0, b, c); a1 = FMADD(a1, b, c); a2 = FMADD(a2, b, c);                    \
+    a3 = FMADD(a3, b, c); a4 = FMADD(a4, b, c); a5 = FMADD(a5, b, c);                    \
+    a6 = FMADD(a6, b, c); a7 = FMADD(a7, b, c); a8 = FMADD(a8, b, c);                    \
+    a9 = FMADD(a9, b, c); a10 = FMADD(a10, b, c); a11 = FMADD(a11, b, c);                \
+  }                                                                                      \
+  return LANE0(a0) + LANE0(a1) + LANE0(a2) + LANE0(a3) + LANE0(a4) + LANE0(a5) +         \
+         LANE0(a6) + LANE0(a7) + LANE0(a8) + LANE0(a9) + LANE0(a10) + LANE0(a11);
+
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iters) {
+#define AC_LANE0_512(x) _mm_cvtss_f32(_mm512_castps512_ps128(x))
+  AC_FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, AC_LANE0_512)
+#undef AC_LANE0_512
+}
+
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iters) {
+#define AC_LANE0_256(x) _mm_cvtss_f32(_mm256_castps256_ps128(x))
+  AC_FMA_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, AC_LANE0_256)
+#undef AC_LANE0_256
+}
+#undef AC_FMA_CHAINS
+
+/// The fp32 FMA peak of `threads` cores running at once (one chain loop per thread), GFLOP/s,
+/// best of `rounds`; `isa` receives "avx512" or "avx2" (the widest this CPU has).
+double measured_fp32_peak(int threads, int rounds, std::string& isa) {
+  const bool wide = __builtin_cpu_supports("avx512f");
+  isa = wide ? "avx512" : "avx2";
+  const int64_t iters = 50'000'000;
+  // Wall time of all threads together (a thread that ran while another waited for a core
+  // must not count twice).
+  const double flops = double(threads) * 2.0 * (wide ? 16 : 8) * 12 * double(iters);
+  double best = 0;
+  float sink = 0;
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<float> out(size_t(threads), 0.0f);
+    const double t0 = now_s();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { out[size_t(t)] = wide ? fma_chains_avx512(iters) : fma_chains_avx2(iters); });
+    for (auto& t : pool) t.join();
+    best = std::max(best, flops / (now_s() - t0) / 1e9);
+    for (float f : out) sink += f;
+  }
+  if (sink == 1.2345f) std::cerr << "";
+  return best;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -53,7 +115,7 @@ int run(int argc, char** argv) {
   int64_t dim = 288, layers = 6, heads = 6, kv_heads = 6, ffn = 768, vocab = 32000;
   int64_t sdim = 192, sheads = 4, skv = 4, sffn = 512, batch = 8, seq = 256, steps = 5,
           warmup = 1;
-  app.add_option("which", which, "train | importance")->required();
+  app.add_option("which", which, "train | importance | peak")->required();
   app.add_option("--dim", dim);
   app.add_option("--layers", layers);
   app.add_option("--heads", heads);
@@ -70,6 +132,14 @@ int run(int argc, char** argv) {
   app.add_option("--warmup", warmup);
   CLI11_PARSE(app, argc, argv);
   init_torch_threads();
+  if (which == "peak") {  // no model: the instruction peak of as many cores as torch uses
+    std::string isa;
+    const double g = measured_fp32_peak(at::get_num_threads(), 3, isa);
+    std::cout << nlohmann::json{{"which", which}, {"gflops_per_s", g}, {"isa", isa},
+                                {"threads", at::get_num_threads()}, {"blas", blas_description()}}.dump()
+              << std::endl;
+    return 0;
+  }
 
   const int64_t hd = dim / heads;
   ModelConfig tc = ModelConfig::uniform(vocab, dim, layers, LayerConfig{heads, kv_heads, hd, ffn});
@@ -155,7 +225,7 @@ int run(int argc, char** argv) {
                  {"student_forward_gflops_per_s", forward_flops(sc, batch, seq) / median(t_student) / 1e9},
                  {"backward_gflops_per_s", 2 * forward_flops(sc, batch, seq) / median(t_backward) / 1e9}};
   } else {
-    std::cerr << "which must be train or importance\n";
+    std::cerr << "which must be train, importance or peak\n";
     return 2;
   }
   double med = median(step_s);
@@ -173,4 +243,7 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace ac
 
-int main(int argc, char** argv) { return ac::run(argc, argv); }
+int main(int argc, char** argv) {
+  ac::ensure_fast_blas_kernels();
+  return ac::run(argc, argv);
+}

@@ -17,6 +17,10 @@
 # docs/fuzzing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Under `nice -n N`, lower this session's autogroup too: with the kernel's autogroup scheduling
+# (sched_autogroup_enabled) a niced process competes only inside its own session, and a fuzzer
+# started from another terminal would still take a full core from a timing run.
+if (($(nice) > 0)) && [ -w /proc/self/autogroup ]; then echo "$(nice)" >/proc/self/autogroup || true; fi
 secs=${1:-60}
 shift || true
 scripts/setup.sh >/dev/null

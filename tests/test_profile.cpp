@@ -1,6 +1,9 @@
 // Profile and measurement tests: the profiler's op replicas equal the native forward (so the
 // tables time what the model runs), a tiny profile has every table on the expected grid,
 // the counting allocator counts, and measured memory holds the weights and the KV cache.
+#include <cctype>
+#include <cstdlib>
+
 #include "common/error.h"
 #include "common/runtime.h"
 #include "hardware/measure.h"
@@ -143,4 +146,51 @@ TEST(Measure, NativeMeasurementHoldsWeightsAndKvCache) {
   EXPECT_GT(r.tpot_ms, 0);
   w.weight_dtype = "bf16";
   EXPECT_THROW(measure_native(m, w, 1), ConfigError);
+}
+
+TEST(Measure, NotMeasurableReasonNamesTheDeviceEngineOrDtype) {
+  Scenario s;
+  s.device = "cpu";
+  s.engine = "native";
+  EXPECT_EQ(not_measurable_reason(s), "");  // fp32 weights and KV cache by default
+  s.workload.kv_cache_dtype = "fp16";
+  EXPECT_NE(not_measurable_reason(s).find("KV cache fp16"), std::string::npos);
+  s.workload.kv_cache_dtype = "fp32";
+  s.engine = "vllm";
+  EXPECT_NE(not_measurable_reason(s).find("engine vllm"), std::string::npos);
+  s.device = "h100-sxm";
+  EXPECT_NE(not_measurable_reason(s).find("device h100-sxm"), std::string::npos);
+}
+
+TEST(Validate, ShippedOneBillionShapeAndItsRandomPrunes) {
+  // architectures/tinyllama-1.1b.json: the base of the ~1B validation (scenario cpu-1b).
+  ModelConfig c = read_architecture(test::source_dir() / "architectures" / "tinyllama-1.1b.json");
+  // By hand: embed + untied head 2 x 32000 x 2048; per layer q, o 2048^2, k, v 2048 x 4 x 64,
+  // gate/up/down 3 x 2048 x 5632, two norms 2 x 2048; 22 layers; the final norm 2048.
+  const int64_t per_layer = 2 * 2048 * 2048 + 2 * 2048 * 256 + 3 * 2048 * 5632 + 2 * 2048;
+  EXPECT_EQ(c.num_parameters(), 2 * 32000 * 2048 + 22 * per_layer + 2048);
+  EXPECT_EQ(c.num_parameters(), 1'100'048'384);  // TinyLlama-1.1B's published count
+  for (const ModelConfig& p : random_architectures(c, 20, 1)) {
+    EXPECT_LE(p.num_parameters(), c.num_parameters());
+    EXPECT_EQ(p.num_layers(), 22);
+  }
+}
+
+TEST(Runtime, OpenBlasRunsTheVectorKernelsThisCpuHas) {
+  // tests/blas_kernels_init.cpp calls ensure_fast_blas_kernels() before main, as the CLI does.
+  const std::string blas = blas_description();
+  if (blas.empty()) GTEST_SKIP() << "the BLAS is not OpenBLAS";
+  if (const char* keep = std::getenv("AC_KEEP_BLAS_CORE"); keep && keep[0] == '1')
+    GTEST_SKIP() << "AC_KEEP_BLAS_CORE=1";
+  __builtin_cpu_init();
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
+    GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+  EXPECT_EQ(blas.find("core Prescott"), std::string::npos) << blas;
+  if (const char* core = std::getenv("OPENBLAS_CORETYPE")) {  // the core asked for is the one used
+    auto lower = [](std::string x) {
+      for (char& ch : x) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+      return x;
+    };
+    EXPECT_NE(lower(blas).find("core " + lower(core)), std::string::npos) << blas;
+  }
 }

@@ -15,6 +15,7 @@ std::vector<std::pair<int, CommandSetup>>& command_registry() {
 }  // namespace ac::cli
 
 int main(int argc, char** argv) {
+  ac::ensure_fast_blas_kernels();  // may re-execute this program with OPENBLAS_CORETYPE set
   CLI::App app{"autocompress: compress an LLM so that it fits a deployment (AutoCompress method)"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");

@@ -9,6 +9,25 @@ namespace ac {
 /// AC_NUM_THREADS is set. Returns the count used. Safe to call more than once.
 int init_torch_threads();
 
+/// Makes OpenBLAS use the kernels this CPU can run. OpenBLAS 0.3.21 (Debian 12) picks its
+/// kernels from the CPUID family/model, and on CPUs it does not know (Sapphire Rapids as a KVM
+/// guest, "Intel Xeon Processor") it falls back to "Prescott": SSE3 kernels, 5x slower GEMMs
+/// (measured here: 2048^3 fp32 at 60 GFLOP/s vs 300 with the AVX-512 kernels). OpenBLAS reads
+/// the choice once, when it is loaded, from OPENBLAS_CORETYPE, so the fix is to re-execute the
+/// program with that variable set: when OPENBLAS_CORETYPE is unset, the BLAS is OpenBLAS (found
+/// through dlsym, no link dependency), its core is not one with AVX2 kernels and the CPU has
+/// AVX2 + FMA or AVX-512, this sets OPENBLAS_CORETYPE to Cooperlake (AVX-512 BF16), SkylakeX
+/// (AVX-512 F/BW/DQ/VL) or Haswell (AVX2 + FMA) and execv's /proc/self/exe with the same
+/// arguments (read from /proc/self/cmdline). It returns only when nothing needed changing or
+/// the exec failed. AC_KEEP_BLAS_CORE=1 keeps OpenBLAS's own choice. Call first thing in main
+/// (or from a static initializer), before any thread starts.
+void ensure_fast_blas_kernels();
+
+/// The BLAS in use and its kernels, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... core Cooperlake", or
+/// "" when the BLAS is not OpenBLAS. Recorded in profiles: tables measured with other kernels
+/// do not describe this process.
+std::string blas_description();
+
 /// Number of online CPU cores.
 int cpu_cores();
 

@@ -14,7 +14,8 @@ namespace ac {
 /// time unless AC_TIMER=cpu).
 struct Measurement {
   double ttft_ms = 0;   // median over repeats of the prefill (B x prompt tokens, logits of the
-                        // last position only)
+                        // last position only); each repeat adds up to 4 prefill-only samples
+                        // while they cost at most a quarter of its decode time
   double tpot_ms = 0;   // median over repeats of the median decode step (output_tokens steps)
   double throughput_tokens_per_s = 0;  // B * output / (TTFT + sum of decode steps)
   int64_t weight_bytes = 0;    // unique storage bytes of the model's tensors

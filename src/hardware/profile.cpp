@@ -301,7 +301,7 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
   Profile p;
   DeviceSpec cpu = detect_cpu();
   p.identity = {"cpu", cpu.display_name, cpu.cores, init_torch_threads(), cpu.isa, TORCH_VERSION,
-                today_utc(), timer_kind()};
+                today_utc(), timer_kind(), blas_description()};
   p.workload = workload;
   Grids g = make_grids(shapes, workload, opt);
   int64_t rotation = opt.rotation_bytes;

@@ -74,6 +74,7 @@ struct ProfileIdentity {
   std::string torch_version;
   std::string date;  // YYYY-MM-DD (UTC)
   std::string timer = "wall";  // clock of the latencies (hardware/timer.h): "wall" or "cpu"
+  std::string blas;            // blas_description() (common/runtime.h); "" in older profiles
 };
 
 /// Residual time per step outside the tables, from real forwards (ms; may be negative).

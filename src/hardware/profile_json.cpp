@@ -89,7 +89,7 @@ json Profile::to_json() const {
           {"device", id.device},
           {"identity", {{"cpu_model", id.cpu_model}, {"cores", id.cores}, {"threads", id.threads},
                         {"isa", id.isa}, {"torch_version", id.torch_version}, {"date", id.date},
-                        {"timer", id.timer}}},
+                        {"timer", id.timer}, {"blas", id.blas}}},
           {"workload", workload_json(workload)},
           {"dispatch_overhead_ms", dispatch_overhead_ms},
           {"memory_bandwidth_bytes_per_s", memory_bandwidth_bytes_per_s},
@@ -165,6 +165,7 @@ Profile Profile::from_json(const json& j, const std::string& file) {
   p.identity.torch_version = json_get_or<std::string>(id, "torch_version", "", fid);
   p.identity.date = json_get_or<std::string>(id, "date", "", fid);
   p.identity.timer = json_get_or<std::string>(id, "timer", "wall", fid);
+  p.identity.blas = json_get_or<std::string>(id, "blas", "", fid);
   const json& w = j.value("workload", json::object());
   std::string fw = file + ": workload";
   p.workload.prompt_tokens = json_get_or<int64_t>(w, "prompt_tokens", 0, fw);

@@ -97,6 +97,10 @@ void check_profile_is_this_cpu(const Profile& p) {
     throw ConfigError(msg("validate", "the profile's latencies are {} time, this run measures {} "
                                       "time: set AC_TIMER={} or re-run `autocompress profile`",
                           p.identity.timer, timer_kind(), p.identity.timer == "cpu" ? "cpu" : "wall"));
+  if (!p.identity.blas.empty() && p.identity.blas != blas_description())
+    throw ConfigError(msg("validate", "the profile's latencies were measured with BLAS '{}', this "
+                                      "run uses '{}' (OPENBLAS_CORETYPE): re-run `autocompress "
+                                      "profile` here", p.identity.blas, blas_description()));
   if (p.identity.threads != at::get_num_threads())
     throw ConfigError(msg("validate", "the profile used {} torch threads, this run uses {}: set "
                                       "AC_NUM_THREADS={} or re-run `autocompress profile`",
