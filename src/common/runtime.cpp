@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <vector>
 
 namespace ac {
@@ -25,6 +26,14 @@ bool release_free_memory() {
 namespace {
 using CharFn = char* (*)();
 CharFn openblas_fn(const char* name) { return reinterpret_cast<CharFn>(::dlsym(RTLD_DEFAULT, name)); }
+
+// OpenBLAS's kernel set ("Prescott", "Cooperlake", ...); nullopt when the BLAS is not OpenBLAS.
+std::optional<std::string> openblas_core() {
+  static const CharFn corename = openblas_fn("openblas_get_corename");
+  if (!corename) return std::nullopt;
+  const char* name = corename();
+  return std::string(name ? name : "?");
+}
 
 // The OpenBLAS core this CPU should use, or "" if none of the fast ones applies.
 std::string best_openblas_core() {
@@ -49,11 +58,10 @@ std::string best_openblas_core() {
 void ensure_fast_blas_kernels() {
   if (std::getenv("OPENBLAS_CORETYPE")) return;
   if (const char* keep = std::getenv("AC_KEEP_BLAS_CORE"); keep && keep[0] == '1') return;
-  CharFn corename = openblas_fn("openblas_get_corename");
-  if (!corename) return;  // not OpenBLAS
-  const std::string core = corename() ? corename() : "";
+  const std::optional<std::string> core = openblas_core();
+  if (!core) return;  // not OpenBLAS
   for (const char* fast : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
-    if (strcasecmp(core.c_str(), fast) == 0) return;
+    if (strcasecmp(core->c_str(), fast) == 0) return;
   const std::string want = best_openblas_core();
   if (want.empty()) return;
   // The arguments as the kernel holds them: NUL-separated in /proc/self/cmdline.
@@ -73,11 +81,12 @@ void ensure_fast_blas_kernels() {
 }
 
 std::string blas_description() {
-  CharFn config = openblas_fn("openblas_get_config"), corename = openblas_fn("openblas_get_corename");
-  if (!config || !corename) return "";
+  static const CharFn config = openblas_fn("openblas_get_config");
+  const std::optional<std::string> core = openblas_core();
+  if (!config || !core) return "";
   std::string out = config() ? config() : "";
   while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out + " core " + (corename() ? corename() : "?");
+  return out + " core " + *core;
 }
 
 int cpu_cores() {
