@@ -130,9 +130,10 @@ static OpTable synthetic_scan(int64_t slow_below, double noise = 0) {
           OpTiming e;
           e.dims = {M, O == 0 ? w : 288, O == 0 ? 288 : w, A, O};
           double padded = double((w + 15) / 16 * 16);
-          e.median_ms = 1e-3 * padded * double(M) * (w % slow_below ? 1.5 : 1.0);
+          e.ms = 1e-3 * padded * double(M) * (w % slow_below ? 1.5 : 1.0);
           state = state * 6364136223846793005ull + 1442695040888963407ull;  // LCG
-          e.median_ms *= 1 + noise * double(state >> 11) / double(1ull << 53);
+          e.ms *= 1 + noise * double(state >> 11) / double(1ull << 53);
+          e.median_ms = e.ms;
           t.entries.push_back(e);
         }
   return t;
@@ -216,7 +217,12 @@ TEST(CostCalibration, ProfileJsonRoundTripsTheNewFields) {
   old.erase("correction");
   old.erase("width_granularity");
   old.erase("granularity_levels");
+  old["identity"].erase("latency_statistic");
+  old["tables"]["step"]["entries"] = json::array({{{"dims", {1, 8, 2, 3}}, {"median_ms", 0.5}}});
   Profile o = Profile::from_json(old, "old");
+  EXPECT_EQ(o.identity.latency_statistic, "median");  // tables of medians: validate refuses it
+  EXPECT_EQ(o.table("step").entries[0].ms, 0.5);      // looked up as before
+  EXPECT_EQ(q.identity.latency_statistic, "min");
   EXPECT_FALSE(o.correction.fitted);
   EXPECT_EQ(o.width_granularity, 0);
   EXPECT_EQ(o.correction.prefill.coefficients(), PhaseCorrection{}.coefficients());

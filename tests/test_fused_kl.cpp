@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
+#include <cstdlib>
 #include <limits>
 
 #include "common/error.h"
@@ -47,6 +48,46 @@ TEST(FusedKl, MatchesUnfusedReferenceValueAndGradient) {
       double scale = s2.grad().abs().max().item<double>();
       EXPECT_LT(diff, 1e-6 * std::max(scale, 1.0) + 1e-9)
           << "largest gradient difference " << diff << ", tau " << tau << " rows " << rows;
+    }
+  }
+}
+
+// The AVX-512 row kernel (libmvec's expf) and the ATen row kernel against float64 on the same
+// inputs: a stories15M-sized vocabulary and an odd one (masked tail lanes), tau 1 and 2. (Rows
+// with -inf logits, which the fast kernel hands to the ATen path: MaskedPositions... below.)
+TEST(FusedKl, VectorKernelIsAsCloseToFloat64AsTheAtenKernel) {
+  if (__builtin_cpu_supports("avx512f") && !std::getenv("AC_FUSED_KL")) {
+    EXPECT_EQ(fused_kl_kernel_name(), "avx512");  // never silently on the slow path here
+  }
+  at::manual_seed(23);
+  for (int64_t V : {32000, 1003}) {
+    at::Tensor t = at::randn({2, 5, V}) * 4;
+    at::Tensor s0 = at::randn({2, 5, V}) * 3;
+    at::Tensor keep = at::rand({2, 5}) > 0.2;
+    for (double tau : {1.0, 2.0}) {
+      at::Tensor s1 = s0.clone().requires_grad_(true), s2 = s0.clone().requires_grad_(true);
+      at::Tensor fast = fused_kl_loss(t, s1, keep, tau);
+      at::Tensor aten = fused_kl_loss(t, s2, keep, tau, 0, FusedKlKernel::aten);
+      at::Tensor s64 = s0.to(at::kDouble).requires_grad_(true);
+      at::Tensor truth = kl_float64(t, s64, keep, tau);
+      // The fast kernel is at least as close to float64 as ATen's, and both are close.
+      const double e_fast = rel(fast.item<double>(), truth.item<double>()),
+                   e_aten = rel(aten.item<double>(), truth.item<double>());
+      EXPECT_LT(e_fast, std::max(2e-6, 1.5 * e_aten))
+          << "V " << V << " tau " << tau << ": fast " << fast.item<double>() << ", ATen "
+          << aten.item<double>() << ", float64 " << truth.item<double>();
+      fast.backward();
+      aten.backward();
+      truth.backward();
+      ASSERT_TRUE(s1.grad().isfinite().all().item<bool>());
+      const double scale = s64.grad().abs().max().item<double>();
+      const double g_fast = (s1.grad().to(at::kDouble) - s64.grad()).abs().max().item<double>(),
+                   g_aten = (s2.grad().to(at::kDouble) - s64.grad()).abs().max().item<double>();
+      EXPECT_LT(g_fast, std::max(1e-6 * scale, 1.5 * g_aten))
+          << "largest gradient error: fast " << g_fast << ", ATen " << g_aten << ", scale "
+          << scale << ", V " << V << " tau " << tau;
+      EXPECT_LT(g_fast, 1e-5 * scale)
+          << "V " << V << " tau " << tau;
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/runtime.h"
+#include "hardware/calibration.h"
 #include "hardware/measure.h"
 #include "hardware/native_ops.h"
 #include "hardware/profile.h"
@@ -100,12 +101,13 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
   EXPECT_EQ(p.table("embedding").entries.size(), 2u * 1);  // widths <= D only
   for (const auto& [name, t] : p.tables)
     for (const auto& e : t.entries) {
-      EXPECT_GT(e.median_ms, 0) << name;
+      EXPECT_GT(e.ms, 0) << name;
+      EXPECT_LE(e.ms, e.median_ms) << name;  // the min of the calls the median is of
       EXPECT_EQ(e.dims.size(), t.dim_names.size()) << name;
     }
   const OpTiming& g = p.table("gemm").entries.back();
   EXPECT_DOUBLE_EQ(p.table("gemm").lookup({double(g.dims[0]), double(g.dims[1]), double(g.dims[2])}),
-                   g.median_ms);
+                   g.ms);
   EXPECT_EQ(p.table("step").entries.size(), 2u);  // T = 8 (prefill) and 1 (decode)
   EXPECT_TRUE(p.correction.fitted);
   EXPECT_EQ(p.correction.fit.models, 3);  // the shape and two random prunes
@@ -117,6 +119,37 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
   Profile other = p;
   other.identity.cpu_model = "Another CPU";
   EXPECT_THROW(check_profile_is_this_cpu(other), ConfigError);
+  // validate --recalibrate: the correction re-fitted on calibration prunes measured in the same
+  // rounds as the judged ones; the predictions are the profile's with that correction.
+  const Scenario s = calibration_scenario(w);
+  const std::vector<ModelConfig> judged = random_architectures(c, 2, 77);
+  const std::vector<ModelConfig> calib = calibration_architectures({c}, 2, o.calibration_seed);
+  LatencyCorrection refit;
+  ValidationReport rep = validate_native_recalibrated(judged, calib, s, p, 1, false, &refit);
+  ASSERT_EQ(rep.rows.size(), 2u);
+  EXPECT_TRUE(refit.fitted);
+  EXPECT_EQ(refit.fit.models, 3);  // the shape and its two prunes
+  Profile with = p;
+  with.correction = refit;
+  double bias = 0, mape = 0;  // percent, by hand from the rows
+  for (const auto& r : rep.rows) {
+    bias += 50.0 * (r.predicted.tpot_ms - r.measured.tpot_ms) / r.measured.tpot_ms;
+    mape += 50.0 * std::abs(r.predicted.tpot_ms - r.measured.tpot_ms) / r.measured.tpot_ms;
+  }
+  EXPECT_NEAR(rep.bias_tpot, bias, 1e-9);
+  EXPECT_NEAR(rep.mape_tpot, mape, 1e-9);
+  for (const auto& r : rep.rows) {
+    EXPECT_DOUBLE_EQ(r.predicted.ttft_ms, predict(r.config, s, &with).ttft_ms);
+    EXPECT_DOUBLE_EQ(r.predicted.tpot_ms, predict(r.config, s, &with).tpot_ms);
+    EXPECT_GT(r.measured.ttft_ms, 0);
+  }
+  test::expect_error<ConfigError>(
+      [&] { validate_native_recalibrated(judged, {judged[0]}, s, p, 1, false); },
+      {"both calibrated on and judged"});
+  other = p;
+  other.identity.latency_statistic = "median";  // an older profile's tables
+  test::expect_error<ConfigError>([&] { check_profile_is_this_cpu(other); },
+                                  {"tables hold median latencies", "re-run `autocompress profile`"});
 }
 
 TEST(Measure, CountingAllocatorCountsLiveAndPeakBytes) {
@@ -144,8 +177,46 @@ TEST(Measure, NativeMeasurementHoldsWeightsAndKvCache) {
   EXPECT_LT(r.peak_memory_bytes, r.weight_bytes + kv + (1 << 20));
   EXPECT_GT(r.ttft_ms, 0);
   EXPECT_GT(r.tpot_ms, 0);
+  EXPECT_LE(r.ttft_ms, r.ttft_median_ms);  // p10 <= median of the same samples
+  EXPECT_EQ(r.samples.step_ms.size(), 1u);
+  EXPECT_EQ(r.samples.step_ms[0].size(), 3u);  // one latency per output token
   w.weight_dtype = "bf16";
   EXPECT_THROW(measure_native(m, w, 1), ConfigError);
+}
+
+// Hand-computed: the figures of pooled samples (measure.h: p10, nearest rank on the sorted
+// values; medians per run then over runs).
+TEST(Measure, MergedFiguresAreTheTenthPercentileOfThePooledSamples) {
+  Measurement a, b;
+  a.samples.ttft_ms = {10, 12, 30, 11, 13};
+  a.samples.step_ms = {{3, 4, 5, 3.5}};
+  a.samples.request_ms = {100};
+  a.throughput_tokens_per_s = 10;  // B * output / 100 ms
+  a.peak_memory_bytes = 1000;
+  b.samples.ttft_ms = {9.5, 40};
+  b.samples.step_ms = {{2.9, 6, 7, 3.1}};
+  b.samples.request_ms = {120};
+  b.throughput_tokens_per_s = 10 * 100.0 / 120;
+  b.peak_memory_bytes = 1200;
+  Measurement m = merge_measurements({a, b});
+  // TTFT samples sorted: 9.5 10 11 12 13 30 40: p10 = rank round(0.1 * 6) = 1, median = 12.
+  EXPECT_DOUBLE_EQ(m.ttft_ms, 10);
+  EXPECT_DOUBLE_EQ(m.ttft_median_ms, 12);
+  // Steps sorted: 2.9 3 3.1 3.5 4 5 6 7: p10 = rank round(0.7) = 1.
+  EXPECT_DOUBLE_EQ(m.tpot_ms, 3);
+  // Run medians 3.75 and 4.55, their median 4.15.
+  EXPECT_DOUBLE_EQ(m.tpot_median_ms, 4.15);
+  EXPECT_DOUBLE_EQ(m.throughput_tokens_per_s, 10 * 100.0 / 110);  // median request 110 ms
+  EXPECT_EQ(m.peak_memory_bytes, 1200);
+  EXPECT_EQ(m.repeats, 2);
+  // One part alone is its own figures: p10 of 5 TTFT samples is rank round(0.4) = 0.
+  Measurement one = merge_measurements({a});
+  EXPECT_DOUBLE_EQ(one.ttft_ms, 10);
+  EXPECT_DOUBLE_EQ(one.tpot_ms, 3);
+  EXPECT_THROW(merge_measurements({}), ConfigError);
+  Measurement bare;  // e.g. read back from a report: figures without samples
+  bare.ttft_ms = 5;
+  test::expect_error<ConfigError>([&] { merge_measurements({a, bare}); }, {"without samples"});
 }
 
 TEST(Measure, NotMeasurableReasonNamesTheDeviceEngineOrDtype) {

@@ -18,10 +18,23 @@
 // Masked positions contribute nothing and get a zero (finite) gradient whatever their logits.
 // Rows with infinite logits follow the reference's clamping rule (loss.h): -inf log-probabilities
 // are clamped to the lowest float before the products, so p = 0 gives 0, never NaN.
+//
+// Two row kernels: on a CPU with AVX-512, one written here (three sweeps per row, two
+// exponentials per element through glibc's libmvec); elsewhere, or with AC_FUSED_KL=aten, or for
+// a row with a non-finite logit, ATen's log_softmax / exp ops on blocks of rows.
 #pragma once
 #include <ATen/ATen.h>
 
+#include <string>
+
 namespace ac {
+
+/// The row kernel of fused_kl_loss. `automatic`: AVX-512 where the CPU has it (and the rows
+/// are contiguous), else ATen's ops; `aten`: ATen's ops always (the reference path, tests).
+enum class FusedKlKernel : int64_t { automatic = 0, aten = 1 };
+
+/// "avx512" or "aten": what `automatic` runs on this CPU (AC_FUSED_KL=aten forces "aten").
+std::string fused_kl_kernel_name();
 
 /// tau^2-scaled mean KL(teacher || student) over the kept positions: [] fp32, differentiable
 /// with respect to `student_logits` only (one backward; no double backward).
@@ -30,6 +43,7 @@ namespace ac {
 /// rows_per_block: rows of V per cache block (0 = chosen from V so a block is ~128 K floats).
 /// Throws ConfigError on mismatched shapes, a non-fp32 input or tau <= 0.
 at::Tensor fused_kl_loss(const at::Tensor& teacher_logits, const at::Tensor& student_logits,
-                         const at::Tensor& keep, double temperature, int64_t rows_per_block = 0);
+                         const at::Tensor& keep, double temperature, int64_t rows_per_block = 0,
+                         FusedKlKernel kernel = FusedKlKernel::automatic);
 
 }  // namespace ac

@@ -52,12 +52,6 @@ std::vector<ModelConfig> calibration_architectures(const std::vector<ModelConfig
   return out;
 }
 
-static double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 std::vector<Measurement> measure_interleaved(const std::vector<ModelConfig>& archs,
                                              const Workload& workload, int rounds,
                                              uint64_t weight_seed, bool progress) {
@@ -74,21 +68,7 @@ std::vector<Measurement> measure_interleaved(const std::vector<ModelConfig>& arc
     }
   if (progress) bar.finish();
   std::vector<Measurement> out;
-  for (const auto& rs : runs) {
-    Measurement m = rs.front();
-    std::vector<double> ttft, tpot, thr;
-    for (const auto& x : rs) {
-      ttft.push_back(x.ttft_ms);
-      tpot.push_back(x.tpot_ms);
-      thr.push_back(x.throughput_tokens_per_s);
-      m.peak_memory_bytes = std::max(m.peak_memory_bytes, x.peak_memory_bytes);
-    }
-    m.ttft_ms = median_of(ttft);
-    m.tpot_ms = median_of(tpot);
-    m.throughput_tokens_per_s = median_of(thr);
-    m.repeats = rounds;
-    out.push_back(m);
-  }
+  for (const auto& rs : runs) out.push_back(merge_measurements(rs));
   return out;
 }
 

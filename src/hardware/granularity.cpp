@@ -32,7 +32,7 @@ std::vector<std::pair<int64_t, double>> granularity_levels(const OpTable& scan) 
   std::map<std::tuple<int64_t, int64_t, int64_t>, double> best;
   auto width = [](const OpTiming& e) { return e.dims[4] == 0 ? e.dims[1] : e.dims[2]; };
   auto thr = [&](const OpTiming& e) {
-    return e.median_ms > 0 ? double(width(e)) / e.median_ms : 0.0;
+    return e.ms > 0 ? double(width(e)) / e.ms : 0.0;
   };
   for (const auto& e : scan.entries) {
     double& b = best[{e.dims[0], e.dims[3], e.dims[4]}];

@@ -86,7 +86,8 @@ static double median(std::vector<double> v) {
 
 namespace {
 struct Run {
-  double ttft_ms, decode_total_ms, tpot_ms;
+  double ttft_ms, decode_total_ms;
+  std::vector<double> steps;  // [decode position] ms
   int64_t peak_extra_bytes;
 };
 
@@ -98,7 +99,7 @@ Run run_once(const LlamaModel& m, const at::Tensor& prompt, int64_t output_token
   reset_counted_peak();
   const int64_t base = counted_bytes_now();
   Run r{};
-  std::vector<double> steps;
+  std::vector<double>& steps = r.steps;
   {
     KVCache cache = KVCache::allocate(m.config, B, P + output_tokens);
     ForwardOptions opt;
@@ -117,7 +118,6 @@ Run run_once(const LlamaModel& m, const at::Tensor& prompt, int64_t output_token
     }
   }
   r.peak_extra_bytes = counted_bytes_peak() - base;
-  r.tpot_ms = steps.empty() ? 0.0 : median(steps);
   for (double s : steps) r.decode_total_ms += s;
   return r;
 }
@@ -140,9 +140,35 @@ std::string not_measurable_reason(const Scenario& s) {
 }
 
 // Extra prefill-only runs per timed run (TTFT samples): at most this many, costing at most
-// this share of the run's decode time.
-constexpr int kMaxExtraPrefills = 4;
-constexpr double kPrefillShare = 0.25;
+// this share of the run's decode time. TTFT is the p10 of its samples, and one run has one
+// prefill against output_tokens decode steps: without these, a 5-round measurement has 5 TTFT
+// samples and 640 TPOT samples (cpu-local).
+constexpr int kMaxExtraPrefills = 16;
+constexpr double kPrefillShare = 0.5;
+
+// The q-quantile of `v` (0 <= q <= 1), nearest rank on the sorted values, as the profile's
+// spread (hardware/profile.cpp).
+static double quantile(std::vector<double> v, double q) {
+  AC_CHECK(!v.empty(), "quantile of nothing");
+  std::sort(v.begin(), v.end());
+  return v[size_t(std::lround(q * double(v.size() - 1)))];
+}
+
+// Every figure of a Measurement from its samples (see the field comments in measure.h).
+static void summarize(Measurement& m) {
+  const auto& s = m.samples;
+  AC_CHECK(!s.ttft_ms.empty() && !s.request_ms.empty(), "measurement without samples");
+  std::vector<double> steps, run_medians;
+  for (const auto& run : s.step_ms) {
+    steps.insert(steps.end(), run.begin(), run.end());
+    if (!run.empty()) run_medians.push_back(median(run));
+  }
+  m.ttft_ms = quantile(s.ttft_ms, kLatencyQuantile);
+  m.ttft_median_ms = median(s.ttft_ms);
+  m.tpot_ms = steps.empty() ? 0.0 : quantile(steps, kLatencyQuantile);
+  m.tpot_median_ms = run_medians.empty() ? 0.0 : median(run_medians);
+  m.repeats = int(s.request_ms.size());
+}
 
 Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
                            bool show_progress) {
@@ -155,14 +181,14 @@ Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
   at::Tensor prompt = at::randint(3, m.config.vocab_size, {w.batch_size, w.prompt_tokens},
                                   at::TensorOptions().dtype(at::kLong));
   run_once(m, prompt, std::min<int64_t>(w.output_tokens, 8));  // warm-up
-  std::vector<double> ttft, tpot, request;
+  Measurement out;
   int64_t peak = 0;
   const int64_t per_run = w.batch_size * w.context_tokens();
   std::optional<Progress> progress;
   if (show_progress) progress.emplace("measure", repeats * per_run, "tok");
   for (int r = 0; r < repeats; ++r) {
     Run run = run_once(m, prompt, w.output_tokens, progress ? &*progress : nullptr, r * per_run);
-    ttft.push_back(run.ttft_ms);
+    out.samples.ttft_ms.push_back(run.ttft_ms);
     // A run has one prefill but output_tokens decode steps, so its TTFT is the noisier figure:
     // more prefill-only samples, as long as they cost at most a quarter of its decode time.
     const int extra = int(std::clamp(std::floor(kPrefillShare * run.decode_total_ms /
@@ -170,21 +196,43 @@ Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
                                      0.0, double(kMaxExtraPrefills)));
     for (int e = 0; e < extra; ++e) {
       Run p = run_once(m, prompt, 0);
-      ttft.push_back(p.ttft_ms);
+      out.samples.ttft_ms.push_back(p.ttft_ms);
       peak = std::max(peak, p.peak_extra_bytes);
     }
-    tpot.push_back(run.tpot_ms);
-    request.push_back(run.ttft_ms + run.decode_total_ms);
+    out.samples.request_ms.push_back(run.ttft_ms + run.decode_total_ms);
+    out.samples.step_ms.push_back(std::move(run.steps));
     peak = std::max(peak, run.peak_extra_bytes);
   }
   if (progress) progress->finish();
-  Measurement out;
-  out.ttft_ms = median(ttft);
-  out.tpot_ms = median(tpot);
-  out.throughput_tokens_per_s = double(w.batch_size * w.output_tokens) / (median(request) * 1e-3);
+  summarize(out);
+  out.throughput_tokens_per_s =
+      double(w.batch_size * w.output_tokens) / (median(out.samples.request_ms) * 1e-3);
   out.weight_bytes = unique_storage_bytes(m.weights);
   out.peak_memory_bytes = out.weight_bytes + peak;
-  out.repeats = repeats;
+  return out;
+}
+
+Measurement merge_measurements(const std::vector<Measurement>& parts) {
+  if (parts.empty()) throw ConfigError(msg("merge_measurements", "no measurements to merge"));
+  Measurement out = parts.front();
+  out.samples = {};
+  std::vector<double> throughput;
+  for (const auto& p : parts) {
+    if (p.samples.ttft_ms.empty() || p.samples.request_ms.empty())
+      throw ConfigError(msg("merge_measurements", "a measurement without samples (read back "
+                                                  "from JSON?) cannot be merged"));
+    const auto& s = p.samples;
+    out.samples.ttft_ms.insert(out.samples.ttft_ms.end(), s.ttft_ms.begin(), s.ttft_ms.end());
+    out.samples.step_ms.insert(out.samples.step_ms.end(), s.step_ms.begin(), s.step_ms.end());
+    out.samples.request_ms.insert(out.samples.request_ms.end(), s.request_ms.begin(),
+                                  s.request_ms.end());
+    out.peak_memory_bytes = std::max(out.peak_memory_bytes, p.peak_memory_bytes);
+  }
+  summarize(out);
+  // Throughput scales as 1 / request time: same B * output tokens for every part.
+  out.throughput_tokens_per_s = parts.front().throughput_tokens_per_s *
+                                median(parts.front().samples.request_ms) /
+                                median(out.samples.request_ms);
   return out;
 }
 
@@ -202,6 +250,8 @@ CostEstimate Measurement::as_estimate() const {
 json Measurement::to_json() const {
   return {{"ttft_ms", ttft_ms},
           {"tpot_ms", tpot_ms},
+          {"ttft_median_ms", ttft_median_ms},
+          {"tpot_median_ms", tpot_median_ms},
           {"throughput_tokens_per_s", throughput_tokens_per_s},
           {"weight_bytes", weight_bytes},
           {"peak_memory_bytes", peak_memory_bytes},

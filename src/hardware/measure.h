@@ -10,24 +10,53 @@
 
 namespace ac {
 
-/// What one native run measured. Latencies are read from the clock of hardware/timer.h (wall
-/// time unless AC_TIMER=cpu).
+/// The quantile of the latency samples that Measurement reports as TTFT and TPOT.
+constexpr double kLatencyQuantile = 0.1;
+
+/// What the native engine measured over one or more runs (requests) of a workload.
+///
+/// Latencies are read from the clock of hardware/timer.h (wall time unless AC_TIMER=cpu). The
+/// headline figures `ttft_ms` and `tpot_ms` are *uncontended* latencies: the 10th percentile
+/// of the samples, what the machine does when nothing else runs, which is what a latency model
+/// of the machine can predict. On a shared machine (this VM), other tenants slow whole runs by
+/// 10-30% for seconds at a time: the median of a run carries that interference, the fast
+/// samples do not ("higher values ... are typically not caused by variability in Python's
+/// speed, but by other processes interfering with your timing accuracy": Python's `timeit`
+/// documentation, which takes the min). A low quantile rather than the min, so that the figure
+/// does not fall as more samples are taken (calibration and validation take different counts).
+/// The medians are kept beside them (`*_median_ms`): a report shows both, and their ratio is
+/// what the interference cost.
 struct Measurement {
-  double ttft_ms = 0;   // median over repeats of the prefill (B x prompt tokens, logits of the
-                        // last position only); each repeat adds up to 4 prefill-only samples
-                        // while they cost at most a quarter of its decode time
-  double tpot_ms = 0;   // median over repeats of the median decode step (output_tokens steps)
-  double throughput_tokens_per_s = 0;  // B * output / (TTFT + sum of decode steps)
+  double ttft_ms = 0;   // p10 of every prefill sample (B x prompt tokens, logits of the last
+                        // position only); each run adds up to 16 prefill-only samples while
+                        // they cost at most half of its decode time
+  double tpot_ms = 0;   // p10 of every decode step of every run
+  double ttft_median_ms = 0;  // median of the same prefill samples
+  double tpot_median_ms = 0;  // median over runs of each run's median decode step
+  double throughput_tokens_per_s = 0;  // B * output / median over runs of (TTFT + decode steps)
   int64_t weight_bytes = 0;    // unique storage bytes of the model's tensors
   int64_t peak_memory_bytes = 0;  // weights + peak of everything allocated during the run
                                   // (KV cache, activations, logits)
-  int repeats = 0;
+  int repeats = 0;  // runs (requests) measured
+
+  /// The raw samples behind the figures, so runs measured apart (interleaved rounds) combine
+  /// exactly: merge_measurements. Not written to JSON.
+  struct Samples {
+    std::vector<double> ttft_ms;                 // every prefill sample
+    std::vector<std::vector<double>> step_ms;    // [run][decode position] step latency
+    std::vector<double> request_ms;              // [run] TTFT + all decode steps
+  } samples;
 
   /// As a CostEstimate (measured values; per-layer vectors empty; source "measured"), e.g.
   /// for Limits::resolve with the teacher's measurement.
   CostEstimate as_estimate() const;
   json to_json() const;
 };
+
+/// Pools the samples of several measurements of the same model and workload (e.g. one per
+/// interleaved round) and recomputes every figure from them as if measured in one call; peak
+/// memory is the max. Throws ConfigError when `parts` is empty or a part has no samples.
+Measurement merge_measurements(const std::vector<Measurement>& parts);
 
 /// Runs prefill + decode of `workload` `repeats` times (one untimed warm-up first) with random
 /// tokens, the KV cache allocated for prompt + output tokens, torch threads as set by the

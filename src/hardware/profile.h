@@ -47,7 +47,9 @@ namespace ac {
 /// One timed shape.
 struct OpTiming {
   std::vector<int64_t> dims;  // in the table's dim order
-  double median_ms = 0;
+  double ms = 0;         // the latency lookups use: min over the timed calls (the uncontended
+                         // latency, as Measurement::ttft_ms / tpot_ms; hardware/measure.h)
+  double median_ms = 0;  // median over the same calls, for inspection
   double spread = 0;  // (p90 - p10) / median
   int repeats = 0;
 };
@@ -75,6 +77,9 @@ struct ProfileIdentity {
   std::string date;  // YYYY-MM-DD (UTC)
   std::string timer = "wall";  // clock of the latencies (hardware/timer.h): "wall" or "cpu"
   std::string blas;            // blas_description() (common/runtime.h); "" in older profiles
+  std::string latency_statistic = "min";  // what OpTiming::ms holds: "min" over the timed
+                                          // calls; "median" in profiles written before
+                                          // 2026-12-01 (validate refuses those)
 };
 
 /// Residual time per step outside the tables, from real forwards (ms; may be negative).

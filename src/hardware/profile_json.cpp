@@ -19,7 +19,7 @@ static double interp(const std::vector<const OpTiming*>& rows, const std::vector
                      size_t d) {
   if (d == q.size()) {
     double s = 0;
-    for (const auto* r : rows) s += r->median_ms;
+    for (const auto* r : rows) s += r->ms;
     return s / double(rows.size());
   }
   std::vector<double> vals;
@@ -76,7 +76,7 @@ json Profile::to_json() const {
   for (const auto& [name, table] : tables) {
     json rows = json::array();
     for (const auto& e : table.entries)
-      rows.push_back({{"dims", e.dims}, {"median_ms", e.median_ms}, {"spread", e.spread},
+      rows.push_back({{"dims", e.dims}, {"ms", e.ms}, {"median_ms", e.median_ms}, {"spread", e.spread},
                       {"repeats", e.repeats}});
     t[name] = {{"dims", table.dim_names}, {"entries", rows}};
   }
@@ -89,7 +89,8 @@ json Profile::to_json() const {
           {"device", id.device},
           {"identity", {{"cpu_model", id.cpu_model}, {"cores", id.cores}, {"threads", id.threads},
                         {"isa", id.isa}, {"torch_version", id.torch_version}, {"date", id.date},
-                        {"timer", id.timer}, {"blas", id.blas}}},
+                        {"timer", id.timer}, {"blas", id.blas},
+                        {"latency_statistic", id.latency_statistic}}},
           {"workload", workload_json(workload)},
           {"dispatch_overhead_ms", dispatch_overhead_ms},
           {"memory_bandwidth_bytes_per_s", memory_bandwidth_bytes_per_s},
@@ -136,10 +137,12 @@ static OpTable table_from_json(const json& j, const std::string& where) {
         throw FormatError(msg("load_profile", "{}.dims: expected values in 0..2^53, found {}", w,
                               d));
     e.median_ms = json_get<double>(rows[i], "median_ms", w);
+    e.ms = rows[i].contains("ms") ? json_get<double>(rows[i], "ms", w) : e.median_ms;  // older
     // Bounded so that interpolation and extrapolation stay finite (never Inf - Inf = NaN).
-    if (!(e.median_ms >= 0 && e.median_ms <= kMaxProfileLatencyMs))
-      throw FormatError(msg("load_profile", "{}.median_ms: expected 0..{} ms, found {}", w,
-                            kMaxProfileLatencyMs, e.median_ms));
+    for (const auto& [key, v] : {std::pair{"median_ms", e.median_ms}, std::pair{"ms", e.ms}})
+      if (!(v >= 0 && v <= kMaxProfileLatencyMs))
+        throw FormatError(msg("load_profile", "{}.{}: expected 0..{} ms, found {}", w, key,
+                              kMaxProfileLatencyMs, v));
     e.spread = json_get_or<double>(rows[i], "spread", 0.0, w);
     e.repeats = json_get_or<int>(rows[i], "repeats", 0, w);
     t.entries.push_back(std::move(e));
@@ -166,6 +169,11 @@ Profile Profile::from_json(const json& j, const std::string& file) {
   p.identity.date = json_get_or<std::string>(id, "date", "", fid);
   p.identity.timer = json_get_or<std::string>(id, "timer", "wall", fid);
   p.identity.blas = json_get_or<std::string>(id, "blas", "", fid);
+  p.identity.latency_statistic = json_get_or<std::string>(id, "latency_statistic", "median", fid);
+  if (p.identity.latency_statistic != "min" && p.identity.latency_statistic != "median")
+    throw FormatError(msg("load_profile", "{}.latency_statistic: expected \"min\" or "
+                                          "\"median\", found \"{}\"", fid,
+                          p.identity.latency_statistic));
   const json& w = j.value("workload", json::object());
   std::string fw = file + ": workload";
   p.workload.prompt_tokens = json_get_or<int64_t>(w, "prompt_tokens", 0, fw);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "common/error.h"
 #include "common/progress.h"
@@ -101,6 +102,11 @@ void check_profile_is_this_cpu(const Profile& p) {
     throw ConfigError(msg("validate", "the profile's latencies were measured with BLAS '{}', this "
                                       "run uses '{}' (OPENBLAS_CORETYPE): re-run `autocompress "
                                       "profile` here", p.identity.blas, blas_description()));
+  if (p.identity.latency_statistic != "min")
+    throw ConfigError(msg("validate", "the profile's tables hold {} latencies, measurements "
+                                      "report the uncontended (min) latency: re-run "
+                                      "`autocompress profile` with this version",
+                          p.identity.latency_statistic));
   if (p.identity.threads != at::get_num_threads())
     throw ConfigError(msg("validate", "the profile used {} torch threads, this run uses {}: set "
                                       "AC_NUM_THREADS={} or re-run `autocompress profile`",
@@ -109,18 +115,11 @@ void check_profile_is_this_cpu(const Profile& p) {
 
 static double ape(double pred, double meas) { return std::fabs(pred - meas) / meas * 100.0; }
 
-ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Scenario& s,
-                                 const Profile& profile, int repeats, bool progress) {
-  if (s.device_spec.kind != "cpu" || s.engine != "native")
-    throw ConfigError(msg("validate", "scenario '{}' runs on {} with engine {}: only the native "
-                                      "engine on this CPU can be measured here",
-                          s.name, s.device, s.engine));
-  check_profile_is_this_cpu(profile);
+// Predictions beside the measurements, and the errors.
+static ValidationReport compare_rows(const std::vector<ModelConfig>& archs,
+                                     const std::vector<Measurement>& measured, const Scenario& s,
+                                     const Profile& profile) {
   ValidationReport rep;
-  // Interleaved rounds (hardware/calibration.h): a drift of the machine's speed during the
-  // run is shared by all architectures rather than blamed on the few measured while it lasted.
-  std::vector<Measurement> measured =
-      measure_interleaved(archs, s.workload, repeats, /*weight_seed=*/1000, progress);
   for (size_t i = 0; i < archs.size(); ++i) {
     ValidationRow row;
     row.config = archs[i];
@@ -128,18 +127,78 @@ ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Sc
     row.measured = measured[i];
     rep.rows.push_back(std::move(row));
   }
+  const double n = double(rep.rows.size());
   for (const auto& r : rep.rows) {
     double t = ape(r.predicted.ttft_ms, r.measured.ttft_ms),
            p = ape(r.predicted.tpot_ms, r.measured.tpot_ms),
            m = ape(double(r.predicted.peak_memory_bytes), double(r.measured.peak_memory_bytes));
-    rep.mape_ttft += t / double(rep.rows.size());
-    rep.mape_tpot += p / double(rep.rows.size());
-    rep.mape_memory += m / double(rep.rows.size());
+    rep.mape_ttft += t / n;
+    rep.mape_tpot += p / n;
+    rep.mape_memory += m / n;
     rep.max_ape_ttft = std::max(rep.max_ape_ttft, t);
     rep.max_ape_tpot = std::max(rep.max_ape_tpot, p);
     rep.max_ape_memory = std::max(rep.max_ape_memory, m);
+    rep.bias_ttft += 100.0 * (r.predicted.ttft_ms / r.measured.ttft_ms - 1) / n;
+    rep.bias_tpot += 100.0 * (r.predicted.tpot_ms / r.measured.tpot_ms - 1) / n;
+    rep.interference_ttft += 100.0 * (r.measured.ttft_median_ms / r.measured.ttft_ms - 1) / n;
+    rep.interference_tpot += 100.0 * (r.measured.tpot_median_ms / r.measured.tpot_ms - 1) / n;
   }
   return rep;
+}
+
+static void check_native_scenario(const Scenario& s) {
+  if (s.device_spec.kind != "cpu" || s.engine != "native")
+    throw ConfigError(msg("validate", "scenario '{}' runs on {} with engine {}: only the native "
+                                      "engine on this CPU can be measured here",
+                          s.name, s.device, s.engine));
+}
+
+ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Scenario& s,
+                                 const Profile& profile, int repeats, bool progress) {
+  check_native_scenario(s);
+  check_profile_is_this_cpu(profile);
+  // Interleaved rounds (hardware/calibration.h): a drift of the machine's speed during the
+  // run is shared by all architectures rather than blamed on the few measured while it lasted.
+  std::vector<Measurement> measured =
+      measure_interleaved(archs, s.workload, repeats, /*weight_seed=*/1000, progress);
+  return compare_rows(archs, measured, s, profile);
+}
+
+ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& archs,
+                                              const std::vector<ModelConfig>& calibration,
+                                              const Scenario& s, const Profile& profile,
+                                              int repeats, bool progress,
+                                              LatencyCorrection* refit) {
+  check_native_scenario(s);
+  check_profile_is_this_cpu(profile);
+  if (calibration.empty())
+    throw ConfigError(msg("validate", "recalibration needs >= 1 calibration architecture"));
+  std::set<std::string> judged;
+  for (const auto& a : archs) judged.insert(describe(a));
+  for (const auto& c : calibration)
+    if (judged.count(describe(c)))
+      throw ConfigError(msg("validate", "architecture {} is both calibrated on and judged: use "
+                                        "another --seed", describe(c)));
+  std::vector<ModelConfig> all = archs;
+  all.insert(all.end(), calibration.begin(), calibration.end());
+  std::vector<Measurement> measured =
+      measure_interleaved(all, s.workload, repeats, /*weight_seed=*/1000, progress);
+  std::vector<CalibrationSample> samples;
+  for (size_t i = archs.size(); i < all.size(); ++i) {
+    CalibrationSample c;
+    c.config = all[i];
+    std::tie(c.prefill, c.decode) = correction_features(profile, all[i], s.workload);
+    c.measured = measured[i];
+    samples.push_back(std::move(c));
+  }
+  Profile now = profile;
+  now.correction = fit_correction(samples, kCorrectionRidge);
+  now.correction.fit.base = describe(calibration.front());
+  now.correction.fit.seed = profile.correction.fit.seed;
+  now.correction.fit.repeats = repeats;
+  if (refit) *refit = now.correction;
+  measured.resize(archs.size());
+  return compare_rows(archs, measured, s, now);
 }
 
 json ValidationReport::to_json() const {
@@ -154,7 +213,10 @@ json ValidationReport::to_json() const {
           {"mape_percent", {{"ttft_ms", mape_ttft}, {"tpot_ms", mape_tpot},
                             {"peak_memory_bytes", mape_memory}}},
           {"max_ape_percent", {{"ttft_ms", max_ape_ttft}, {"tpot_ms", max_ape_tpot},
-                               {"peak_memory_bytes", max_ape_memory}}}};
+                               {"peak_memory_bytes", max_ape_memory}}},
+          {"latency_statistic", fmt::format("p{:.0f} of the samples", 100 * kLatencyQuantile)},
+          {"interference_percent", {{"ttft_ms", interference_ttft}, {"tpot_ms", interference_tpot}}},
+          {"bias_percent", {{"ttft_ms", bias_ttft}, {"tpot_ms", bias_tpot}}}};
 }
 
 std::string ValidationReport::table() const {
@@ -172,6 +234,13 @@ std::string ValidationReport::table() const {
                      "{:.2f}%), peak memory {:.2f}% (max {:.2f}%)\n",
                      rows.size(), mape_ttft, max_ape_ttft, mape_tpot, max_ape_tpot, mape_memory,
                      max_ape_memory);
+  out += fmt::format("Mean signed error (prediction - measurement): TTFT {:+.2f}%, TPOT {:+.2f}% "
+                     "(shared by every row: the machine faster or slower than when profiled)\n",
+                     bias_ttft, bias_tpot);
+  out += fmt::format("Measured TTFT / TPOT: the p{:.0f} of the samples (the uncontended latency the "
+                     "model predicts). The medians were {:.1f}% / {:.1f}% higher on average: "
+                     "other processes on this machine.\n",
+                     100 * kLatencyQuantile, interference_ttft, interference_tpot);
   return out;
 }
 

@@ -34,20 +34,42 @@ struct ValidationReport {
   std::vector<ValidationRow> rows;
   double mape_ttft = 0, mape_tpot = 0, mape_memory = 0;  // mean |pred - meas| / meas, percent
   double max_ape_ttft = 0, max_ape_tpot = 0, max_ape_memory = 0;  // worst row, percent
+  // How much other processes slowed the runs: mean over rows of measured median / p10 - 1,
+  // percent (Measurement: the model predicts the p10, the uncontended latency).
+  double interference_ttft = 0, interference_tpot = 0;
+  // Mean signed error (pred - meas) / meas, percent: an error shared by every row (the
+  // machine faster or slower than when profiled) shows here; scatter around it does not.
+  double bias_ttft = 0, bias_tpot = 0;
   json to_json() const;
   /// A text table, one row per architecture, then the MAPE line.
   std::string table() const;
 };
 
 /// Measures each architecture with random weights (measure_interleaved: `repeats` rounds over
-/// all architectures, median per architecture) and predicts
+/// all architectures, their samples pooled per architecture) and predicts
 /// it from `profile`; scenario must target device "cpu" with engine "native".
 /// Throws ConfigError otherwise, or when the profile was measured on another CPU than this one.
 ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Scenario& scenario,
                                  const Profile& profile, int repeats = 3, bool progress = true);
 
+/// As validate_native, but first re-fits the profile's latency correction on `calibration`
+/// architectures measured in the same interleaved rounds as `archs`. The tables stay the
+/// profile's; only the correction's coefficients (correction.h) are fitted again, on
+/// architectures disjoint from the ones judged. What this removes is a drift of the machine's
+/// speed between `profile --calibrate` and now (on this shared VM: up to 7% within minutes),
+/// which no model of the architecture can predict. `refit` (may be null) gets the correction
+/// used. Throws ConfigError as validate_native, when `calibration` is empty, or when an
+/// architecture is in both lists.
+ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& archs,
+                                              const std::vector<ModelConfig>& calibration,
+                                              const Scenario& scenario, const Profile& profile,
+                                              int repeats = 3, bool progress = true,
+                                              LatencyCorrection* refit = nullptr);
+
 /// Throws ConfigError when `profile` was not measured on this machine's CPU (model name,
-/// cores) or with another thread count than torch uses now.
+/// cores), with other BLAS kernels or another thread count than torch uses now, or when its
+/// tables hold medians (profiles written before 2026-12-01) rather than the uncontended
+/// latency measurements report.
 void check_profile_is_this_cpu(const Profile& profile);
 
 }  // namespace ac

@@ -146,8 +146,21 @@ std::string render_report_md(const json& r) {
   };
   row("TTFT (ms)", "ttft_ms", "ttft_ms", false);
   row("TPOT (ms)", "tpot_ms", "tpot_ms", false);
+  // The medians are measured only: the cost model predicts the uncontended (p10) latency.
+  auto median_row = [&](const char* name, const char* key) {
+    auto cell = [&](const json& e) {
+      return e.is_object() && e.contains(key) ? fmt::format("{:.3f}", num(e, key)) : std::string("—");
+    };
+    md += fmt::format("| {} | — | — | {} | — | {} | — |\n", name, cell(t["measured"]), cell(c["measured"]));
+  };
+  median_row("TTFT, median of the samples (ms)", "ttft_median_ms");
+  median_row("TPOT, median of the samples (ms)", "tpot_median_ms");
   row("throughput (tokens/s)", "throughput_tokens_per_s", "min_throughput_tokens_per_s", false);
   row("peak memory", "peak_memory_bytes", "peak_memory_bytes", true);
+  md += "\nMeasured TTFT and TPOT are the 10th percentile of their samples: the latency of this "
+        "device when nothing else runs, which is what the cost model predicts and what the limits "
+        "are checked against. The medians beside them also carry whatever else ran on the "
+        "machine; throughput is the median request.\n";
   md += fmt::format("\nEvery limit, by the cost model: **{}**. Measured: **{}**.\n\n",
                     verdict(c["limits_predicted"]), verdict(c["limits_measured"]));
 
