@@ -68,8 +68,9 @@ __attribute__((target("avx512f"))) float kl_row_avx512(const float* zt, const fl
     // Arguments below kExpFloor are raised to it: libmvec's expf sends every vector with a lane
     // outside its fast range through scalar expf (5x slower), and a wide logit range has such
     // lanes everywhere. exp(kExpFloor) = 1.6e-38 is below what a sum >= 1 (the max term is
-    // exp(0)) can resolve. Lanes past V: -inf, raised to the floor, not stored. max(floor, x)
-    // keeps a NaN x (the second operand), so such a row still goes to the ATen path.
+    // exp(0)) can resolve. Lanes past V: -inf, raised to the floor (at most 15 x 1.6e-38 added
+    // to the sum), never stored. max(floor, x) keeps a NaN x (the second operand), so such a
+    // row still goes to the ATen path.
     __m512 et = _ZGVeN16v_expf(_mm512_max_ps(
         floor, _mm512_fmsub_ps(_mm512_mask_loadu_ps(neg_inf, k, zt + i), it, vmt)));
     __m512 es = _ZGVeN16v_expf(_mm512_max_ps(
