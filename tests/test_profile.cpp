@@ -184,6 +184,25 @@ TEST(Measure, NativeMeasurementHoldsWeightsAndKvCache) {
   EXPECT_THROW(measure_native(m, w, 1), ConfigError);
 }
 
+TEST(Measure, ModelsMeasuredInInterleavedRoundsPoolTheirRuns) {
+  ModelConfig c = tiny_config(true), d = tiny_config(false);
+  LlamaModel a{c, random_weights(c, 5)}, b{d, random_weights(d, 6)};
+  Workload w;
+  w.prompt_tokens = 6;
+  w.output_tokens = 3;
+  std::vector<Measurement> m = measure_models_interleaved({&a, &b}, w, 2);
+  ASSERT_EQ(m.size(), 2u);
+  for (const auto& x : m) {
+    EXPECT_EQ(x.repeats, 2);
+    EXPECT_EQ(x.samples.step_ms.size(), 2u);  // one run per round
+    EXPECT_GT(x.tpot_ms, 0);
+  }
+  EXPECT_EQ(m[0].weight_bytes, 4 * c.num_parameters());
+  EXPECT_EQ(m[1].weight_bytes, 4 * d.num_parameters());  // untied: its own head
+  EXPECT_THROW(measure_models_interleaved({}, w, 2), ConfigError);
+  EXPECT_THROW(measure_models_interleaved({&a}, w, 0), ConfigError);
+}
+
 // Hand-computed: the figures of pooled samples (measure.h: p10, nearest rank on the sorted
 // values; medians per run then over runs).
 TEST(Measure, MergedFiguresAreTheTenthPercentileOfThePooledSamples) {

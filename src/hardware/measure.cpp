@@ -236,6 +236,19 @@ Measurement merge_measurements(const std::vector<Measurement>& parts) {
   return out;
 }
 
+std::vector<Measurement> measure_models_interleaved(const std::vector<const LlamaModel*>& models,
+                                                    const Workload& w, int rounds) {
+  if (models.empty() || rounds < 1)
+    throw ConfigError(msg("measure", "expected >= 1 model and rounds >= 1, found {} models and "
+                                     "rounds {}", models.size(), rounds));
+  std::vector<std::vector<Measurement>> parts(models.size());
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < models.size(); ++i) parts[i].push_back(measure_native(*models[i], w, 1));
+  std::vector<Measurement> out;
+  for (const auto& p : parts) out.push_back(merge_measurements(p));
+  return out;
+}
+
 CostEstimate Measurement::as_estimate() const {
   CostEstimate e;
   e.ttft_ms = ttft_ms;

@@ -68,6 +68,14 @@ Measurement merge_measurements(const std::vector<Measurement>& parts);
 Measurement measure_native(const LlamaModel& model, const Workload& workload, int repeats = 3,
                            bool show_progress = false);
 
+/// Measures `models` on the same workload in `rounds` interleaved rounds (each round runs each
+/// model once: measure_native with one warm-up and one timed run) and pools each model's samples
+/// (merge_measurements). A drift of the machine's speed then hits every model alike: a teacher
+/// and its student whose TPOT ratio a limit checks are measured in the same minutes. Throws
+/// ConfigError when `models` is empty or rounds < 1, and as measure_native.
+std::vector<Measurement> measure_models_interleaved(const std::vector<const LlamaModel*>& models,
+                                                    const Workload& workload, int rounds);
+
 /// Why `scenario` cannot be measured on this machine by measure_native, or "" when it can: the
 /// native engine runs fp32 on this CPU, so the scenario must name device "cpu", engine "native"
 /// and fp32 weights and KV cache. A GPU scenario costed by its spec sheet gets e.g.

@@ -53,7 +53,7 @@ struct CompressOptions {
   int64_t minitron_retrain_tokens = 0;
   double distill_hidden_loss_weight = 0;  // hidden-state loss weight (distill/hidden_loss.h; 0 = off)
   double safety_margin = 0.05;           // the search meets limits x (1 - margin) by the model
-  int measure_repeats = 3;               // measured TTFT/TPOT: median over this many runs
+  int measure_repeats = 3;               // measured runs (teacher and student in interleaved rounds)
   bool allow_nonfinite = false;          // run on a teacher with NaN/Inf weights (model/finite.h)
 };
 
