@@ -190,7 +190,7 @@ Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
     Run run = run_once(m, prompt, w.output_tokens, progress ? &*progress : nullptr, r * per_run);
     out.samples.ttft_ms.push_back(run.ttft_ms);
     // A run has one prefill but output_tokens decode steps, so its TTFT is the noisier figure:
-    // more prefill-only samples, as long as they cost at most a quarter of its decode time.
+    // more prefill-only samples, as long as they cost at most kPrefillShare of its decode time.
     const int extra = int(std::clamp(std::floor(kPrefillShare * run.decode_total_ms /
                                                 std::max(run.ttft_ms, 1e-3)),
                                      0.0, double(kMaxExtraPrefills)));
@@ -216,7 +216,6 @@ Measurement merge_measurements(const std::vector<Measurement>& parts) {
   if (parts.empty()) throw ConfigError(msg("merge_measurements", "no measurements to merge"));
   Measurement out = parts.front();
   out.samples = {};
-  std::vector<double> throughput;
   for (const auto& p : parts) {
     if (p.samples.ttft_ms.empty() || p.samples.request_ms.empty())
       throw ConfigError(msg("merge_measurements", "a measurement without samples (read back "
