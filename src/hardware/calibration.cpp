@@ -76,8 +76,16 @@ std::vector<CalibrationSample> measure_calibration(const Profile& profile,
                                                    const std::vector<ModelConfig>& archs,
                                                    const Workload& workload, int repeats,
                                                    bool progress) {
-  std::vector<Measurement> measured =
-      measure_interleaved(archs, workload, repeats, /*weight_seed=*/17, progress);
+  return calibration_samples(
+      profile, archs, measure_interleaved(archs, workload, repeats, /*weight_seed=*/17, progress),
+      workload);
+}
+
+std::vector<CalibrationSample> calibration_samples(const Profile& profile,
+                                                   const std::vector<ModelConfig>& archs,
+                                                   const std::vector<Measurement>& measured,
+                                                   const Workload& workload) {
+  AC_CHECK(measured.size() >= archs.size(), "fewer measurements than architectures");
   std::vector<CalibrationSample> out;
   for (size_t i = 0; i < archs.size(); ++i) {
     CalibrationSample s;

@@ -62,6 +62,13 @@ std::vector<CalibrationSample> measure_calibration(const Profile& profile,
                                                    const Workload& workload, int repeats,
                                                    bool progress);
 
+/// The samples of architectures already measured: archs[i] with measured[i] (extra
+/// measurements ignored) and its features from `profile`.
+std::vector<CalibrationSample> calibration_samples(const Profile& profile,
+                                                   const std::vector<ModelConfig>& archs,
+                                                   const std::vector<Measurement>& measured,
+                                                   const Workload& workload);
+
 /// Fits both phases on the samples (fit_phase_correction), fills CorrectionFit's errors
 /// (in-sample, leave-one-out with >= 2 samples, uncorrected). Throws ConfigError when empty.
 LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge);

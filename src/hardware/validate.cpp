@@ -103,8 +103,8 @@ void check_profile_is_this_cpu(const Profile& p) {
                                       "run uses '{}' (OPENBLAS_CORETYPE): re-run `autocompress "
                                       "profile` here", p.identity.blas, blas_description()));
   if (p.identity.latency_statistic != "min")
-    throw ConfigError(msg("validate", "the profile's tables hold {} latencies, measurements "
-                                      "report the uncontended (min) latency: re-run "
+    throw ConfigError(msg("validate", "the profile's tables hold {} latencies, this version "
+                                      "times the uncontended latency (fastest call): re-run "
                                       "`autocompress profile` with this version",
                           p.identity.latency_statistic));
   if (p.identity.threads != at::get_num_threads())
@@ -183,16 +183,10 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
   all.insert(all.end(), calibration.begin(), calibration.end());
   std::vector<Measurement> measured =
       measure_interleaved(all, s.workload, repeats, /*weight_seed=*/1000, progress);
-  std::vector<CalibrationSample> samples;
-  for (size_t i = archs.size(); i < all.size(); ++i) {
-    CalibrationSample c;
-    c.config = all[i];
-    std::tie(c.prefill, c.decode) = correction_features(profile, all[i], s.workload);
-    c.measured = measured[i];
-    samples.push_back(std::move(c));
-  }
+  const std::vector<Measurement> calibration_measured(measured.begin() + archs.size(), measured.end());
   Profile now = profile;
-  now.correction = fit_correction(samples, kCorrectionRidge);
+  now.correction = fit_correction(
+      calibration_samples(profile, calibration, calibration_measured, s.workload), kCorrectionRidge);
   now.correction.fit.base = describe(calibration.front());
   now.correction.fit.seed = profile.correction.fit.seed;
   now.correction.fit.repeats = repeats;
