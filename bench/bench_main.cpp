@@ -22,6 +22,7 @@
 
 #include "common/runtime.h"
 #include "data/dataset.h"
+#include "common/cpu_allocator.h"
 #include "distill/distill.h"
 #include "distill/loss.h"
 #include "importance/importance.h"
@@ -188,6 +189,7 @@ int run(int argc, char** argv) {
     flops = forward_flops(tc, batch, seq) + 3 * forward_flops(sc, batch, seq);
     // Where the time goes: the same step's phases timed one by one (medians over the steps).
     std::vector<double> t_teacher, t_student, t_loss, t_backward, t_opt;
+    LargeBlockCache block_cache;  // as distill() runs its steps
     auto params = student.weights.parameters();
     student.weights.lm_head = student.weights.embed_tokens;
     for (auto& p : params) p.requires_grad_(true);

@@ -3,6 +3,7 @@
 // without the client gets a reason, never a failure.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "common/runtime.h"
@@ -41,7 +42,7 @@ TEST(LlamaCppStage, MeasuresTpotOfBothModelsBesideThePrediction) {
   opt.work_dir = s.tmp.path / "work";
   opt.prompt_tokens = 16;
   opt.output_tokens = 16;
-  opt.repeats = 1;
+  opt.repeats = 2;
   const Profile profile = run_profile({teacher.config}, scenario.workload);
   const nlohmann::json r = run_llamacpp_stage(teacher, narrow, scenario, &profile, opt);
   ASSERT_TRUE(r.value("ran", false)) << r.dump(2);
@@ -50,7 +51,15 @@ TEST(LlamaCppStage, MeasuresTpotOfBothModelsBesideThePrediction) {
     ASSERT_TRUE(m.contains("tpot_ms_measured")) << r.dump(2);
     EXPECT_GT(m["tpot_ms_measured"].get<double>(), 0.0);
     EXPECT_GT(m["tpot_ms_predicted"].get<double>(), 0.0);
-    EXPECT_GT(m["generated_tokens"].get<int64_t>(), 1);
+    const int64_t generated = m["generated_tokens"].get<int64_t>();
+    EXPECT_GT(generated, 1);
+    // Every decode step of both runs pooled (greedy: each run decodes the same tokens); the
+    // 10th percentile lies at or below the median step and below the slowest run's mean.
+    EXPECT_EQ(m["decode_intervals"].get<int64_t>(), 2 * (generated - 1)) << m.dump();
+    ASSERT_EQ(m["tpot_ms_runs"].size(), 2u);
+    EXPECT_LE(m["tpot_ms_measured"].get<double>(), m["tpot_ms_median"].get<double>());
+    EXPECT_LE(m["tpot_ms_measured"].get<double>(),
+              std::max(m["tpot_ms_runs"][0].get<double>(), m["tpot_ms_runs"][1].get<double>()));
   }
   EXPECT_EQ(r["prompt_tokens"].get<int64_t>(), 16);
   EXPECT_FALSE(fs::exists(opt.work_dir)) << "the GGUF scratch folder must be removed";

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/cpu_allocator.h"
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/progress.h"
@@ -531,6 +532,9 @@ DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const Toke
       }
     }
   } release{student.weights.parameters()};
+  // Every step allocates the same logits, gradients and activations: reuse the blocks instead
+  // of a fresh mmap (and its page faults) each time (common/cpu_allocator.h).
+  LargeBlockCache block_cache;
   return trainer.run();
 }
 

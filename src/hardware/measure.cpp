@@ -1,6 +1,5 @@
 #include "hardware/measure.h"
 
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
@@ -10,58 +9,13 @@
 #include <optional>
 #include <set>
 
+#include "common/cpu_allocator.h"
 #include "common/error.h"
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "hardware/timer.h"
 
 namespace ac {
-
-// ---------------------------------------------------------------------------------------------
-// Counting allocator: wraps the default CPU allocator, keeps live and peak bytes.
-
-namespace {
-
-std::atomic<int64_t> g_live{0}, g_peak{0};
-
-struct Counted {
-  c10::DataPtr inner;
-  int64_t bytes;
-};
-
-void free_counted(void* ctx) {
-  auto* c = static_cast<Counted*>(ctx);
-  g_live -= c->bytes;
-  delete c;
-}
-
-struct CountingAllocator final : c10::Allocator {
-  c10::Allocator* base;
-  explicit CountingAllocator(c10::Allocator* b) : base(b) {}
-  c10::DataPtr allocate(size_t n) const override {
-    c10::DataPtr inner = base->allocate(n);
-    void* data = inner.get();
-    auto* ctx = new Counted{std::move(inner), int64_t(n)};
-    int64_t now = (g_live += int64_t(n)), peak = g_peak.load();
-    while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
-    }
-    return {data, ctx, &free_counted, c10::Device(c10::DeviceType::CPU)};
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
-};
-
-}  // namespace
-
-void install_counting_allocator() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    static CountingAllocator alloc(c10::GetDefaultCPUAllocator());
-    c10::SetCPUAllocator(&alloc, /*priority=*/100);
-  });
-}
-int64_t counted_bytes_now() { return g_live.load(); }
-int64_t counted_bytes_peak() { return g_peak.load(); }
-void reset_counted_peak() { g_peak.store(g_live.load()); }
 
 // ---------------------------------------------------------------------------------------------
 // Native measurement.
@@ -146,9 +100,7 @@ std::string not_measurable_reason(const Scenario& s) {
 constexpr int kMaxExtraPrefills = 16;
 constexpr double kPrefillShare = 0.5;
 
-// The q-quantile of `v` (0 <= q <= 1), nearest rank on the sorted values, as the profile's
-// spread (hardware/profile.cpp).
-static double quantile(std::vector<double> v, double q) {
+double sample_quantile(std::vector<double> v, double q) {
   AC_CHECK(!v.empty(), "quantile of nothing");
   std::sort(v.begin(), v.end());
   return v[size_t(std::lround(q * double(v.size() - 1)))];
@@ -163,9 +115,9 @@ static void summarize(Measurement& m) {
     steps.insert(steps.end(), run.begin(), run.end());
     if (!run.empty()) run_medians.push_back(median(run));
   }
-  m.ttft_ms = quantile(s.ttft_ms, kLatencyQuantile);
+  m.ttft_ms = sample_quantile(s.ttft_ms, kLatencyQuantile);
   m.ttft_median_ms = median(s.ttft_ms);
-  m.tpot_ms = steps.empty() ? 0.0 : quantile(steps, kLatencyQuantile);
+  m.tpot_ms = steps.empty() ? 0.0 : sample_quantile(steps, kLatencyQuantile);
   m.tpot_median_ms = run_medians.empty() ? 0.0 : median(run_medians);
   m.repeats = int(s.request_ms.size());
 }

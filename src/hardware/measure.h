@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_allocator.h"  // install_counting_allocator, counted_bytes_*: the peak memory
 #include "hardware/cost_model.h"
 #include "model/llama.h"
 
@@ -12,6 +13,10 @@ namespace ac {
 
 /// The quantile of the latency samples that Measurement reports as TTFT and TPOT.
 constexpr double kLatencyQuantile = 0.1;
+
+/// The q-quantile (0 <= q <= 1) of `v`: nearest rank on the sorted values, as the profile's
+/// spread (hardware/profile.cpp). Throws InternalError when `v` is empty.
+double sample_quantile(std::vector<double> v, double q);
 
 /// What the native engine measured over one or more runs (requests) of a workload.
 ///
@@ -82,14 +87,6 @@ std::vector<Measurement> measure_models_interleaved(const std::vector<const Llam
 /// "device rtx-5070 is not this machine (the native engine measures this CPU only)".
 std::string not_measurable_reason(const Scenario& scenario);
 
-/// Installs (once per process) a CPU allocator that wraps the default one and counts live and
-/// peak bytes. Tensors allocated before it are not counted.
-void install_counting_allocator();
-/// Live bytes of tensors allocated through the counting allocator.
-int64_t counted_bytes_now();
-/// Peak live bytes since the last reset_counted_peak().
-int64_t counted_bytes_peak();
-void reset_counted_peak();
 
 /// (The correction of a profile by real forwards lives in hardware/calibration.h.)
 

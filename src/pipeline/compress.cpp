@@ -19,6 +19,7 @@
 #include "model/finite.h"
 #include "pipeline/compare.h"
 #include "pipeline/llamacpp_stage.h"
+#include "pipeline/measured_fit.h"
 #include "pipeline/report.h"
 #include "pipeline/report_html.h"
 #include "pipeline/story_tasks.h"
@@ -215,13 +216,51 @@ json run_compress(const CompressOptions& opt) {
     // The main run warms up over 10 of its 64 steps; a retraining of a few steps the same share.
     search_settings.retrain.distill.warmup_steps = std::max<int64_t>(1, budget / batch_tokens / 6);
   }
+  // Every method's search under `lim` (the first is the main result). Re-run by the fit loop
+  // below when the measured candidate breaks a limit: every method then searches under the
+  // same tightened limits, so that the comparison stays fair. Tokens and seconds of every
+  // attempt are counted.
   std::vector<SearchOutcome> searches;
   json search_rows = json::array();
-  for (const std::string& m : search_methods(opt.method)) {
-    searches.push_back(run_search_method(m, teacher, imp, scenario, scenario_profile, search_limits,
-                                         data.calibration, opt.seq_len, search_settings,
-                                         &data.train));
-    search_rows.push_back(searches.back().summary());
+  int64_t search_tokens_all = 0;
+  double search_seconds_all = 0;
+  PrunePlan plan;
+  std::optional<LlamaModel> candidate;
+  auto search_all = [&](const Limits& lim) {
+    searches.clear();
+    search_rows = json::array();
+    for (const std::string& m : search_methods(opt.method)) {
+      searches.push_back(run_search_method(m, teacher, imp, scenario, scenario_profile, lim,
+                                           data.calibration, opt.seq_len, search_settings,
+                                           &data.train));
+      search_rows.push_back(searches.back().summary());
+      search_tokens_all += searches.back().search_tokens;
+      search_seconds_all += searches.back().seconds;
+    }
+    plan = plan_pruning(teacher.config, imp, searches.front().best.target);
+    candidate = drop_removed_blocks(apply_plan(teacher, plan));
+    return candidate->config;
+  };
+  // Fit to the measurement (pipeline/measured_fit.h): the candidate is measured beside the
+  // teacher before it is distilled, and searched again under tightened limits if it breaks one.
+  std::vector<FitAttempt> fit_attempts;
+  if (not_measured.empty() && opt.fit_attempts > 0) {
+    FitCallbacks cb;
+    cb.search = search_all;
+    cb.predict = [&](const ModelConfig& c) { return predict(c, scenario, scenario_profile); };
+    cb.measure = [&](const ModelConfig&) {
+      log_info("[compress] measuring the teacher and the searched architecture in interleaved rounds");
+      std::vector<Measurement> both =
+          measure_models_interleaved({&teacher, &*candidate}, scenario.workload, opt.measure_repeats);
+      return std::make_pair(both[0].as_estimate(), both[1].as_estimate());
+    };
+    fit_attempts = fit_to_measurement(scenario.limits, search_limits, cb, opt.fit_attempts,
+                                      opt.fit_margin);
+    const FitAttempt& fitted = fitted_attempt(fit_attempts);
+    if (&fitted != &fit_attempts.back()) search_all(fitted.search_limits);  // the kept attempt
+    search_limits = fitted.search_limits;
+  } else {
+    search_all(search_limits);
   }
   for (size_t i = 0; i < searches.size(); ++i)
     write_search_outputs(i == 0 ? out.path() / "arch.json"
@@ -230,8 +269,8 @@ json run_compress(const CompressOptions& opt) {
   const SearchOutcome& search = searches.front();
   timer.done("search");
 
-  PrunePlan plan = plan_pruning(teacher.config, imp, search.best.target);
-  LlamaModel student = drop_removed_blocks(apply_plan(teacher, plan));
+  LlamaModel student = std::move(*candidate);
+  candidate.reset();
   student.weights = clone(student.config, student.weights);
   EvalOptions eo;
   eo.seq_len = opt.seq_len;
@@ -340,6 +379,8 @@ json run_compress(const CompressOptions& opt) {
       {"search", {{"method", search.method},
                   {"candidates", int64_t(search.search.value("candidates", json::array()).size())},
                   {"search_tokens", search.search_tokens}, {"search_seconds", search.seconds},
+                  {"search_tokens_all_attempts", search_tokens_all},
+                  {"search_seconds_all_attempts", search_seconds_all},
                   {"safety_margin", opt.safety_margin}}},
       {"comparison", comparison},
       {"distill", {{"tokens", dres.tokens}, {"steps", dres.steps_done}, {"skipped_steps", dres.skipped_steps},
@@ -352,6 +393,10 @@ json run_compress(const CompressOptions& opt) {
                 {"heldout_documents_removed_for_overlap", data.overlap_removed}}},
       {"export", {{"path", "model"}, {"reload_max_abs_diff", roundtrip}}},
   };
+  json fit = {{"max_attempts", opt.fit_attempts}, {"margin", opt.fit_margin},
+              {"attempts", json::array()}};
+  for (const FitAttempt& a : fit_attempts) fit["attempts"].push_back(a.to_json());
+  report["fit"] = fit;
   report["not_measured"] = not_measured;  // why nothing was measured; "" = measured here
   report["tasks"] = tasks;
   report["llama_cpp"] = llama_cpp;

@@ -54,6 +54,12 @@ struct CompressOptions {
   double distill_hidden_loss_weight = 0;  // hidden-state loss weight (distill/hidden_loss.h; 0 = off)
   double safety_margin = 0.05;           // the search meets limits x (1 - margin) by the model
   int measure_repeats = 3;               // measured runs (teacher and student in interleaved rounds)
+  int fit_attempts = 3;                  // fit to the measurement (pipeline/measured_fit.h): the
+                                         // searched architecture is measured before distillation
+                                         // and searched again under tightened limits while a
+                                         // measured limit breaks, at most this many searches
+                                         // (1 = measure once, never re-search; 0 = skip)
+  double fit_margin = 0.02;              // tightened limits: measured overshoot + this margin
   bool allow_nonfinite = false;          // run on a teacher with NaN/Inf weights (model/finite.h)
 };
 

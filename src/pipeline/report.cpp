@@ -29,24 +29,80 @@ std::string limit_cell(const json& limits, const char* key, bool bytes) {
   return bytes ? mib(v) : fmt::format("{:.3f}", v);
 }
 
+// "tpot_ms <= 3.98, peak_memory_bytes <= 48.0 MiB" from an absolute limits object.
+std::string limits_text(const json& limits) {
+  std::string out;
+  for (auto it = limits.begin(); it != limits.end(); ++it) {
+    if (!it.value().is_number()) continue;
+    const bool bytes = it.key() == "peak_memory_bytes", minimum = it.key() == "min_throughput_tokens_per_s";
+    out += fmt::format("{}{} {} {}", out.empty() ? "" : ", ", it.key(), minimum ? ">=" : "<=",
+                       bytes ? mib(it.value().get<double>()) : fmt::format("{:.3f}", it.value().get<double>()));
+  }
+  return out.empty() ? "—" : out;
+}
+
+// The values of `e` (a cost estimate) for the keys that `limits` constrains.
+std::string limited_values(const json& e, const json& limits) {
+  std::string out;
+  for (auto it = limits.begin(); it != limits.end(); ++it) {
+    const std::string key = it.key() == "min_throughput_tokens_per_s" ? "throughput_tokens_per_s" : it.key();
+    const double v = num(e, key.c_str());
+    out += fmt::format("{}{}", out.empty() ? "" : ", ",
+                       key == "peak_memory_bytes" ? mib(v) : fmt::format("{:.3f}", v));
+  }
+  return out.empty() ? "—" : out;
+}
+
+// Fit to the measurement (pipeline/measured_fit.h): each search, its candidate measured beside
+// the teacher before distillation, and the limits tightened after a measured miss.
+std::string render_fit_md(const json& fit) {
+  const json& attempts = fit["attempts"];
+  if (attempts.empty()) return "";
+  std::string md = "## Fit to the measurement (before distillation)\n\n";
+  md += fmt::format("The searched architecture is measured beside the teacher, in the same "
+                    "interleaved rounds, before it is distilled. While a measured limit breaks, "
+                    "the limit the search holds the cost model to is tightened by the measured "
+                    "overshoot plus {:.0f}%, and the search runs again (at most {} searches).\n\n",
+                    100 * fit["margin"].get<double>(), fit["max_attempts"].get<int>());
+  md += "| attempt | search held predictions to | architecture | predicted | teacher measured | "
+        "measured | measured limit | verdict |\n|---|---|---|---|---|---|---|---|\n";
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    const json& a = attempts[i];
+    if (a.contains("search_error")) {
+      md += fmt::format("| {} | {} | — | — | — | — | — | search found nothing: {} |\n", i + 1,
+                        limits_text(a["search_limits"]), a["search_error"].get<std::string>());
+      continue;
+    }
+    const json& lim = a["limits"];
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", i + 1,
+                      limits_text(a["search_limits"]), a["config"].get<std::string>(),
+                      limited_values(a["predicted"], lim), limited_values(a["teacher_measured"], lim),
+                      limited_values(a["measured"], lim), limits_text(lim), verdict(a["broken"]));
+  }
+  return md + "\n";
+}
+
 // llama.cpp (node-llama-cpp) on the GGUF exports: measured TPOT beside the llama.cpp prediction.
 std::string render_llamacpp_md(const json& l) {
   std::string md = "\n## In llama.cpp (the real engine, GGUF export)\n\n";
   if (!l.value("ran", false))
     return md + fmt::format("Not measured: {}.\n", l.value("reason", std::string("unknown")));
-  md += fmt::format("llama.cpp {} on this CPU, {} threads, batch 1, {} prompt tokens; TPOT is "
-                    "llama.cpp's decode time per token (median of runs), the prediction is the "
-                    "cost model's for engine `llama.cpp` with this device's profile.\n\n",
+  md += fmt::format("llama.cpp {} on this CPU, {} threads, batch 1, {} prompt tokens, the two "
+                    "models in interleaved runs. TPOT is the 10th percentile of the decode steps "
+                    "(the time between consecutive tokens) pooled over the runs, the statistic of "
+                    "the native engine's measurement; the median step is beside it. The prediction "
+                    "is the cost model's for engine `llama.cpp` with this device's profile.\n\n",
                     l["llama_cpp_release"].dump(), l.value("threads", 0),
                     l.value("prompt_tokens", int64_t(0)));
-  md += "| model | TPOT measured in llama.cpp (ms) | TPOT predicted for llama.cpp (ms) | "
-        "prediction error | tokens decoded |\n|---|---|---|---|---|\n";
+  md += "| model | TPOT measured in llama.cpp (ms) | median step (ms) | TPOT predicted for "
+        "llama.cpp (ms) | prediction error | tokens decoded |\n|---|---|---|---|---|---|\n";
   for (const char* name : {"teacher", "compressed"}) {
     if (!l.contains(name)) continue;
     const json& m = l[name];
     bool has = m.contains("tpot_ms_measured");
-    md += fmt::format("| {} | {} | {:.3f} | {} | {} |\n", name,
+    md += fmt::format("| {} | {} | {} | {:.3f} | {} | {} |\n", name,
                       has ? fmt::format("{:.3f}", m["tpot_ms_measured"].get<double>()) : "—",
+                      m.contains("tpot_ms_median") ? fmt::format("{:.3f}", m["tpot_ms_median"].get<double>()) : "—",
                       m["tpot_ms_predicted"].get<double>(),
                       has ? fmt::format("{:+.1f}%", 100 * m["prediction_error"].get<double>()) : "—",
                       m.value("generated_tokens", int64_t(0)));
@@ -163,6 +219,7 @@ std::string render_report_md(const json& r) {
         "machine; throughput is the median request.\n";
   md += fmt::format("\nEvery limit, by the cost model: **{}**. Measured: **{}**.\n\n",
                     verdict(c["limits_predicted"]), verdict(c["limits_measured"]));
+  if (r.contains("fit")) md += render_fit_md(r["fit"]);
 
   md += "## Quality on held-out teacher-sampled stories\n\n";
   md += "| model | perplexity | bits/byte | KL to teacher (nats/token) | top-1 agreement | top-5 overlap | tokens |\n|---|---|---|---|---|---|---|\n";
@@ -186,6 +243,11 @@ std::string render_report_md(const json& r) {
                     "(forward tokens through any model), safety margin {:.0f}%.\n\n",
                     se["method"].get<std::string>(), se["candidates"].get<int64_t>(),
                     se["search_tokens"].get<int64_t>(), 100 * se["safety_margin"].get<double>());
+  if (r.contains("fit") && r["fit"]["attempts"].size() > 1)
+    md += fmt::format("With the fit to the measurement: {} searches, {} search tokens and {:.0f} s "
+                      "in all.\n\n", r["fit"]["attempts"].size(),
+                      se.value("search_tokens_all_attempts", int64_t(0)),
+                      se.value("search_seconds_all_attempts", 0.0));
   md += fmt::format("Distillation: {} tokens in {} steps ({} skipped), {:.0f} s, loss {:.4f} → {:.4f}.\n\n",
                     d["tokens"].get<int64_t>(), d["steps"].get<int64_t>(), d["skipped_steps"].get<int64_t>(),
                     d["wall_s"].get<double>(), d["first_loss"].get<double>(), d["last_loss"].get<double>());

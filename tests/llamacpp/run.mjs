@@ -1,6 +1,7 @@
 // Runs a GGUF in llama.cpp (node-llama-cpp 3.21.1, prebuilt CPU binaries, never built here) and
 // prints one JSON object: llama.cpp's tokenization of the prompt text, its greedy continuation
-// of the given prompt ids, and the decode time per output token (TPOT).
+// of the given prompt ids, the mean decode time per output token (tpot_ms) and each decode step's
+// time (token_ms).
 //
 //   node run.mjs MODEL.gguf "PROMPT TEXT" PROMPT_IDS(comma separated, BOS included) N_TOKENS [THREADS] [CONTEXT]
 //
@@ -46,6 +47,8 @@ console.log(JSON.stringify({
     text: model.detokenize(tokens),
     first_token_ms: stamps.length ? stamps[0] - t0 : null,
     tpot_ms: decodeMs,
+    // each decode step's time (ms): the interval between consecutive tokens
+    token_ms: stamps.slice(1).map((s, i) => s - stamps[i]),
 }));
 await context.dispose();
 await model.dispose();
