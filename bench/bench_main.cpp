@@ -24,6 +24,7 @@
 #include "data/dataset.h"
 #include "common/cpu_allocator.h"
 #include "distill/distill.h"
+#include "distill/fused_kl.h"
 #include "distill/loss.h"
 #include "importance/importance.h"
 #include "model/llama.h"
@@ -153,6 +154,7 @@ int run(int argc, char** argv) {
 
   std::vector<double> step_s;
   double flops = 0;
+  int64_t train_peak_bytes = -1;  // train: peak bytes the steps allocated (weights excluded)
   nlohmann::json breakdown = nlohmann::json::object();
   if (which == "importance") {
     // One batch per compute_importance call, so each call is one timed step.
@@ -185,10 +187,16 @@ int run(int argc, char** argv) {
     o.on_step = [&](const StepRecord& r) {
       if (r.step >= warmup) step_s.push_back(double(batch * seq) / r.tokens_per_s);
     };
+    install_counting_allocator();  // the weights above are not counted: the step's own memory
+    const int64_t live_before = counted_bytes_now();
+    reset_counted_peak();
     distill(teacher, student, data, o);
+    train_peak_bytes = counted_bytes_peak() - live_before;
     flops = forward_flops(tc, batch, seq) + 3 * forward_flops(sc, batch, seq);
     // Where the time goes: the same step's phases timed one by one (medians over the steps).
     std::vector<double> t_teacher, t_student, t_loss, t_backward, t_opt;
+    // The trainer's path (distill.cpp): AC_FUSED_HEAD=on / off / auto (fused_kl.h).
+    const bool fused_head = use_fused_head(batch * seq, vocab);
     LargeBlockCache block_cache;  // as distill() runs its steps
     auto params = student.weights.parameters();
     student.weights.lm_head = student.weights.embed_tokens;
@@ -197,15 +205,30 @@ int run(int argc, char** argv) {
     for (int64_t i = 0; i < n; ++i) {
       const at::Tensor& tokens = batches[size_t(i)];
       double t0 = now_s();
-      at::Tensor tl;
-      {
-        c10::InferenceMode no_autograd;  // as the trainer (distill.cpp)
-        tl = teacher.forward(tokens);
+      DistillLoss l;
+      double t1 = 0, t2 = 0;
+      if (fused_head) {  // as the trainer (distill.cpp): the heads inside the loss
+        at::Tensor ht;
+        {
+          c10::InferenceMode no_autograd;
+          ht = teacher.hidden_states(tokens);
+        }
+        t1 = now_s();
+        at::Tensor hs = student.hidden_states(tokens);
+        t2 = now_s();
+        l.loss = fused_linear_kl_loss(ht, teacher.weights.lm_head, hs, student.weights.lm_head,
+                                      {}, 1.0);
+      } else {
+        at::Tensor tl;
+        {
+          c10::InferenceMode no_autograd;  // as the trainer (distill.cpp)
+          tl = teacher.forward(tokens);
+        }
+        t1 = now_s();
+        at::Tensor sl = student.forward(tokens);
+        t2 = now_s();
+        l = distill_loss(tl, sl, tokens, {}, 1.0, 0.0);
       }
-      double t1 = now_s();
-      at::Tensor sl = student.forward(tokens);
-      double t2 = now_s();
-      DistillLoss l = distill_loss(tl, sl, tokens, {}, 1.0, 0.0);
       double t3 = now_s();
       adam.zero_grad();
       l.loss.backward();
@@ -220,12 +243,28 @@ int run(int argc, char** argv) {
       t_backward.push_back(t4 - t3);
       t_opt.push_back(t5 - t4);
     }
-    breakdown = {{"teacher_forward_s", median(t_teacher)}, {"student_forward_s", median(t_student)},
-                 {"kl_loss_s", median(t_loss)}, {"backward_s", median(t_backward)},
-                 {"clip_and_adamw_s", median(t_opt)},
-                 {"teacher_forward_gflops_per_s", forward_flops(tc, batch, seq) / median(t_teacher) / 1e9},
-                 {"student_forward_gflops_per_s", forward_flops(sc, batch, seq) / median(t_student) / 1e9},
-                 {"backward_gflops_per_s", 2 * forward_flops(sc, batch, seq) / median(t_backward) / 1e9}};
+    const double N = double(batch * seq);
+    const double head_fwd = 2 * N * double(vocab) * double(tc.hidden_size + sc.hidden_size);
+    const double head_bwd = 2 * 2 * N * double(vocab) * double(sc.hidden_size);  // dX and dW
+    const double layers_t = forward_flops(tc, batch, seq) - 2 * N * double(vocab) * double(tc.hidden_size);
+    const double layers_s = forward_flops(sc, batch, seq) - 2 * N * double(vocab) * double(sc.hidden_size);
+    if (fused_head)  // the heads run inside the loss: layers, then heads + KL + head gradients
+      breakdown = {{"path", "fused head"},
+                   {"teacher_layers_s", median(t_teacher)}, {"student_layers_s", median(t_student)},
+                   {"heads_kl_and_head_backward_s", median(t_loss)},
+                   {"layers_backward_s", median(t_backward)}, {"clip_and_adamw_s", median(t_opt)},
+                   {"teacher_layers_gflops_per_s", layers_t / median(t_teacher) / 1e9},
+                   {"student_layers_gflops_per_s", layers_s / median(t_student) / 1e9},
+                   {"heads_gflops_per_s", (head_fwd + head_bwd) / median(t_loss) / 1e9},
+                   {"layers_backward_gflops_per_s", 2 * layers_s / median(t_backward) / 1e9}};
+    else
+      breakdown = {{"path", "logits"},
+                   {"teacher_forward_s", median(t_teacher)}, {"student_forward_s", median(t_student)},
+                   {"kl_loss_s", median(t_loss)}, {"backward_s", median(t_backward)},
+                   {"clip_and_adamw_s", median(t_opt)},
+                   {"teacher_forward_gflops_per_s", forward_flops(tc, batch, seq) / median(t_teacher) / 1e9},
+                   {"student_forward_gflops_per_s", forward_flops(sc, batch, seq) / median(t_student) / 1e9},
+                   {"backward_gflops_per_s", 2 * forward_flops(sc, batch, seq) / median(t_backward) / 1e9}};
   } else {
     std::cerr << "which must be train, importance or peak\n";
     return 2;
@@ -238,6 +277,7 @@ int run(int argc, char** argv) {
                       {"gflops_per_s", flops / med / 1e9},
                       {"threads", at::get_num_threads()},
                       {"breakdown", breakdown}};
+  if (train_peak_bytes >= 0) j["train_peak_bytes"] = train_peak_bytes;
   std::cout << j.dump() << std::endl;
   return 0;
 }

@@ -385,6 +385,47 @@ TEST(Distill, PrefixVocabulariesCompareOverSharedIds) {
   EXPECT_THROW(distill(teacher, student, wide, o), ConfigError);
 }
 
+// The trainer's two paths, the heads inside the loss (fused_linear_kl_loss) and the full logits
+// (fused_kl_loss): the same loss curve and the same weights after a few AdamW steps, for a
+// tied and an untied head, and over a shared-vocabulary prefix (the heads narrowed).
+TEST(Distill, FusedHeadTrainsLikeTheLogitsPath) {
+  struct Env {  // AC_FUSED_HEAD for the scope
+    explicit Env(const char* v) { setenv("AC_FUSED_HEAD", v, 1); }
+    ~Env() { unsetenv("AC_FUSED_HEAD"); }
+  };
+  for (int shared : {0, 40}) {
+    for (bool tied : {true, false}) {
+      LlamaModel teacher = make_teacher(tied);
+      ModelConfig sc = tiny_config(tied);
+      if (shared) sc.vocab_size = shared;
+      LlamaModel a{sc, random_weights(sc, 3, 0.1)}, b{sc, random_weights(sc, 3, 0.1)};
+      TokenDataset data = random_data(2000, shared ? shared : 48, 7);
+      DistillOptions o = small_options(4);
+      o.shared_vocab = shared;
+      o.temperature = 1.5;
+      DistillResult ra, rb;
+      {
+        Env e("on");
+        ra = distill(teacher, a, data, o);
+      }
+      {
+        Env e("off");
+        rb = distill(teacher, b, data, o);
+      }
+      const std::string where = fmt::format("tied {} shared {}", tied, shared);
+      ASSERT_EQ(ra.loss_curve.size(), 4u) << where;
+      for (size_t i = 0; i < 4; ++i)
+        EXPECT_NEAR(ra.loss_curve[i], rb.loss_curve[i], 1e-5 * std::max(1.0, rb.loss_curve[i]))
+            << where << " step " << i;
+      auto pa = a.weights.parameters(), pb = b.weights.parameters();
+      ASSERT_EQ(pa.size(), pb.size());
+      for (size_t i = 0; i < pa.size(); ++i)
+        EXPECT_LT((pa[i] - pb[i]).abs().max().item<double>(), 1e-4) << where << " param " << i;
+      if (tied) EXPECT_TRUE(a.weights.lm_head.is_same(a.weights.embed_tokens)) << where;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The CLI as separate processes: kill -9 + resume, and two data-parallel ranks.
 

@@ -6,7 +6,10 @@
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
+#include <fmt/format.h>
+
 #include <cstdlib>
+#include <functional>
 #include <limits>
 
 #include "common/error.h"
@@ -210,4 +213,84 @@ TEST(FusedKl, DistillLossUsesItAndKeepsCe) {
 }
 
 }  // namespace
+// The head inside the loss: value and gradients (hidden states, head) against float64
+// autograd through the logits h W^T, for chunk sizes that do and do not divide the positions,
+// a mask, tau != 1, both kernels, a tied head (the same tensor also used elsewhere in the
+// graph), a row-narrowed (shared-vocabulary) head, and inference-mode teacher tensors.
+TEST(FusedLinearKl, MatchesFloat64AutogradThroughTheHeads) {
+  at::manual_seed(23);
+  const int64_t B = 2, T = 9, V = 301, Dt = 24, Ds = 16;
+  at::Tensor ht, wt;
+  {
+    c10::InferenceMode inference;  // as the trainer's teacher forward
+    ht = at::randn({B, T, Dt});
+    wt = at::randn({V, Dt}) * 0.5;
+  }
+  const at::Tensor mask = at::rand({B, T}) > 0.3;
+  for (FusedKlKernel kernel : {FusedKlKernel::automatic, FusedKlKernel::aten}) {
+    for (double tau : {1.0, 1.7}) {
+      for (int64_t rows : {0, 1, 5, 18}) {
+        for (bool masked : {false, true}) {
+          at::Tensor hs = at::randn({B, T, Ds}).requires_grad_(true);
+          at::Tensor ws = (at::randn({V, Ds}) * 0.5).requires_grad_(true);
+          const at::Tensor keep = masked ? mask : at::Tensor();
+          // The head is also used outside the loss (as a tied embedding is): both gradients add.
+          at::Tensor loss = fused_linear_kl_loss(ht, wt, hs, ws, keep, tau, rows, kernel) +
+                            ws.sum() * 0.01;
+          loss.backward();
+
+          at::Tensor hs64 = hs.detach().to(at::kDouble).requires_grad_(true);
+          at::Tensor ws64 = ws.detach().to(at::kDouble).requires_grad_(true);
+          at::Tensor t64 = at::matmul(ht.to(at::kDouble), wt.to(at::kDouble).t());
+          at::Tensor s64 = at::matmul(hs64, ws64.t());
+          at::Tensor ref = kl_float64(t64, s64, masked ? mask : at::ones({B, T}, at::kBool), tau) +
+                           ws64.sum() * 0.01;
+          ref.backward();
+          const std::string where = fmt::format("kernel {} tau {} rows {} masked {}",
+                                                int(kernel), tau, rows, masked);
+          EXPECT_LT(rel(loss.item<double>(), ref.item<double>()), 1e-5) << where;
+          EXPECT_LT((hs.grad().to(at::kDouble) - hs64.grad()).abs().max().item<double>(),
+                    1e-5 * hs64.grad().abs().max().item<double>() + 1e-9) << where;
+          EXPECT_LT((ws.grad().to(at::kDouble) - ws64.grad()).abs().max().item<double>(),
+                    1e-5 * ws64.grad().abs().max().item<double>() + 1e-9) << where;
+          if (masked) {  // masked positions: no gradient into their hidden states
+            at::Tensor dropped = hs.grad().index({mask.logical_not()});
+            EXPECT_EQ(dropped.abs().max().item<double>(), 0.0) << where;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedLinearKl, ANarrowedHeadGetsItsGradientInTheFullHeadAndBadShapesAreRefused) {
+  at::manual_seed(29);
+  const int64_t B = 1, T = 4, V = 50, D = 8;
+  at::Tensor ht = at::randn({B, T, D}), wt = at::randn({V + 7, D});  // teacher: 7 extra ids
+  at::Tensor hs = at::randn({B, T, D}).requires_grad_(true);
+  at::Tensor ws = at::randn({V, D}).requires_grad_(true);
+  fused_linear_kl_loss(ht, wt.narrow(0, 0, V), hs, ws, {}, 1.0).backward();
+  at::Tensor ws64 = ws.detach().to(at::kDouble).requires_grad_(true);
+  kl_float64(at::matmul(ht.to(at::kDouble), wt.narrow(0, 0, V).to(at::kDouble).t()),
+             at::matmul(hs.detach().to(at::kDouble), ws64.t()), at::ones({B, T}, at::kBool), 1.0)
+      .backward();
+  EXPECT_LT((ws.grad().to(at::kDouble) - ws64.grad()).abs().max().item<double>(), 1e-5);
+
+  auto expect_config_error = [](const std::function<void()>& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_config_error([&] { fused_linear_kl_loss(ht, wt, hs, ws, {}, 1.0); }, "heads must be [V, D]");
+  expect_config_error([&] { fused_linear_kl_loss(ht, wt.narrow(0, 0, V), hs.reshape({T, D}), ws, {}, 1.0); },
+                      "hidden states must be [B, T, D]");
+  expect_config_error([&] { fused_linear_kl_loss(ht, wt.narrow(0, 0, V), hs, ws, {}, 0.0); },
+                      "temperature must be > 0");
+  expect_config_error([&] { fused_linear_kl_loss(ht.to(at::kDouble), wt.narrow(0, 0, V), hs, ws, {}, 1.0); },
+                      "fp32");
+}
+
 }  // namespace ac

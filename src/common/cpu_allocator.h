@@ -6,9 +6,12 @@
 //   - while a LargeBlockCache is alive, keeps freed blocks of at least kLargeBlockBytes and
 //     hands them back to the next allocation of the same size, as PyTorch's CUDA caching
 //     allocator does on the GPU (c10/cuda/CUDACachingAllocator.cpp). A training step allocates
-//     the same [B*T, V] logits, their gradient and the same activations every step; glibc
-//     serves blocks above its mmap threshold (at most 32 MiB) by a fresh mmap each time, and
-//     the kernel then faults and zero-fills every 4 KiB page of it on first touch.
+//     the same [B*T, V] logits, their gradient and the same activations every step, and both
+//     allocators we run under hand such blocks back to the kernel when they are freed: jemalloc
+//     (linked into the CLI and the bench) serves blocks above its oversize_threshold (8 MiB by
+//     default) from an arena that purges them at once, glibc (the tests) unmaps blocks above
+//     its mmap threshold (at most 32 MiB). The next step then takes a page fault and a
+//     zero-fill for every 4 KiB page it touches again.
 // Cached blocks are not counted as live. Tensors allocated before the first call are not
 // counted (their frees are not either).
 

@@ -14,6 +14,7 @@
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "distill/data_parallel.h"
+#include "distill/fused_kl.h"
 #include "distill/hidden_loss.h"
 #include "distill/loss.h"
 #include "model/finite.h"
@@ -167,6 +168,13 @@ class Trainer {
   double lr_scale_ = 1.0;   // product of skip_lr_factor over the restores
   int64_t restores_ = 0;
   int64_t vocab_ = 0;       // ids compared by the loss: vocab_size, or shared_vocab
+  // The KL with the heads inside (fused_linear_kl_loss) when the loss is the KL alone (no CE:
+  // it needs the student's full log-softmax; no hidden-state loss: its forward returns logits)
+  // and the logits would be large (use_fused_head, fused_kl.h).
+  bool use_fused_head(int64_t positions) const {
+    return opt_.ce_weight == 0 && opt_.hidden_loss_weight <= 0 &&
+           ac::use_fused_head(positions, vocab_);
+  }
   std::string snapshot_;    // the last checkpoint, in memory (serialize_state)
   std::ofstream log_;
 };
@@ -269,24 +277,40 @@ StepRecord Trainer::train_step(int64_t step) {
     at::Tensor tokens = data_.batch(step * opt_.grad_accum + micro, opt_.batch_size,
                                     opt_.seq_len, opt_.seed);  // [B, T]
     if (world > 1) tokens = tokens.narrow(0, rank * shard, shard).contiguous();  // [B/W, T]
-    at::Tensor teacher_logits, student_logits, hidden_loss;  // [B, T, V], [B, T, V], []
-    if (use_hidden) {
-      HiddenForward f = forward_with_hidden_loss(teacher_, student_, tokens, *opt_.hidden_map,
-                                                 /*keep=*/{}, opt_.hidden_loss_normalize);
-      teacher_logits = f.teacher_logits;
-      student_logits = f.student_logits;
-      hidden_loss = f.loss;
-    } else {
+    DistillLoss l;
+    at::Tensor hidden_loss;  // []
+    if (use_fused_head(tokens.numel())) {
+      // The heads inside the loss (fused_kl.h): the [B, T, V] logits are never held.
+      at::Tensor teacher_hidden;  // [B, T, Dt]
       {
-        c10::InferenceMode no_autograd;  // lighter than NoGradGuard: no version counters
-        teacher_logits = teacher_.forward(tokens);
+        c10::InferenceMode no_autograd;
+        teacher_hidden = teacher_.hidden_states(tokens);
       }
-      student_logits = student_.forward(tokens);
+      at::Tensor student_hidden = student_.hidden_states(tokens);  // [B, T, Ds]
+      l.loss = fused_linear_kl_loss(teacher_hidden, teacher_.weights.lm_head.narrow(0, 0, vocab_),
+                                    student_hidden, student_.weights.lm_head.narrow(0, 0, vocab_),
+                                    /*keep=*/{}, opt_.temperature);
+      l.kl = l.loss.detach();
+    } else {
+      at::Tensor teacher_logits, student_logits;  // [B, T, V], [B, T, V]
+      if (use_hidden) {
+        HiddenForward f = forward_with_hidden_loss(teacher_, student_, tokens, *opt_.hidden_map,
+                                                   /*keep=*/{}, opt_.hidden_loss_normalize);
+        teacher_logits = f.teacher_logits;
+        student_logits = f.student_logits;
+        hidden_loss = f.loss;
+      } else {
+        {
+          c10::InferenceMode no_autograd;  // lighter than NoGradGuard: no version counters
+          teacher_logits = teacher_.forward(tokens);
+        }
+        student_logits = student_.forward(tokens);
+      }
+      if (teacher_logits.size(-1) != vocab_) teacher_logits = teacher_logits.narrow(-1, 0, vocab_);
+      if (student_logits.size(-1) != vocab_) student_logits = student_logits.narrow(-1, 0, vocab_);
+      l = distill_loss(teacher_logits, student_logits, tokens, {}, opt_.temperature,
+                       opt_.ce_weight);
     }
-    if (teacher_logits.size(-1) != vocab_) teacher_logits = teacher_logits.narrow(-1, 0, vocab_);
-    if (student_logits.size(-1) != vocab_) student_logits = student_logits.narrow(-1, 0, vocab_);
-    DistillLoss l = distill_loss(teacher_logits, student_logits, tokens, {}, opt_.temperature,
-                                 opt_.ce_weight);
     if (use_hidden) {
       l.loss = l.loss + hidden_loss * opt_.hidden_loss_weight;
       hidden += hidden_loss.item<double>();

@@ -126,6 +126,62 @@ void kl_block(const at::Tensor& zt, const at::Tensor& zs, double tau, at::Tensor
   kl.copy_((p * lt).sum(1) - (p * ls).sum(1));
 }
 
+// KL and gradient of n rows: kl [n] <- KL per row (0 where masked), g [n, V] <- (q - p) * scale
+// (0 where masked). zt, zs: [n, V] fp32 (any row stride); keep_rows: [n] bool or undefined
+// (every row); kl and g contiguous. Rows are split over the intra-op threads in blocks of
+// `rows`.
+void kl_rows(const at::Tensor& zt, const at::Tensor& zs, const at::Tensor& keep_rows, double tau,
+             float scale, FusedKlKernel kernel, int64_t rows, at::Tensor kl, at::Tensor g) {
+  const int64_t N = zs.size(0), V = zs.size(1);
+  const int64_t blocks = (N + rows - 1) / rows;
+  if (kernel == FusedKlKernel::aten || !use_avx512_kernel() || zt.stride(1) != 1 ||
+      zs.stride(1) != 1) {
+    at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t r0 = b * rows, n = std::min(rows, N - r0);
+        kl_block(zt.narrow(0, r0, n), zs.narrow(0, r0, n), tau, kl.narrow(0, r0, n),
+                 g.narrow(0, r0, n));
+      }
+    });
+    if (keep_rows.defined()) {
+      at::Tensor drop = keep_rows.logical_not();
+      kl.masked_fill_(drop, 0.0);
+      g.masked_fill_(drop.unsqueeze(1), 0.0);
+    }
+    g.mul_(scale);
+    return;
+  }
+  // One row at a time, masked rows skipped (zero gradient), the scale folded in.
+  const bool* kept = keep_rows.defined() ? keep_rows.data_ptr<bool>() : nullptr;
+  float* kl_out = kl.data_ptr<float>();
+  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> scratch(static_cast<size_t>(V));
+    for (int64_t r = b0 * rows; r < std::min(N, b1 * rows); ++r) {
+      float* gr = g.data_ptr<float>() + r * V;
+      if (kept && !kept[r]) {
+        std::fill(gr, gr + V, 0.0f);
+        kl_out[r] = 0.0f;
+        continue;
+      }
+      const float v = kl_row_avx512(zt.data_ptr<float>() + r * zt.stride(0),
+                                    zs.data_ptr<float>() + r * zs.stride(0), V,
+                                    float(1.0 / tau), scale, gr, scratch.data());
+      if (std::isfinite(v)) {
+        kl_out[r] = v;
+      } else {  // a non-finite logit in the row: the ATen path and its clamping rule
+        kl_block(zt.narrow(0, r, 1), zs.narrow(0, r, 1), tau, kl.narrow(0, r, 1),
+                 g.narrow(0, r, 1));
+        g.narrow(0, r, 1).mul_(scale);
+      }
+    }
+  });
+}
+
+// Rows of V per cache block of the row kernel: ~128 K floats.
+int64_t default_rows_per_block(int64_t V) {
+  return std::max<int64_t>(1, (128 * 1024) / std::max<int64_t>(V, 1));
+}
+
 class FusedKl : public torch::autograd::Function<FusedKl> {
  public:
   // student [B, T, V] (grad), teacher [B, T, V], keep [B, T] bool or [0] (= every position; a
@@ -133,7 +189,6 @@ class FusedKl : public torch::autograd::Function<FusedKl> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& student,
                             const at::Tensor& teacher, const at::Tensor& keep, double tau,
                             int64_t rows_per_block, int64_t kernel_id) {
-    const auto kernel = FusedKlKernel(kernel_id);
     const int64_t V = student.size(2), N = student.size(0) * student.size(1);
     at::Tensor zs = student.flatten(0, 1), zt = teacher.flatten(0, 1);  // [N, V] (views)
     at::Tensor keep_rows = keep.numel() > 0 ? keep.reshape({N}).contiguous() : at::Tensor();
@@ -142,49 +197,8 @@ class FusedKl : public torch::autograd::Function<FusedKl> {
     const float scale = float(tau / count);  // d loss / d z_s = m_t tau (q - p) / N
     at::Tensor g = at::empty({N, V}, student.options());                // [N, V]
     at::Tensor kl = at::zeros({N}, student.options());                  // [N]
-    const int64_t rows = rows_per_block > 0 ? rows_per_block
-                                            : std::max<int64_t>(1, (128 * 1024) / std::max<int64_t>(V, 1));
-    const int64_t blocks = (N + rows - 1) / rows;
-    if (kernel == FusedKlKernel::aten || !use_avx512_kernel() || zt.stride(1) != 1 ||
-        zs.stride(1) != 1) {
-      at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-          const int64_t r0 = b * rows, n = std::min(rows, N - r0);
-          kl_block(zt.narrow(0, r0, n), zs.narrow(0, r0, n), tau, kl.narrow(0, r0, n),
-                   g.narrow(0, r0, n));
-        }
-      });
-      if (keep_rows.defined()) {
-        at::Tensor drop = keep_rows.logical_not();
-        kl.masked_fill_(drop, 0.0);
-        g.masked_fill_(drop.unsqueeze(1), 0.0);
-      }
-      g.mul_(scale);
-    } else {
-      // One row at a time, masked rows skipped (zero gradient), the scale folded in.
-      const bool* kept = keep_rows.defined() ? keep_rows.data_ptr<bool>() : nullptr;
-      float* kl_out = kl.data_ptr<float>();
-      at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-        std::vector<float> scratch(static_cast<size_t>(V));
-        for (int64_t r = b0 * rows; r < std::min(N, b1 * rows); ++r) {
-          float* gr = g.data_ptr<float>() + r * V;
-          if (kept && !kept[r]) {
-            std::fill(gr, gr + V, 0.0f);
-            continue;
-          }
-          const float v = kl_row_avx512(zt.data_ptr<float>() + r * zt.stride(0),
-                                        zs.data_ptr<float>() + r * zs.stride(0), V,
-                                        float(1.0 / tau), scale, gr, scratch.data());
-          if (std::isfinite(v)) {
-            kl_out[r] = v;
-          } else {  // a non-finite logit in the row: the ATen path and its clamping rule
-            kl_block(zt.narrow(0, r, 1), zs.narrow(0, r, 1), tau, kl.narrow(0, r, 1),
-                     g.narrow(0, r, 1));
-            g.narrow(0, r, 1).mul_(scale);
-          }
-        }
-      });
-    }
+    kl_rows(zt, zs, keep_rows, tau, scale, FusedKlKernel(kernel_id),
+            rows_per_block > 0 ? rows_per_block : default_rows_per_block(V), kl, g);
     ctx->save_for_backward({g});
     ctx->saved_data["sizes"] = student.sizes().vec();
     return kl.sum() / count * (tau * tau);
@@ -200,7 +214,110 @@ class FusedKl : public torch::autograd::Function<FusedKl> {
   }
 };
 
+// The head and the KL together (fused_linear_kl_loss): `rows` positions at a time, their
+// logits computed into [rows, V] buffers, the KL and its gradient taken there, and the
+// gradient pushed through the student's head at once. Gradients are computed in forward and
+// kept for backward (the loss is the graph's end: grad_out is a scalar).
+class FusedLinearKl : public torch::autograd::Function<FusedLinearKl> {
+ public:
+  // hs [B, T, Ds] (grad), ws [V, Ds] (grad), ht [B, T, Dt], wt [V, Dt], keep [B, T] bool or
+  // [0] -> loss [].
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& hs,
+                            const at::Tensor& ws, const at::Tensor& ht, const at::Tensor& wt,
+                            const at::Tensor& keep, double tau, int64_t rows_per_chunk,
+                            int64_t kernel_id) {
+    const int64_t N = hs.size(0) * hs.size(1), V = ws.size(0);
+    const at::Tensor hs2 = hs.reshape({N, hs.size(2)}).contiguous();  // [N, Ds]
+    const at::Tensor ht2 = ht.reshape({N, ht.size(2)}).contiguous();  // [N, Dt]
+    at::Tensor keep_rows = keep.numel() > 0 ? keep.reshape({N}).contiguous() : at::Tensor();
+    const double count = keep_rows.defined() ? std::max<double>(1, keep_rows.sum().item<double>())
+                                             : double(std::max<int64_t>(N, 1));
+    const float scale = float(tau / count);
+    static const int64_t env_rows = [] {  // AC_LINEAR_KL_ROWS: chunk size, for tuning
+      const char* e = std::getenv("AC_LINEAR_KL_ROWS");
+      return e ? std::max<int64_t>(1, std::atoll(e)) : int64_t(0);
+    }();
+    const int64_t R = std::min(N, rows_per_chunk > 0 ? rows_per_chunk
+                                  : env_rows > 0     ? env_rows
+                                                     : kLinearKlRows);
+    at::Tensor zt = at::empty({R, V}, hs.options()), zs = at::empty({R, V}, hs.options());
+    at::Tensor g = at::empty({R, V}, hs.options());                       // [R, V]
+    at::Tensor kl = at::zeros({N}, hs.options());                         // [N]
+    at::Tensor dhs = at::empty({N, hs.size(2)}, hs.options());            // [N, Ds]
+    at::Tensor dws = at::zeros_like(ws, at::MemoryFormat::Contiguous);    // [V, Ds]
+    const at::Tensor wst = ws.t(), wtt = wt.t();
+    const int64_t rows = default_rows_per_block(V);
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+      const int64_t n = std::min(R, N - r0);
+      at::Tensor zt_c = zt.narrow(0, 0, n), zs_c = zs.narrow(0, 0, n), g_c = g.narrow(0, 0, n);
+      const at::Tensor hs_c = hs2.narrow(0, r0, n);
+      at::mm_out(zt_c, ht2.narrow(0, r0, n), wtt);  // teacher logits [n, V]
+      at::mm_out(zs_c, hs_c, wst);                   // student logits [n, V]
+      kl_rows(zt_c, zs_c, keep_rows.defined() ? keep_rows.narrow(0, r0, n) : at::Tensor(), tau,
+              scale, FusedKlKernel(kernel_id), rows, kl.narrow(0, r0, n), g_c);
+      at::Tensor dhs_c = dhs.narrow(0, r0, n);
+      at::mm_out(dhs_c, g_c, ws);       // d loss / d hs = g ws      [n, Ds]
+      dws.addmm_(g_c.t(), hs_c);        // d loss / d ws += g^T hs   [V, Ds]
+    }
+    ctx->save_for_backward({dhs, dws});
+    ctx->saved_data["hs_sizes"] = hs.sizes().vec();
+    return kl.sum() / count * (tau * tau);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor& go = grad_out[0];
+    const bool one = go.item<double>() == 1.0;
+    at::Tensor dhs = one ? saved[0] : saved[0] * go, dws = one ? saved[1] : saved[1] * go;
+    return {dhs.view(ctx->saved_data["hs_sizes"].toIntVector()), dws, at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
+
+at::Tensor fused_linear_kl_loss(const at::Tensor& teacher_hidden, const at::Tensor& teacher_head,
+                                const at::Tensor& student_hidden, const at::Tensor& student_head,
+                                const at::Tensor& keep, double temperature, int64_t rows_per_chunk,
+                                FusedKlKernel kernel) {
+  const char* where = "fused_linear_kl_loss";
+  auto dims = [](const at::Tensor& t) { return fmt::format("[{}]", fmt::join(t.sizes(), ", ")); };
+  if (teacher_hidden.dim() != 3 || student_hidden.dim() != 3 ||
+      teacher_hidden.size(0) != student_hidden.size(0) ||
+      teacher_hidden.size(1) != student_hidden.size(1))
+    throw ConfigError(msg(where, "hidden states must be [B, T, D] with the same B and T, found "
+                          "teacher {} and student {}", dims(teacher_hidden), dims(student_hidden)));
+  if (teacher_head.dim() != 2 || student_head.dim() != 2 ||
+      teacher_head.size(0) != student_head.size(0) ||
+      teacher_head.size(1) != teacher_hidden.size(2) ||
+      student_head.size(1) != student_hidden.size(2))
+    throw ConfigError(msg(where, "heads must be [V, D] with one V and the D of their hidden "
+                          "states, found teacher head {} (hidden {}) and student head {} "
+                          "(hidden {})", dims(teacher_head), dims(teacher_hidden),
+                          dims(student_head), dims(student_hidden)));
+  for (const at::Tensor* t : {&teacher_hidden, &teacher_head, &student_hidden, &student_head})
+    if (t->scalar_type() != at::kFloat)
+      throw ConfigError(msg(where, "hidden states and heads must be fp32, found {}",
+                            c10::toString(t->scalar_type())));
+  if (keep.defined() && (keep.dim() != 2 || keep.size(0) != student_hidden.size(0) ||
+                         keep.size(1) != student_hidden.size(1)))
+    throw ConfigError(msg(where, "mask {} must be [B, T] = [{}, {}]", dims(keep),
+                          student_hidden.size(0), student_hidden.size(1)));
+  if (!(temperature > 0))
+    throw ConfigError(msg(where, "temperature must be > 0, found {}", temperature));
+  return FusedLinearKl::apply(student_hidden, student_head, teacher_hidden, teacher_head,
+                              keep.defined() ? keep.to(at::kBool) : at::empty({0}, at::kBool),
+                              temperature, rows_per_chunk, int64_t(kernel));
+}
+
+bool use_fused_head(int64_t positions, int64_t vocab) {
+  const char* e = std::getenv("AC_FUSED_HEAD");  // read per step: tests switch it
+  const std::string mode = e ? e : "auto";
+  if (mode == "on") return true;
+  if (mode == "off") return false;
+  return 3 * positions * vocab * int64_t(sizeof(float)) >= kFusedHeadBytes;
+}
 
 std::string fused_kl_kernel_name() { return use_avx512_kernel() ? "avx512" : "aten"; }
 

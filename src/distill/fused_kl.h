@@ -46,4 +46,39 @@ at::Tensor fused_kl_loss(const at::Tensor& teacher_logits, const at::Tensor& stu
                          const at::Tensor& keep, double temperature, int64_t rows_per_block = 0,
                          FusedKlKernel kernel = FusedKlKernel::automatic);
 
+/// Rows (positions) per chunk of fused_linear_kl_loss by default: 512 rows of V = 32000 are
+/// three 66 MB buffers (teacher logits, student logits, gradient). Chosen by the step's
+/// tokens/s (docs/benchmarks.md): 128 rows was slower (the dW GEMM's K is the chunk), 512 to
+/// 2048 the same within this machine's noise. AC_LINEAR_KL_ROWS overrides it (tuning).
+constexpr int64_t kLinearKlRows = 512;
+
+/// Whether the trainer takes fused_linear_kl_loss for a step of `positions` rows over `vocab`
+/// ids: AC_FUSED_HEAD=on / off decides; otherwise ("auto") when the logits path would hold at
+/// least kFusedHeadBytes in its three [positions, vocab] fp32 tensors (teacher and student
+/// logits, their gradient). Below that the logits path is as fast or faster on this machine
+/// (docs/benchmarks.md: stories15M's 786 MB step, A/B in interleaved runs), and the fused path
+/// only saves memory.
+constexpr int64_t kFusedHeadBytes = int64_t(1) << 30;
+bool use_fused_head(int64_t positions, int64_t vocab);
+
+/// The same loss as fused_kl_loss(teacher_hidden teacher_head^T, student_hidden student_head^T,
+/// keep, temperature), with the heads inside: the [B, T, V] logits are never held. Positions are
+/// taken `rows_per_chunk` at a time (0 = kLinearKlRows): both chunks of logits are computed
+/// (two GEMMs), the KL and its gradient g = d loss / d logits taken there by the row kernel,
+/// and g pushed through the student head at once (d hidden = g head, d head += g^T hidden),
+/// while the chunk is still in cache. The memory of the [B, T, V] logits, their gradient and
+/// the streaming of each through DRAM are saved; the FLOPs are those of the unfused path.
+/// Liger-Kernel's fused linear cross-entropy (Hsu et al., 2024, section 3.2) does the same for
+/// the CE; this is its KL counterpart on the CPU.
+/// teacher_hidden [B, T, Dt], teacher_head [V, Dt]: fp32, no gradient (inference tensors
+/// allowed). student_hidden [B, T, Ds], student_head [V, Ds]: fp32, differentiable (a tied
+/// head is the embedding tensor itself: autograd adds both of its gradients). keep: [B, T] bool
+/// or undefined. Returns [] fp32. Throws ConfigError on mismatched shapes (one V for both heads,
+/// D of each head = its hidden size), a non-fp32 input or tau <= 0.
+at::Tensor fused_linear_kl_loss(const at::Tensor& teacher_hidden, const at::Tensor& teacher_head,
+                                const at::Tensor& student_hidden, const at::Tensor& student_head,
+                                const at::Tensor& keep, double temperature,
+                                int64_t rows_per_chunk = 0,
+                                FusedKlKernel kernel = FusedKlKernel::automatic);
+
 }  // namespace ac

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "model/llama.h"
+
 namespace ac::native_ops {
 
 at::Tensor rmsnorm(const at::Tensor& x, const at::Tensor& w, double eps) {
@@ -35,12 +37,8 @@ at::Tensor attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::T
   cache_v.narrow(2, pos0, T).copy_(v);
   k = cache_k.narrow(2, 0, S);
   v = cache_v.narrow(2, 0, S);
-  at::Tensor qg = q.reshape({B, G, H / G, T, Hd});
-  at::Tensor scores = at::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) / std::sqrt(double(Hd));
-  if (allowed.defined())
-    scores = scores.masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest());
-  at::Tensor attn = at::matmul(at::softmax(scores, -1), v.unsqueeze(2));  // [B, G, H/G, T, Hd]
-  attn = attn.reshape({B, H, T, Hd}).transpose(1, 2);                    // [B, T, H, Hd]
+  at::Tensor attn = grouped_attention(q.reshape({B, G, H / G, T, Hd}), k, v, allowed);
+  attn = attn.reshape({B, H, T, Hd}).transpose(1, 2);  // [B, T, H, Hd]
   return attn.reshape({B, T, H * Hd});
 }
 

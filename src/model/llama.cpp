@@ -65,6 +65,16 @@ const at::Tensor kNone;
 
 }  // namespace
 
+at::Tensor grouped_attention(const at::Tensor& qg, const at::Tensor& k, const at::Tensor& v,
+                             const at::Tensor& allowed) {
+  const int64_t Hd = qg.size(-1);
+  at::Tensor scores = at::matmul(qg * (1.0 / std::sqrt(double(Hd))),
+                                 k.unsqueeze(2).transpose(-1, -2));  // [B, G, H/G, T, S]
+  if (allowed.defined())  // in place: matmul's backward needs its inputs, not its output
+    scores.masked_fill_(allowed.logical_not(), std::numeric_limits<float>::lowest());
+  return at::matmul(at::softmax(scores, -1), v.unsqueeze(2));  // [B, G, H/G, T, Hd]
+}
+
 std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& c, int64_t head_dim, int64_t pos0,
                                               int64_t T) {
   at::Tensor pos = at::arange(pos0, pos0 + T, at::TensorOptions().dtype(at::kDouble));
@@ -147,13 +157,8 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
         v = opt.cache->v[size_t(i)].narrow(2, 0, S);
       }
       // GQA: query head h uses KV group h / (H/G), as HF repeat_kv; broadcast, no copy.
-      at::Tensor qg = q.reshape({B, G, H / G, T, Hd});
-      at::Tensor scores = at::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) /
-                          std::sqrt(double(Hd));  // [B, G, H/G, T, S]
-      if (allowed.defined())
-        scores = scores.masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest());
-      at::Tensor attn = at::matmul(at::softmax(scores, -1), v.unsqueeze(2));  // [B,G,H/G,T,Hd]
-      attn = attn.reshape({B, H, T, Hd}).transpose(1, 2);                    // [B, T, H, Hd]
+      at::Tensor attn = grouped_attention(q.reshape({B, G, H / G, T, Hd}), k, v, allowed);
+      attn = attn.reshape({B, H, T, Hd}).transpose(1, 2);  // [B, T, H, Hd]
       if (lm && lm->heads.defined()) attn = attn * lm->heads.view({1, 1, H, 1});
       if (opt.observer) opt.observer->on_attn_heads(i, attn);
       at::Tensor out = at::linear(attn.reshape({B, T, H * Hd}), lw.o_proj);  // [B, T, D]

@@ -74,6 +74,18 @@ struct LlamaModel {
   at::Tensor hidden_states(const at::Tensor& tokens, const ForwardOptions& opt = {}) const;
 };
 
+/// Scaled dot-product attention (Vaswani et al. 2017, eq. 1) of grouped queries (GQA, Ainslie
+/// et al. 2023: query head h reads KV group h / (H/G), by broadcasting as HF's repeat_kv):
+///   softmax(q k^T / sqrt(Hd), masked) v.
+/// qg [B, G, H/G, T, Hd], k and v [B, G, S, Hd] fp32; allowed: bool, true = key s visible to
+/// query t, broadcastable to [B, G, H/G, T, S] ([T, S] causal, or [B, 1, 1, T, S] with padding),
+/// or undefined (every key visible: decode). Returns [B, G, H/G, T, Hd]. Masked scores are set
+/// to the lowest float (a row with no visible key gets uniform weights, as HF's eager
+/// attention). The 1/sqrt(Hd) is applied to q (T x Hd values) rather than to the T x S scores,
+/// and the mask in place: the forward and the profile (hardware/native_ops.h) both run this.
+at::Tensor grouped_attention(const at::Tensor& qg, const at::Tensor& k, const at::Tensor& v,
+                             const at::Tensor& allowed);
+
 /// cos/sin tables for positions [pos0, pos0 + T): each [T, Hd] (rotate-half layout), fp32.
 /// Implements HF's default and "llama3" rope_scaling (transformers _compute_llama3_parameters).
 std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& c, int64_t head_dim, int64_t pos0,
