@@ -61,6 +61,15 @@ TEST(LlamaCppStage, MeasuresTpotOfBothModelsBesideThePrediction) {
     EXPECT_LE(m["tpot_ms_measured"].get<double>(),
               std::max(m["tpot_ms_runs"][0].get<double>(), m["tpot_ms_runs"][1].get<double>()));
   }
+  // The teacher-calibrated prediction: the compressed prediction x teacher measured / predicted.
+  const double factor = r["teacher"]["tpot_ms_measured"].get<double>() /
+                        r["teacher"]["tpot_ms_predicted"].get<double>();
+  EXPECT_DOUBLE_EQ(r["teacher_calibration_factor"].get<double>(), factor);
+  const double calibrated = r["compressed"]["tpot_ms_predicted"].get<double>() * factor;
+  EXPECT_DOUBLE_EQ(r["compressed"]["tpot_ms_predicted_teacher_calibrated"].get<double>(), calibrated);
+  const double measured = r["compressed"]["tpot_ms_measured"].get<double>();
+  EXPECT_DOUBLE_EQ(r["compressed"]["teacher_calibrated_error"].get<double>(),
+                   (calibrated - measured) / measured);
   EXPECT_EQ(r["prompt_tokens"].get<int64_t>(), 16);
   EXPECT_FALSE(fs::exists(opt.work_dir)) << "the GGUF scratch folder must be removed";
 }

@@ -107,6 +107,14 @@ std::string render_llamacpp_md(const json& l) {
                       has ? fmt::format("{:+.1f}%", 100 * m["prediction_error"].get<double>()) : "—",
                       m.value("generated_tokens", int64_t(0)));
   }
+  if (l.contains("teacher_calibration_factor") && l["compressed"].contains("tpot_ms_predicted_teacher_calibrated"))
+    md += fmt::format("\nCalibrated on the teacher: llama.cpp ran the teacher {:.2f}x the cost "
+                      "model's prediction; the compressed model's prediction times that factor is "
+                      "{:.3f} ms against {:.3f} measured ({:+.1f}%).\n",
+                      l["teacher_calibration_factor"].get<double>(),
+                      l["compressed"]["tpot_ms_predicted_teacher_calibrated"].get<double>(),
+                      l["compressed"]["tpot_ms_measured"].get<double>(),
+                      100 * l["compressed"]["teacher_calibrated_error"].get<double>());
   return md;
 }
 
