@@ -238,6 +238,18 @@ TEST(Measure, MergedFiguresAreTheTenthPercentileOfThePooledSamples) {
   test::expect_error<ConfigError>([&] { merge_measurements({a, bare}); }, {"without samples"});
 }
 
+TEST(Measure, MedianAndQuantileByHand) {
+  EXPECT_DOUBLE_EQ(sample_median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(sample_median({4, 1, 3, 2}), 2.5);  // mean of the two middle values
+  EXPECT_DOUBLE_EQ(sample_median({7}), 7);
+  EXPECT_THROW(sample_median({}), InternalError);
+  // Nearest rank round(q (n - 1)) on the sorted values: 1 2 3 4 5.
+  EXPECT_DOUBLE_EQ(sample_quantile({5, 1, 4, 2, 3}, 0.1), 1);
+  EXPECT_DOUBLE_EQ(sample_quantile({5, 1, 4, 2, 3}, 0.5), 3);
+  EXPECT_DOUBLE_EQ(sample_quantile({5, 1, 4, 2, 3}, 1.0), 5);
+  EXPECT_THROW(sample_quantile({}, 0.5), InternalError);
+}
+
 TEST(Measure, NotMeasurableReasonNamesTheDeviceEngineOrDtype) {
   Scenario s;
   s.device = "cpu";

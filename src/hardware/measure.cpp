@@ -31,7 +31,7 @@ static int64_t unique_storage_bytes(const ModelWeights& w) {
   return total;
 }
 
-static double median(std::vector<double> v) {
+double sample_median(std::vector<double> v) {
   AC_CHECK(!v.empty(), "median of nothing");
   std::sort(v.begin(), v.end());
   size_t n = v.size();
@@ -113,12 +113,12 @@ static void summarize(Measurement& m) {
   std::vector<double> steps, run_medians;
   for (const auto& run : s.step_ms) {
     steps.insert(steps.end(), run.begin(), run.end());
-    if (!run.empty()) run_medians.push_back(median(run));
+    if (!run.empty()) run_medians.push_back(sample_median(run));
   }
   m.ttft_ms = sample_quantile(s.ttft_ms, kLatencyQuantile);
-  m.ttft_median_ms = median(s.ttft_ms);
+  m.ttft_median_ms = sample_median(s.ttft_ms);
   m.tpot_ms = steps.empty() ? 0.0 : sample_quantile(steps, kLatencyQuantile);
-  m.tpot_median_ms = run_medians.empty() ? 0.0 : median(run_medians);
+  m.tpot_median_ms = run_medians.empty() ? 0.0 : sample_median(run_medians);
   m.repeats = int(s.request_ms.size());
 }
 
@@ -158,7 +158,7 @@ Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
   if (progress) progress->finish();
   summarize(out);
   out.throughput_tokens_per_s =
-      double(w.batch_size * w.output_tokens) / (median(out.samples.request_ms) * 1e-3);
+      double(w.batch_size * w.output_tokens) / (sample_median(out.samples.request_ms) * 1e-3);
   out.weight_bytes = unique_storage_bytes(m.weights);
   out.peak_memory_bytes = out.weight_bytes + peak;
   return out;
@@ -182,8 +182,8 @@ Measurement merge_measurements(const std::vector<Measurement>& parts) {
   summarize(out);
   // Throughput scales as 1 / request time: same B * output tokens for every part.
   out.throughput_tokens_per_s = parts.front().throughput_tokens_per_s *
-                                median(parts.front().samples.request_ms) /
-                                median(out.samples.request_ms);
+                                sample_median(parts.front().samples.request_ms) /
+                                sample_median(out.samples.request_ms);
   return out;
 }
 

@@ -18,6 +18,10 @@ constexpr double kLatencyQuantile = 0.1;
 /// spread (hardware/profile.cpp). Throws InternalError when `v` is empty.
 double sample_quantile(std::vector<double> v, double q);
 
+/// The median of `v`: the middle value, or the mean of the two middle values when the count is
+/// even. Throws InternalError when `v` is empty.
+double sample_median(std::vector<double> v);
+
 /// What the native engine measured over one or more runs (requests) of a workload.
 ///
 /// Latencies are read from the clock of hardware/timer.h (wall time unless AC_TIMER=cpu). The

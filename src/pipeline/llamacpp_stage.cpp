@@ -56,11 +56,6 @@ json run_client(const fs::path& run_mjs, const fs::path& gguf, const std::vector
   return json::parse(read_file(out));
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 json run_llamacpp_stage(const LlamaModel& teacher, const LlamaModel& compressed,
@@ -132,7 +127,7 @@ json run_llamacpp_stage(const LlamaModel& teacher, const LlamaModel& compressed,
     if (!intervals[k].empty()) {
       const double measured = sample_quantile(intervals[k], kLatencyQuantile);
       m["tpot_ms_measured"] = measured;
-      m["tpot_ms_median"] = median(intervals[k]);
+      m["tpot_ms_median"] = sample_median(intervals[k]);
       m["decode_intervals"] = int64_t(intervals[k].size());
       m["prediction_error"] = (predicted - measured) / measured;
     }
