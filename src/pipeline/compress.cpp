@@ -248,7 +248,13 @@ json run_compress(const CompressOptions& opt) {
     FitCallbacks cb;
     cb.search = search_all;
     cb.predict = [&](const ModelConfig& c) { return predict(c, scenario, scenario_profile); };
-    cb.measure = [&](const ModelConfig&) {
+    cb.measure = [&](const ModelConfig& c) {
+      // The pruned model that `search` left (its latency does not depend on the weights, but it
+      // is the model the user gets): it must be the architecture asked for.
+      if (!candidate || candidate->config.hidden_size != c.hidden_size ||
+          candidate->config.layers != c.layers)
+        throw InternalError("[compress] the fit to the measurement asked for an architecture "
+                            "other than the searched candidate");
       log_info("[compress] measuring the teacher and the searched architecture in interleaved rounds");
       std::vector<Measurement> both =
           measure_models_interleaved({&teacher, &*candidate}, scenario.workload, opt.measure_repeats);
