@@ -23,9 +23,11 @@
 #include "common/runtime.h"
 #include "data/dataset.h"
 #include "common/cpu_allocator.h"
+#include "common/gemm.h"
 #include "distill/distill.h"
 #include "distill/fused_kl.h"
 #include "distill/loss.h"
+#include "hardware/measure.h"
 #include "importance/importance.h"
 #include "model/llama.h"
 
@@ -106,9 +108,44 @@ double measured_fp32_peak(int threads, int rounds, std::string& isa) {
   return best;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+double median(const std::vector<double>& v) { return sample_median(v); }
+
+/// The GEMMs of the training step's linear layers, M = `tokens`, for hidden sizes `dims` (with
+/// their FFN widths `ffns`) and the vocabulary head: forward y = x w^T, dx = dy w and
+/// dw = dy^T x, each through oneDNN's sgemm and OpenBLAS (common/gemm.h), alternating, `rounds`
+/// times. Returns GFLOP/s of the median round per shape, backend and product.
+nlohmann::json gemm_shapes_json(int64_t tokens, const std::vector<int64_t>& dims,
+                                const std::vector<int64_t>& ffns, int64_t vocab, int rounds) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // (N, K) of w [N, K]
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t D = dims[i], F = ffns[i];
+    for (auto nk : {std::pair{vocab, D}, {3 * D, D}, {D, D}, {F, D}, {D, F}}) shapes.push_back(nk);
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  const int64_t M = tokens;
+  for (auto [N, K] : shapes) {
+    at::Tensor x = at::randn({M, K}), w = at::randn({N, K}), dy = at::randn({M, N});
+    at::Tensor y = at::empty({M, N}), dx = at::empty({M, K}), dw = at::empty({N, K});
+    const double gflop = 2.0 * double(M) * double(N) * double(K) / 1e9;
+    nlohmann::json row = {{"M", M}, {"N", N}, {"K", K}};
+    for (const char* product : {"forward", "dx", "dw"}) {
+      std::vector<double> t[2];
+      for (int r = 0; r < rounds; ++r)
+        for (int b = 0; b < 2; ++b) {
+          const GemmBackend be = b == 0 ? GemmBackend::OneDnn : GemmBackend::OpenBlas;
+          const double t0 = now_s();
+          if (product[0] == 'f') gemm_out(y, x, w.t(), 0.0f, be);
+          else if (product[1] == 'x') gemm_out(dx, dy, w, 0.0f, be);
+          else gemm_out(dw, dy.t(), x, 0.0f, be);
+          if (r > 0) t[b].push_back(now_s() - t0);  // round 0 warms up
+        }
+      row[product] = {{"onednn_gflops_per_s", gflop / sample_median(t[0])},
+                      {"openblas_gflops_per_s", gflop / sample_median(t[1])}};
+    }
+    rows.push_back(row);
+  }
+  return {{"which", "gemm"}, {"threads", at::get_num_threads()}, {"gemm", gemm_description()},
+          {"rounds", rounds - 1}, {"shapes", rows}};
 }
 
 int run(int argc, char** argv) {
@@ -117,7 +154,7 @@ int run(int argc, char** argv) {
   int64_t dim = 288, layers = 6, heads = 6, kv_heads = 6, ffn = 768, vocab = 32000;
   int64_t sdim = 192, sheads = 4, skv = 4, sffn = 512, batch = 8, seq = 256, steps = 5,
           warmup = 1;
-  app.add_option("which", which, "train | importance | peak")->required();
+  app.add_option("which", which, "train | importance | peak | gemm")->required();
   app.add_option("--dim", dim);
   app.add_option("--layers", layers);
   app.add_option("--heads", heads);
@@ -134,6 +171,11 @@ int run(int argc, char** argv) {
   app.add_option("--warmup", warmup);
   CLI11_PARSE(app, argc, argv);
   init_torch_threads();
+  if (which == "gemm") {  // the training step's GEMM shapes, oneDNN against OpenBLAS
+    std::cout << gemm_shapes_json(batch * seq, {dim, sdim}, {ffn, sffn}, vocab, 12).dump()
+              << std::endl;
+    return 0;
+  }
   if (which == "peak") {  // no model: the instruction peak of as many cores as torch uses
     std::string isa;
     const double g = measured_fp32_peak(at::get_num_threads(), 3, isa);
@@ -230,7 +272,7 @@ int run(int argc, char** argv) {
         l = distill_loss(tl, sl, tokens, {}, 1.0, 0.0);
       }
       double t3 = now_s();
-      adam.zero_grad();
+      clear_gradients(params);  // as the trainer
       l.loss.backward();
       double t4 = now_s();
       torch::nn::utils::clip_grad_norm_(params, 1.0);
@@ -266,7 +308,7 @@ int run(int argc, char** argv) {
                    {"student_forward_gflops_per_s", forward_flops(sc, batch, seq) / median(t_student) / 1e9},
                    {"backward_gflops_per_s", 2 * forward_flops(sc, batch, seq) / median(t_backward) / 1e9}};
   } else {
-    std::cerr << "which must be train, importance or peak\n";
+    std::cerr << "which must be train, importance, peak or gemm\n";
     return 2;
   }
   double med = median(step_s);

@@ -3,6 +3,7 @@
 # only ratios of interleaved runs mean something).
 #   train       one distillation step on stories15M-sized models (teacher 288-d, student 192-d)
 #   importance  importance scoring of stories15M-sized random weights vs the plain forward
+#   gemm        the train step's GEMM shapes, oneDNN's sgemm (ours) against OpenBLAS
 # Each side runs ROUNDS times, alternating; the ratio is of the medians. Also prints achieved
 # GFLOP/s against this CPU's fp32 peak, three ways: measured (`autocompress_bench peak`: FMA
 # chains on every thread at once, the instruction peak of the cores this process gets, taken
@@ -11,7 +12,7 @@
 # and the nominal figure from
 # /proc/cpuinfo (cores x MHz x FLOP/cycle: 64 with AVX-512 = 2 FMA units x 16 lanes x 2, 32
 # with AVX2+FMA; an upper bound that a VM's cores need not reach).
-# usage: bench/run.sh [train|importance|all] [ROUNDS]   (builds build/ first if needed)
+# usage: bench/run.sh [train|importance|gemm|all] [ROUNDS]   (builds build/ first if needed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}
@@ -87,3 +88,15 @@ print(f"{w}: autocompress {o:.0f} tok/s, PyTorch eager {t:.0f} tok/s, ratio {o /
       f" | rounds ours {['%.0f' % x for x in ours]} torch {['%.0f' % x for x in theirs]}")
 EOF
 done
+
+# gemm: the training step's GEMM shapes through oneDNN's sgemm (our default, src/common/gemm.h)
+# and OpenBLAS, alternating; GFLOP/s of the median round.
+if [ "$which" = all ] || [ "$which" = gemm ]; then
+  AC_NUM_THREADS=$threads AC_QUIET=1 "$bench" gemm | $py -c '
+import json, sys
+j = json.load(sys.stdin)
+print(f"gemm ({j[\"gemm\"]}, {j[\"threads\"]} threads, median of {j[\"rounds\"]} alternating rounds), GFLOP/s oneDNN / OpenBLAS:")
+for r in j["shapes"]:
+    cells = "  ".join(f"{p} {r[p][\"onednn_gflops_per_s\"]:6.1f} / {r[p][\"openblas_gflops_per_s\"]:6.1f}" for p in ("forward", "dx", "dw"))
+    print(f"  M={r[\"M\"]} N={r[\"N\"]:>5} K={r[\"K\"]:>4}: {cells}")'
+fi

@@ -5,12 +5,14 @@
 #   GoogleTest, cmake, ninja, ccache, and python3-torch (the float64 reference of the tests).
 #   libjemalloc-dev: the allocator linked into the CLI (peak memory that does not grow with the
 #   calibration size; docs/benchmarks.md, issue #4).
+#   libdnnl-dev: oneDNN's sgemm, which runs the fp32 GEMMs (src/common/gemm.h; libtorch links
+#   the same libdnnl).
 #   libgloo-dev: headers of Gloo, which libtorch's c10d ProcessGroupGloo (data-parallel distill) needs.
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build ccache pkg-config
           libtorch-dev libopenblas0-openmp nlohmann-json3-dev libcli11-dev libfmt-dev libgloo-dev
-          libjemalloc-dev libgtest-dev python3-torch python3-numpy
+          libjemalloc-dev libdnnl-dev libgtest-dev python3-torch python3-numpy
           chromium)  # headless browser: the test that renders report.html (test_report_html.cpp)
 # clang + compiler-rt (libFuzzer, ASan, UBSan runtimes): the fuzz targets (scripts/fuzz.sh).
 packages+=(clang libclang-rt-dev)

@@ -62,6 +62,13 @@ constexpr int kRecordFieldsV1 = 9;  // states written before the hidden-state lo
 
 }  // namespace
 
+void clear_gradients(const std::vector<at::Tensor>& params) {
+  for (const at::Tensor& p : params) {
+    at::Tensor q = p;  // a handle on the same TensorImpl: mutable_grad() needs a non-const one
+    q.mutable_grad().reset();
+  }
+}
+
 double lr_at(int64_t step, int64_t total_steps, const DistillOptions& opt) {
   if (step < opt.warmup_steps) return opt.lr * double(step + 1) / double(opt.warmup_steps);
   int64_t decay_steps = std::max<int64_t>(1, total_steps - opt.warmup_steps - 1);
@@ -268,7 +275,7 @@ StepRecord Trainer::train_step(int64_t step) {
   r.step = step;
   r.lr = lr_at(step, total_steps_, opt_) * lr_scale_;
   set_lr(r.lr);
-  optim_->zero_grad();
+  clear_gradients(params_);
   const int64_t world = world_size(), rank = opt_.parallel ? opt_.parallel->rank() : 0;
   const int64_t shard = opt_.batch_size / world;
   double loss = 0, kl = 0, ce = 0, hidden = 0;
@@ -346,7 +353,7 @@ StepRecord Trainer::train_step(int64_t step) {
     if (is_main())
       log_warn(fmt::format("[distill] step {}: non-finite loss {} or gradient norm {}: step "
                            "skipped", step, r.loss, r.grad_norm));
-    optim_->zero_grad();
+    clear_gradients(params_);
   } else {
     optim_->step();
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/gemm.h"
 
 // glibc's libmvec (x86_64 vector function ABI, "Vector ABI for x86": _ZGVeN16v_ = AVX-512,
 // 16 lanes, not masked): expf over 16 floats, accurate to 4 ulp, inf / NaN as expf.
@@ -182,6 +183,21 @@ int64_t default_rows_per_block(int64_t V) {
   return std::max<int64_t>(1, (128 * 1024) / std::max<int64_t>(V, 1));
 }
 
+// The positions a loss averages over: keep [B, T] bool flattened to rows [N] (undefined when
+// keep is [0]: every position), their count (at least 1, so that an all-masked batch gives 0,
+// not NaN) and the gradient's scale tau / count (d loss / d z_s = m_t tau (q - p) / count).
+struct KeptRows {
+  at::Tensor rows;
+  double count;
+  float scale;
+};
+KeptRows kept_rows(const at::Tensor& keep, int64_t N, double tau) {
+  at::Tensor rows = keep.numel() > 0 ? keep.reshape({N}).contiguous() : at::Tensor();
+  const double count = rows.defined() ? std::max<double>(1, rows.sum().item<double>())
+                                      : double(std::max<int64_t>(N, 1));
+  return {rows, count, float(tau / count)};
+}
+
 class FusedKl : public torch::autograd::Function<FusedKl> {
  public:
   // student [B, T, V] (grad), teacher [B, T, V], keep [B, T] bool or [0] (= every position; a
@@ -191,10 +207,10 @@ class FusedKl : public torch::autograd::Function<FusedKl> {
                             int64_t rows_per_block, int64_t kernel_id) {
     const int64_t V = student.size(2), N = student.size(0) * student.size(1);
     at::Tensor zs = student.flatten(0, 1), zt = teacher.flatten(0, 1);  // [N, V] (views)
-    at::Tensor keep_rows = keep.numel() > 0 ? keep.reshape({N}).contiguous() : at::Tensor();
-    const double count = keep_rows.defined() ? std::max<double>(1, keep_rows.sum().item<double>())
-                                             : double(std::max<int64_t>(N, 1));
-    const float scale = float(tau / count);  // d loss / d z_s = m_t tau (q - p) / N
+    const KeptRows kept = kept_rows(keep, N, tau);
+    const at::Tensor& keep_rows = kept.rows;
+    const double count = kept.count;
+    const float scale = kept.scale;
     at::Tensor g = at::empty({N, V}, student.options());                // [N, V]
     at::Tensor kl = at::zeros({N}, student.options());                  // [N]
     kl_rows(zt, zs, keep_rows, tau, scale, FusedKlKernel(kernel_id),
@@ -229,10 +245,10 @@ class FusedLinearKl : public torch::autograd::Function<FusedLinearKl> {
     const int64_t N = hs.size(0) * hs.size(1), V = ws.size(0);
     const at::Tensor hs2 = hs.reshape({N, hs.size(2)}).contiguous();  // [N, Ds]
     const at::Tensor ht2 = ht.reshape({N, ht.size(2)}).contiguous();  // [N, Dt]
-    at::Tensor keep_rows = keep.numel() > 0 ? keep.reshape({N}).contiguous() : at::Tensor();
-    const double count = keep_rows.defined() ? std::max<double>(1, keep_rows.sum().item<double>())
-                                             : double(std::max<int64_t>(N, 1));
-    const float scale = float(tau / count);
+    const KeptRows kept = kept_rows(keep, N, tau);
+    const at::Tensor& keep_rows = kept.rows;
+    const double count = kept.count;
+    const float scale = kept.scale;
     static const int64_t env_rows = [] {  // AC_LINEAR_KL_ROWS: chunk size, for tuning
       const char* e = std::getenv("AC_LINEAR_KL_ROWS");
       return e ? std::max<int64_t>(1, std::atoll(e)) : int64_t(0);
@@ -251,13 +267,13 @@ class FusedLinearKl : public torch::autograd::Function<FusedLinearKl> {
       const int64_t n = std::min(R, N - r0);
       at::Tensor zt_c = zt.narrow(0, 0, n), zs_c = zs.narrow(0, 0, n), g_c = g.narrow(0, 0, n);
       const at::Tensor hs_c = hs2.narrow(0, r0, n);
-      at::mm_out(zt_c, ht2.narrow(0, r0, n), wtt);  // teacher logits [n, V]
-      at::mm_out(zs_c, hs_c, wst);                   // student logits [n, V]
+      gemm_out(zt_c, ht2.narrow(0, r0, n), wtt);  // teacher logits [n, V]
+      gemm_out(zs_c, hs_c, wst);                   // student logits [n, V]
       kl_rows(zt_c, zs_c, keep_rows.defined() ? keep_rows.narrow(0, r0, n) : at::Tensor(), tau,
               scale, FusedKlKernel(kernel_id), rows, kl.narrow(0, r0, n), g_c);
       at::Tensor dhs_c = dhs.narrow(0, r0, n);
-      at::mm_out(dhs_c, g_c, ws);       // d loss / d hs = g ws      [n, Ds]
-      dws.addmm_(g_c.t(), hs_c);        // d loss / d ws += g^T hs   [V, Ds]
+      gemm_out(dhs_c, g_c, ws);              // d loss / d hs = g ws      [n, Ds]
+      gemm_out(dws, g_c.t(), hs_c, 1.0f);    // d loss / d ws += g^T hs   [V, Ds]
     }
     ctx->save_for_backward({dhs, dws});
     ctx->saved_data["hs_sizes"] = hs.sizes().vec();

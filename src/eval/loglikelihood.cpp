@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "common/gemm.h"
 #include "common/progress.h"
 
 namespace ac {
@@ -57,7 +58,7 @@ void score_positions(const LlamaModel& m, const at::Tensor& h, const std::vector
   std::vector<uint8_t> greedy(static_cast<size_t>(N));
   for (int64_t s = 0; s < N; s += kChunk) {
     const int64_t n = std::min(kChunk, N - s);
-    at::Tensor logits = at::linear(h.narrow(0, s, n), m.weights.lm_head);  // [n, V]
+    at::Tensor logits = ac::linear(h.narrow(0, s, n), m.weights.lm_head);  // [n, V]
     at::Tensor t = target.narrow(0, s, n).unsqueeze(-1);                    // [n, 1]
     at::Tensor lp = (logits.gather(-1, t).squeeze(-1) - at::logsumexp(logits, -1)).to(at::kDouble);
     at::Tensor g = logits.argmax(-1).eq(t.squeeze(-1)).to(at::kByte);

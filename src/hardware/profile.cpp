@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/gemm.h"
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "hardware/calibration.h"
@@ -129,7 +130,7 @@ static void profile_gemm(Profile& p, const Grids& g, const WeightPool& pool,
     for (int64_t N : g.widths)
       for (int64_t K : g.widths) {
         at::Tensor x = at::rand({M, K});
-        OpTiming r = time_op([&](int i) { at::linear(x, pool.weight(N, K, i)); }, opt);
+        OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(N, K, i)); }, opt);
         r.dims = {M, N, K};
         t.entries.push_back(r);
         p.gemm_peak_flops = std::max(p.gemm_peak_flops, 2.0 * M * N * K / (r.ms * 1e-3));
@@ -142,7 +143,7 @@ static void profile_gemm(Profile& p, const Grids& g, const WeightPool& pool,
     for (int64_t K : g.widths) {
       if (K > D) continue;
       at::Tensor x = at::rand({M, K});
-      OpTiming r = time_op([&](int i) { at::linear(x, pool.weight(V, K, i)); }, opt);
+      OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(V, K, i)); }, opt);
       r.dims = {M, V, K};
       h.entries.push_back(r);
       bar.tick();
@@ -220,7 +221,7 @@ static void profile_width_scan(Profile& p, const Grids& g, int64_t hidden, const
         for (int64_t O : {0, 1}) {
           const int64_t N = O == 0 ? w : hidden, K = O == 0 ? hidden : w;
           at::Tensor x = at::rand({M, K});
-          OpTiming r = time_op([&](int i) { at::linear(x, pool.weight(N, K, i)); }, opt);
+          OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(N, K, i)); }, opt);
           r.dims = {M, N, K, A, O};
           t.entries.push_back(r);
         }
@@ -302,7 +303,7 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
   Profile p;
   DeviceSpec cpu = detect_cpu();
   p.identity = {"cpu", cpu.display_name, cpu.cores, init_torch_threads(), cpu.isa, TORCH_VERSION,
-                today_utc(), timer_kind(), blas_description()};
+                today_utc(), timer_kind(), gemm_description()};
   p.workload = workload;
   Grids g = make_grids(shapes, workload, opt);
   int64_t rotation = opt.rotation_bytes;

@@ -76,7 +76,7 @@ struct ProfileIdentity {
   std::string torch_version;
   std::string date;  // YYYY-MM-DD (UTC)
   std::string timer = "wall";  // clock of the latencies (hardware/timer.h): "wall" or "cpu"
-  std::string blas;            // blas_description() (common/runtime.h); "" in older profiles
+  std::string blas;            // gemm_description() (common/gemm.h); "" in older profiles
   std::string latency_statistic = "min";  // what OpTiming::ms holds: "min" over the timed
                                           // calls; "median" in profiles written before
                                           // 2026-12-01 (validate refuses those)

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/gemm.h"
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "hardware/calibration.h"
@@ -98,10 +99,11 @@ void check_profile_is_this_cpu(const Profile& p) {
     throw ConfigError(msg("validate", "the profile's latencies are {} time, this run measures {} "
                                       "time: set AC_TIMER={} or re-run `autocompress profile`",
                           p.identity.timer, timer_kind(), p.identity.timer == "cpu" ? "cpu" : "wall"));
-  if (!p.identity.blas.empty() && p.identity.blas != blas_description())
-    throw ConfigError(msg("validate", "the profile's latencies were measured with BLAS '{}', this "
-                                      "run uses '{}' (OPENBLAS_CORETYPE): re-run `autocompress "
-                                      "profile` here", p.identity.blas, blas_description()));
+  if (!p.identity.blas.empty() && p.identity.blas != gemm_description())
+    throw ConfigError(msg("validate", "the profile's latencies were measured with GEMM library "
+                                      "'{}', this run uses '{}' (AC_GEMM, OPENBLAS_CORETYPE): "
+                                      "re-run `autocompress profile` here",
+                          p.identity.blas, gemm_description()));
   if (p.identity.latency_statistic != "min")
     throw ConfigError(msg("validate", "the profile's tables hold {} latencies, this version "
                                       "times the uncontended latency (fastest call): re-run "

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "common/gemm.h"
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "io/safetensors.h"
@@ -96,7 +97,7 @@ double lm_loss(const LlamaModel& m, const at::Tensor& tokens, const Masks* masks
   double sum = 0;
   for (int64_t r = 0; r < N; r += rows) {
     const int64_t n = std::min(rows, N - r);
-    at::Tensor logits = at::linear(h.narrow(0, r, n), m.weights.lm_head);  // [n, V]
+    at::Tensor logits = ac::linear(h.narrow(0, r, n), m.weights.lm_head);  // [n, V]
     sum += at::cross_entropy_loss(logits, targets.narrow(0, r, n), {}, at::Reduction::Sum)
                .item<double>();
   }

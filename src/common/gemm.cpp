@@ -1,0 +1,145 @@
+#include "common/gemm.h"
+
+#include <fmt/format.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "common/error.h"
+#include "common/runtime.h"
+
+namespace ac {
+
+GemmBackend gemm_backend() {
+  static const GemmBackend backend = [] {
+    const char* v = std::getenv("AC_GEMM");
+    const std::string s = v ? v : "";
+    if (s.empty() || s == "onednn") return GemmBackend::OneDnn;
+    if (s == "openblas") return GemmBackend::OpenBlas;
+    throw ConfigError(fmt::format("AC_GEMM: expected onednn or openblas, found '{}'", s));
+  }();
+  return backend;
+}
+
+std::string gemm_description() {
+  std::string blas = blas_description();
+  if (gemm_backend() == GemmBackend::OpenBlas)
+    return "OpenBLAS through at::mm" + (blas.empty() ? "" : "; " + blas);
+  const dnnl_version_t* v = dnnl_version();
+  return fmt::format("oneDNN v{}.{}.{} sgemm", v->major, v->minor, v->patch) +
+         (blas.empty() ? "" : "; " + blas);
+}
+
+namespace {
+
+// One sgemm operand: the row-major matrix op(X) = X or X^T that dnnl_sgemm reads.
+struct Operand {
+  const float* data;
+  char trans;      // 'N': t is row-major with leading dimension ld; 'T': t is its transpose
+  int64_t ld;
+  at::Tensor keep;  // a contiguous copy when t's strides fit neither layout
+};
+
+// t [R, C]: a unit stride along C is row-major ('N', ld = stride(0)); a unit stride along R is
+// the transpose of a row-major [C, R] ('T', ld = stride(1)). A dimension of size 1 has no
+// meaningful stride, so its leading dimension is the other size.
+Operand operand(const at::Tensor& t) {
+  const int64_t R = t.size(0), C = t.size(1);
+  if (t.stride(1) == 1 && (R == 1 || t.stride(0) >= C))
+    return {t.data_ptr<float>(), 'N', R == 1 ? std::max<int64_t>(C, 1) : t.stride(0), {}};
+  if (t.stride(0) == 1 && (C == 1 || t.stride(1) >= R))
+    return {t.data_ptr<float>(), 'T', C == 1 ? std::max<int64_t>(R, 1) : t.stride(1), {}};
+  at::Tensor c = t.contiguous();
+  return {c.data_ptr<float>(), 'N', std::max<int64_t>(C, 1), c};
+}
+
+bool onednn_can_run(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b) {
+  for (const at::Tensor* t : {&c, &a, &b})
+    if (t->scalar_type() != at::kFloat || !t->device().is_cpu() || t->is_sparse() ||
+        t->is_mkldnn() || t->is_conj() || t->is_neg())
+      return false;
+  return a.size(0) > 0 && a.size(1) > 0 && b.size(1) > 0;
+}
+
+}  // namespace
+
+void gemm_out(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float beta,
+              GemmBackend backend) {
+  if (a.dim() != 2 || b.dim() != 2 || c.dim() != 2 || a.size(1) != b.size(0) ||
+      c.size(0) != a.size(0) || c.size(1) != b.size(1))
+    throw ConfigError(fmt::format("[gemm] c {} = a {} @ b {}: expected a [M, K], b [K, N], c [M, N]",
+                                  c.sizes().vec(), a.sizes().vec(), b.sizes().vec()));
+  if (backend == GemmBackend::OpenBlas || !onednn_can_run(c, a, b)) {
+    if (beta == 0.0f)
+      at::mm_out(c, a, b);
+    else
+      c.mul_(beta).addmm_(a, b);
+    return;
+  }
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const bool direct = c.stride(1) == 1 && (M == 1 || c.stride(0) >= N);
+  at::Tensor out = direct ? c : (beta == 0.0f ? at::empty({M, N}, c.options()) : c.contiguous());
+  const Operand A = operand(a), B = operand(b);
+  const int64_t ldc = M == 1 ? N : out.stride(0);
+  const dnnl_status_t s = dnnl_sgemm(A.trans, B.trans, M, N, K, 1.0f, A.data, A.ld, B.data, B.ld,
+                                     beta, out.data_ptr<float>(), ldc);
+  if (s != dnnl_success)
+    throw ConfigError(fmt::format("[gemm] dnnl_sgemm failed with status {} on M={} N={} K={}",
+                                  int(s), M, N, K));
+  if (!direct) c.copy_(out);
+}
+
+void gemm_out(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float beta) {
+  gemm_out(c, a, b, beta, gemm_backend());
+}
+
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
+  if (a.dim() != 2 || b.dim() != 2)
+    throw ConfigError(fmt::format("[gemm] mm of {} and {}: expected 2-D tensors",
+                                  a.sizes().vec(), b.sizes().vec()));
+  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options());
+  gemm_out(c, a, b, 0.0f);
+  return c;
+}
+
+namespace {
+
+// y = x w^T with dx = dy w, dw = dy^T x (x [M, K], w [N, K], dy [M, N]).
+struct LinearFunction : torch::autograd::Function<LinearFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& w) {
+    ctx->save_for_backward({x, w});
+    return ac::mm(x, w.t());
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1], &dy = grads[0];
+    at::Tensor dx, dw;
+    if (ctx->needs_input_grad(0)) dx = ac::mm(dy, w);
+    if (ctx->needs_input_grad(1)) dw = ac::mm(dy.t(), x);
+    return {dx, dw};
+  }
+};
+
+}  // namespace
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  if (gemm_backend() == GemmBackend::OpenBlas || x.dim() < 1 || w.dim() != 2 ||
+      x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat || !x.device().is_cpu() ||
+      !w.device().is_cpu() || x.numel() == 0 || w.numel() == 0 || x.size(-1) != w.size(1))
+    return at::linear(x, w, bias);
+  const int64_t K = x.size(-1), N = w.size(0);
+  std::vector<int64_t> out_shape = x.sizes().vec();
+  out_shape.back() = N;
+  const at::Tensor x2 = x.reshape({-1, K});
+  const bool record = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
+  at::Tensor y = record ? LinearFunction::apply(x2, w) : ac::mm(x2, w.t());
+  y = y.view(out_shape);
+  return bias.defined() ? y + bias : y;
+}
+
+}  // namespace ac

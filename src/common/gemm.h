@@ -1,0 +1,51 @@
+// fp32 matrix products on the CPU through oneDNN's sgemm, with autograd for linear layers.
+//
+// Why: on this project's CPUs (AVX-512, 2 cores) oneDNN's sgemm runs the shapes of a training
+// step 13-45% faster than OpenBLAS 0.3.21 through at::mm (docs/benchmarks.md, "GEMMs: oneDNN
+// against OpenBLAS"); libtorch 1.13 sends fp32 at::mm to OpenBLAS and uses oneDNN only for
+// bf16. oneDNN (libdnnl, Debian's libdnnl-dev) is the library libtorch itself links.
+//
+// Everything that computes a transformer's linear layers goes through here: the model's forward
+// (model/llama.cpp), the heads inside the KL (distill/fused_kl.cpp), importance, evaluation and
+// the profile's GEMM tables (hardware/profile.cpp), so that the cost model times what runs.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <string>
+
+namespace ac {
+
+/// The library that runs fp32 GEMMs: oneDNN's sgemm (the default) or OpenBLAS through at::mm.
+enum class GemmBackend { OneDnn, OpenBlas };
+
+/// The backend in use: AC_GEMM=onednn (default) or openblas, read once per process.
+/// Throws ConfigError naming AC_GEMM on any other value.
+GemmBackend gemm_backend();
+
+/// "oneDNN v2.6.3 sgemm" or "OpenBLAS through at::mm", followed by "; " and
+/// blas_description() (common/runtime.h). Recorded in profiles: GEMM tables measured with
+/// another library do not describe this process.
+std::string gemm_description();
+
+/// c = a @ b + beta * c (BLAS sgemm semantics: with beta = 0, c is overwritten and never read).
+/// a [M, K], b [K, N], c [M, N]: fp32 CPU 2-D tensors of any strides; a and b may be transposed
+/// views (a unit stride in either dimension is passed to sgemm as its transpose flag and leading
+/// dimension, no copy), other layouts are copied first. c needs a unit stride in its last
+/// dimension, or the product goes through a temporary. `backend` defaults to gemm_backend().
+/// Other dtypes or devices run at::addmm_ / at::mm_out. Throws ConfigError on mismatched shapes
+/// and on a oneDNN failure (with its status).
+void gemm_out(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float beta = 0.0f);
+void gemm_out(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float beta,
+              GemmBackend backend);
+
+/// a @ b for 2-D a [M, K], b [K, N] (any strides): a new contiguous [M, N] tensor; no autograd.
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
+
+/// y = x w^T + bias, as at::linear (PyTorch nn.Linear): x [..., K], w [N, K], bias [N] or
+/// undefined; returns [..., N]. fp32 CPU tensors run gemm_out; with grad mode on and x or w
+/// requiring grad, an autograd function whose backward is dx = dy w and dw = dy^T x (each only
+/// where its input needs it; the bias's gradient through at::add's own backward). Anything else
+/// (other dtypes, devices, empty tensors) runs at::linear.
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias = {});
+
+}  // namespace ac
