@@ -20,7 +20,8 @@ at::Tensor causal_allowed(int64_t pos0, int64_t T);
 /// [pos0, pos0 + T): RoPE (rotate-half) on q [B, T, H*Hd] and k [B, T, G*Hd], writes k and v
 /// into the cache [B, G, T_max, Hd] at pos0, attends q to the cached [B, G, S = pos0+T, Hd]
 /// with GQA broadcasting ([B, G, H/G, T, S] scores), masked by `allowed` [T, S] when defined
-/// (the prefill), softmax, weighted sum; returns [B, T, H*Hd]. cos, sin: [T, Hd].
+/// (the prefill), softmax, weighted sum; returns [B, T, H*Hd]. cos, sin: [T, Hd]. A block from
+/// position 0 (pos0 = 0, T > 1) runs causal_attention (model/llama.h), as the forward does.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      at::Tensor& cache_k, at::Tensor& cache_v, int64_t pos0, int64_t H, int64_t G,
                      int64_t Hd, const at::Tensor& cos, const at::Tensor& sin,

@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/gemm.h"
+#include "model/kernels.h"
 
 namespace ac {
 
@@ -15,19 +17,9 @@ namespace {
 // RMSNorm (Zhang & Sennrich 2019) as in HF LlamaRMSNorm. With a hidden mask, the mean of squares
 // runs over the kept channels only, so the masked model equals the physically narrower one.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, const at::Tensor& mask) {
-  if (!mask.defined()) return x * at::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
+  if (!mask.defined()) return ac::rms_norm(x, w, eps);  // the fused kernel (model/kernels.h)
   at::Tensor ms = (x.pow(2) * mask).sum(-1, true) / mask.sum();
   return x * at::rsqrt(ms + eps) * (w * mask);
-}
-
-// rotate_half(x) = cat(-x[..., Hd/2:], x[..., :Hd/2])  (HF modeling_llama.py)
-at::Tensor rotate_half(const at::Tensor& x) {
-  int64_t h = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, -1);
-}
-
-at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  return x * cos + rotate_half(x) * sin;  // x [B, heads, T, Hd]; cos/sin [T, Hd]
 }
 
 // inv_freq [Hd/2] in float64, with rope_scaling applied (transformers modeling_rope_utils.py:
@@ -143,13 +135,13 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
       const int64_t H = lc.num_attention_heads, G = lc.num_key_value_heads, Hd = lc.head_dim;
       at::Tensor h = rms_norm(x, lw.input_layernorm, c.rms_norm_eps, hmask);
       if (opt.observer) opt.observer->on_norm(i, 0, h);
-      at::Tensor q = at::linear(h, lw.q_proj, lw.q_bias).view({B, T, H, Hd}).transpose(1, 2);
-      at::Tensor k = at::linear(h, lw.k_proj, lw.k_bias).view({B, T, G, Hd}).transpose(1, 2);
-      at::Tensor v = at::linear(h, lw.v_proj, lw.v_bias).view({B, T, G, Hd}).transpose(1, 2);
       auto it = rope.find(Hd);
       if (it == rope.end()) it = rope.emplace(Hd, rope_tables(c, Hd, pos0, T)).first;
-      q = apply_rope(q, it->second.first, it->second.second);  // [B, H, T, Hd]
-      k = apply_rope(k, it->second.first, it->second.second);  // [B, G, T, Hd]
+      const auto& [cos, sin] = it->second;
+      // RoPE into the heads' layout (model/kernels.h): q [B, H, T, Hd], k [B, G, T, Hd].
+      at::Tensor q = rope_to_heads(ac::linear(h, lw.q_proj, lw.q_bias).view({B, T, H, Hd}), cos, sin);
+      at::Tensor k = rope_to_heads(ac::linear(h, lw.k_proj, lw.k_bias).view({B, T, G, Hd}), cos, sin);
+      at::Tensor v = ac::linear(h, lw.v_proj, lw.v_bias).view({B, T, G, Hd}).transpose(1, 2);
       if (opt.cache) {
         opt.cache->k[size_t(i)].narrow(2, pos0, T).copy_(k);
         opt.cache->v[size_t(i)].narrow(2, pos0, T).copy_(v);
@@ -157,11 +149,15 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
         v = opt.cache->v[size_t(i)].narrow(2, 0, S);
       }
       // GQA: query head h uses KV group h / (H/G), as HF repeat_kv; broadcast, no copy.
-      at::Tensor attn = grouped_attention(q.reshape({B, G, H / G, T, Hd}), k, v, allowed);
+      // A block from position 0 without padding is causal: the fused kernel (causal_attention).
+      at::Tensor qg = q.reshape({B, G, H / G, T, Hd});
+      at::Tensor attn = pos0 == 0 && T > 1 && !opt.attention_mask
+                            ? causal_attention(qg, k, v)
+                            : grouped_attention(qg, k, v, allowed);
       attn = attn.reshape({B, H, T, Hd}).transpose(1, 2);  // [B, T, H, Hd]
       if (lm && lm->heads.defined()) attn = attn * lm->heads.view({1, 1, H, 1});
       if (opt.observer) opt.observer->on_attn_heads(i, attn);
-      at::Tensor out = at::linear(attn.reshape({B, T, H * Hd}), lw.o_proj);  // [B, T, D]
+      at::Tensor out = ac::linear(attn.reshape({B, T, H * Hd}), lw.o_proj);  // [B, T, D]
       if (hmask.defined()) out = out * hmask;
       if (lm && lm->attn_gate.defined()) out = out * lm->attn_gate;
       x = x + out;
@@ -169,10 +165,10 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
     if (lc.has_ffn()) {
       at::Tensor h = rms_norm(x, lw.post_attention_layernorm, c.rms_norm_eps, hmask);
       if (opt.observer) opt.observer->on_norm(i, 1, h);
-      at::Tensor act = at::silu(at::linear(h, lw.gate_proj)) * at::linear(h, lw.up_proj);  // [B,T,F]
+      at::Tensor act = at::silu(ac::linear(h, lw.gate_proj)) * ac::linear(h, lw.up_proj);  // [B,T,F]
       if (lm && lm->ffn.defined()) act = act * lm->ffn;
       if (opt.observer) opt.observer->on_ffn_act(i, act);
-      at::Tensor out = at::linear(act, lw.down_proj);  // [B, T, D]
+      at::Tensor out = ac::linear(act, lw.down_proj);  // [B, T, D]
       if (hmask.defined()) out = out * hmask;
       if (lm && lm->ffn_gate.defined()) out = out * lm->ffn_gate;
       x = x + out;
@@ -187,7 +183,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
 }
 
 at::Tensor LlamaModel::forward(const at::Tensor& tokens, const ForwardOptions& opt) const {
-  return at::linear(hidden_states(tokens, opt), weights.lm_head);  // [B, T, V]
+  return ac::linear(hidden_states(tokens, opt), weights.lm_head);  // [B, T, V]
 }
 
 // ---------------------------------------------------------------------------------------------

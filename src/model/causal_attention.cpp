@@ -1,0 +1,223 @@
+// causal_attention (model/kernels.h): the causal attention of a prefill or a training step, one
+// (batch, KV group) at a time, with its own backward. Per query head of the group:
+//   S = Q K^T / sqrt(Hd)  [T, T]   (oneDNN sgemm)
+//   P = softmax over the keys s <= t of each row t, 0 for s > t
+//   O = P V               [T, Hd]  (oneDNN sgemm)
+// and for the backward, with dO given (Vaswani et al. 2017 eq. 1, differentiated; the row term
+// as in FlashAttention, Dao et al. 2022, Algorithm 2 / eq. of dS):
+//   dV += P^T dO,  dP = dO V^T,  D_t = sum_s P_ts dP_ts,  dS = P * (dP - D),
+//   dQ = dS K / sqrt(Hd),  dK += dS^T Q / sqrt(Hd).
+// This replaces about ten ATen kernels per layer (matmul's per-entry bmm, the scale, the masked
+// fill, softmax, their backwards, and the copies of broadcast and transposed operands).
+#include "model/kernels.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <immintrin.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+#include "model/llama.h"
+
+// glibc's libmvec (x86_64 vector function ABI): expf over 16 floats, AVX-512 (as distill/fused_kl.cpp).
+extern "C" __attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512 x);
+
+namespace ac {
+namespace {
+
+void sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const dnnl_status_t s = dnnl_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (s != dnnl_success)
+    throw ConfigError(fmt::format("[causal_attention] dnnl_sgemm failed with status {} on "
+                                  "M={} N={} K={}", int(s), M, N, K));
+}
+
+bool have_avx512() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return bool(__builtin_cpu_supports("avx512f"));
+  }();
+  return yes;
+}
+
+// Exponentials below exp(-87) are flushed to 0 by the floor's complement: a weight that small
+// (< 1.7e-38 of the row's largest) cannot change a float sum, and a denormal would cost a
+// microcode assist per multiply.
+constexpr float kExpFloor = -87.0f;
+
+// p[0, n): softmax in place; p[n, T): 0. n >= 1.
+void softmax_row_scalar(float* p, int64_t n, int64_t T) {
+  float m = p[0];
+  for (int64_t s = 1; s < n; ++s) m = std::max(m, p[s]);
+  double sum = 0;
+  for (int64_t s = 0; s < n; ++s) {
+    const float d = p[s] - m;
+    p[s] = d < kExpFloor ? 0.0f : std::exp(d);
+    sum += p[s];
+  }
+  const float inv = float(1.0 / sum);
+  for (int64_t s = 0; s < n; ++s) p[s] *= inv;
+  std::fill(p + n, p + T, 0.0f);
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"), noinline)) void softmax_row_avx512(float* p, int64_t n,
+                                                                   int64_t T) {
+  auto mask = [](int64_t left) { return __mmask16(left >= 16 ? 0xFFFF : (1u << left) - 1); };
+  const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
+  __m512 vm = lowest;
+  for (int64_t s = 0; s < n; s += 16)
+    vm = _mm512_max_ps(vm, _mm512_mask_loadu_ps(lowest, mask(n - s), p + s));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vm)), floor = _mm512_set1_ps(kExpFloor);
+  __m512 vs = _mm512_setzero_ps();
+  for (int64_t s = 0; s < n; s += 16) {
+    const __mmask16 k = mask(n - s);
+    const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, p + s), m);
+    // max(floor, d) is d when d is NaN (the second operand), so a NaN score stays NaN.
+    const __mmask16 tiny = _mm512_cmp_ps_mask(d, floor, _CMP_LT_OQ);
+    const __m512 e = _mm512_maskz_mov_ps(k & __mmask16(~tiny), _ZGVeN16v_expf(_mm512_max_ps(floor, d)));
+    vs = _mm512_add_ps(vs, e);
+    _mm512_mask_storeu_ps(p + s, k, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
+  for (int64_t s = 0; s < n; s += 16) {
+    const __mmask16 k = mask(n - s);
+    _mm512_mask_storeu_ps(p + s, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + s), inv));
+  }
+  std::fill(p + n, p + T, 0.0f);
+}
+#pragma GCC diagnostic pop
+
+// dp[0, n) := p * (dp - sum_s p_s dp_s) over s < n; dp[n, T) := 0 (p is 0 there).
+void softmax_backward_row(const float* p, float* dp, int64_t n, int64_t T) {
+  double d = 0;
+  for (int64_t s = 0; s < n; ++s) d += double(p[s]) * double(dp[s]);
+  const float df = float(d);
+  for (int64_t s = 0; s < n; ++s) dp[s] = p[s] * (dp[s] - df);
+  std::fill(dp + n, dp + T, 0.0f);
+}
+
+// Shapes of one call: B batch, G KV groups, R = H / G query heads per group, T positions.
+struct Dims {
+  int64_t B, G, R, T, Hd;
+};
+
+// q [B, G, R, T, Hd], k, v [B, G, T, Hd] contiguous fp32 -> o [B, G, R, T, Hd]; p: the
+// probabilities [B, G, R, T, T] (kept for the backward), or undefined (a per-thread scratch).
+void forward_kernel(const Dims& d, const float* q, const float* k, const float* v, float* o,
+                    float* p_all) {
+  const float scale = float(1.0 / std::sqrt(double(d.Hd)));
+  const bool wide = have_avx512();
+  const int64_t TT = d.T * d.T, THd = d.T * d.Hd;
+  at::parallel_for(0, d.B * d.G, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(p_all ? 0 : size_t(TT));
+    for (int64_t bg = begin; bg < end; ++bg) {
+      const float* kb = k + bg * THd;
+      const float* vb = v + bg * THd;
+      for (int64_t r = 0; r < d.R; ++r) {
+        const int64_t head = bg * d.R + r;
+        float* p = p_all ? p_all + head * TT : scratch.data();
+        sgemm('N', 'T', d.T, d.T, d.Hd, scale, q + head * THd, d.Hd, kb, d.Hd, 0.0f, p, d.T);
+        for (int64_t t = 0; t < d.T; ++t)
+          (wide ? softmax_row_avx512 : softmax_row_scalar)(p + t * d.T, t + 1, d.T);
+        sgemm('N', 'N', d.T, d.Hd, d.T, 1.0f, p, d.T, vb, d.Hd, 0.0f, o + head * THd, d.Hd);
+      }
+    }
+  });
+}
+
+// Gradients of forward_kernel: do [B, G, R, T, Hd] -> dq (same), dk, dv [B, G, T, Hd].
+void backward_kernel(const Dims& d, const float* q, const float* k, const float* v,
+                     const float* p_all, const float* dout, float* dq, float* dk, float* dv) {
+  const float scale = float(1.0 / std::sqrt(double(d.Hd)));
+  const int64_t TT = d.T * d.T, THd = d.T * d.Hd;
+  at::parallel_for(0, d.B * d.G, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> ds(static_cast<size_t>(TT));
+    for (int64_t bg = begin; bg < end; ++bg) {
+      const float* kb = k + bg * THd;
+      const float* vb = v + bg * THd;
+      for (int64_t r = 0; r < d.R; ++r) {
+        const int64_t head = bg * d.R + r;
+        const float* p = p_all + head * TT;
+        const float* g = dout + head * THd;
+        const float beta = r == 0 ? 0.0f : 1.0f;  // the group's dK, dV sum over its query heads
+        sgemm('T', 'N', d.T, d.Hd, d.T, 1.0f, p, d.T, g, d.Hd, beta, dv + bg * THd, d.Hd);
+        sgemm('N', 'T', d.T, d.T, d.Hd, 1.0f, g, d.Hd, vb, d.Hd, 0.0f, ds.data(), d.T);
+        for (int64_t t = 0; t < d.T; ++t)
+          softmax_backward_row(p + t * d.T, ds.data() + t * d.T, t + 1, d.T);
+        sgemm('N', 'N', d.T, d.Hd, d.T, scale, ds.data(), d.T, kb, d.Hd, 0.0f, dq + head * THd,
+              d.Hd);
+        sgemm('T', 'N', d.T, d.Hd, d.T, scale, ds.data(), d.T, q + head * THd, d.Hd, beta,
+              dk + bg * THd, d.Hd);
+      }
+    }
+  });
+}
+
+Dims dims_of(const at::Tensor& qg) {
+  return {qg.size(0), qg.size(1), qg.size(2), qg.size(3), qg.size(4)};
+}
+
+struct CausalAttentionFunction : torch::autograd::Function<CausalAttentionFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qg_in,
+                            const at::Tensor& k_in, const at::Tensor& v_in) {
+    const at::Tensor qg = qg_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+    const Dims d = dims_of(qg);
+    at::Tensor o = at::empty(qg.sizes(), qg.options());
+    at::Tensor p = at::empty({d.B, d.G, d.R, d.T, d.T}, qg.options());
+    forward_kernel(d, qg.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                   o.data_ptr<float>(), p.data_ptr<float>());
+    ctx->save_for_backward({qg, k, v, p});
+    return o;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &qg = saved[0], &k = saved[1], &v = saved[2], &p = saved[3];
+    const at::Tensor dout = grads[0].contiguous();
+    const Dims d = dims_of(qg);
+    at::Tensor dq = at::empty_like(qg), dk = at::empty_like(k), dv = at::empty_like(v);
+    backward_kernel(d, qg.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(),
+                    p.data_ptr<float>(), dout.data_ptr<float>(), dq.data_ptr<float>(),
+                    dk.data_ptr<float>(), dv.data_ptr<float>());
+    return {dq, dk, dv};
+  }
+};
+
+}  // namespace
+
+at::Tensor causal_attention(const at::Tensor& qg, const at::Tensor& k, const at::Tensor& v) {
+  const bool shapes_ok = qg.dim() == 5 && k.dim() == 4 && v.sizes() == k.sizes() &&
+                         k.size(0) == qg.size(0) && k.size(1) == qg.size(1) &&
+                         k.size(2) == qg.size(3) && k.size(3) == qg.size(4);
+  if (!shapes_ok)
+    throw ConfigError(fmt::format("[causal_attention] expected qg [B, G, H/G, T, Hd] and k, v "
+                                  "[B, G, T, Hd], found qg {}, k {}, v {}", qg.sizes().vec(),
+                                  k.sizes().vec(), v.sizes().vec()));
+  bool fast = qg.numel() > 0 && k.numel() > 0;
+  for (const at::Tensor* t : {&qg, &k, &v})
+    fast = fast && t->scalar_type() == at::kFloat && t->device().is_cpu();
+  if (!fast) {  // the ATen path with the causal mask
+    const int64_t T = qg.size(3);
+    at::Tensor pos = at::arange(T, at::kLong);
+    return grouped_attention(qg, k, v, pos.unsqueeze(0) <= pos.unsqueeze(1));
+  }
+  const bool record = at::GradMode::is_enabled() &&
+                      (qg.requires_grad() || k.requires_grad() || v.requires_grad());
+  if (record) return CausalAttentionFunction::apply(qg, k, v);
+  const at::Tensor qc = qg.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  at::Tensor o = at::empty(qc.sizes(), qc.options());
+  forward_kernel(dims_of(qc), qc.data_ptr<float>(), kc.data_ptr<float>(), vc.data_ptr<float>(),
+                 o.data_ptr<float>(), nullptr);
+  return o;
+}
+
+}  // namespace ac

@@ -1,0 +1,184 @@
+#include "model/kernels.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <vector>
+
+#include "common/error.h"
+
+namespace ac {
+namespace {
+
+bool is_cpu_float(std::initializer_list<const at::Tensor*> ts) {
+  for (const at::Tensor* t : ts)
+    if (t->scalar_type() != at::kFloat || !t->device().is_cpu()) return false;
+  return true;
+}
+
+// ------------------------------------------------------------------------------------------
+// RMSNorm
+
+// x [N, D] contiguous -> y [N, D], r [N] (the row's rsqrt(mean(x^2) + eps)).
+void rms_norm_forward(const float* x, const float* w, int64_t N, int64_t D, double eps, float* y,
+                      float* r) {
+  at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const float* xr = x + n * D;
+      float* yr = y + n * D;
+      double ss = 0;
+      for (int64_t d = 0; d < D; ++d) ss += double(xr[d]) * double(xr[d]);
+      const float rs = float(1.0 / std::sqrt(ss / double(D) + eps));
+      for (int64_t d = 0; d < D; ++d) yr[d] = xr[d] * rs * w[d];
+      r[n] = rs;
+    }
+  });
+}
+
+struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x2,
+                            const at::Tensor& w, double eps) {
+    const int64_t N = x2.size(0), D = x2.size(1);
+    at::Tensor y = at::empty({N, D}, x2.options()), r = at::empty({N}, x2.options());
+    rms_norm_forward(x2.data_ptr<float>(), w.data_ptr<float>(), N, D, eps, y.data_ptr<float>(),
+                     r.data_ptr<float>());
+    ctx->save_for_backward({x2, w, r});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x2 = saved[0], &w = saved[1], &r = saved[2];
+    const at::Tensor dy = grads[0].contiguous();
+    const int64_t N = x2.size(0), D = x2.size(1);
+    const bool want_dx = ctx->needs_input_grad(0), want_dw = ctx->needs_input_grad(1);
+    at::Tensor dx = want_dx ? at::empty({N, D}, x2.options()) : at::Tensor();
+    // dw: one partial sum per thread, added at the end (no shared writes).
+    const int64_t threads = at::get_num_threads();
+    at::Tensor dw_parts = want_dw ? at::zeros({threads, D}, at::kDouble) : at::Tensor();
+    const float *xp = x2.data_ptr<float>(), *wp = w.data_ptr<float>(), *rp = r.data_ptr<float>(),
+                *gp = dy.data_ptr<float>();
+    float* dxp = want_dx ? dx.data_ptr<float>() : nullptr;
+    double* parts = want_dw ? dw_parts.data_ptr<double>() : nullptr;
+    at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
+      double* part = parts ? parts + int64_t(at::get_thread_num()) * D : nullptr;
+      for (int64_t n = begin; n < end; ++n) {
+        const float *xr = xp + n * D, *gr = gp + n * D;
+        const float rs = rp[n];
+        if (dxp) {
+          double s = 0;  // sum(dy w x)
+          for (int64_t d = 0; d < D; ++d) s += double(gr[d]) * double(wp[d]) * double(xr[d]);
+          const float c = float(double(rs) * rs * rs * s / double(D));
+          float* dxr = dxp + n * D;
+          for (int64_t d = 0; d < D; ++d) dxr[d] = rs * (gr[d] * wp[d]) - xr[d] * c;
+        }
+        if (part)
+          for (int64_t d = 0; d < D; ++d) part[d] += double(gr[d]) * double(xr[d]) * rs;
+      }
+    });
+    at::Tensor dw = want_dw ? dw_parts.sum(0).to(at::kFloat) : at::Tensor();
+    return {dx, dw, at::Tensor()};
+  }
+};
+
+// ------------------------------------------------------------------------------------------
+// RoPE
+
+// x [B, T, Hh, Hd] -> y [B, Hh, T, Hd] (forward), or dy [B, Hh, T, Hd] -> dx [B, T, Hh, Hd]
+// (backward, the transposed rotation). cos, sin [T, Hd].
+void rope_kernel(const float* in, const float* cos, const float* sin, int64_t B, int64_t T,
+                 int64_t Hh, int64_t Hd, bool backward, float* out) {
+  const int64_t h2 = Hd / 2;
+  at::parallel_for(0, B * T, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t bt = begin; bt < end; ++bt) {
+      const int64_t b = bt / T, t = bt % T;
+      const float *c = cos + t * Hd, *s = sin + t * Hd;
+      for (int64_t h = 0; h < Hh; ++h) {
+        const int64_t x_off = ((b * T + t) * Hh + h) * Hd;  // [B, T, Hh, Hd]
+        const int64_t y_off = ((b * Hh + h) * T + t) * Hd;  // [B, Hh, T, Hd]
+        if (!backward) {
+          const float* x = in + x_off;
+          float* y = out + y_off;
+          for (int64_t i = 0; i < h2; ++i) y[i] = x[i] * c[i] - x[i + h2] * s[i];
+          for (int64_t i = h2; i < Hd; ++i) y[i] = x[i] * c[i] + x[i - h2] * s[i];
+        } else {
+          const float* g = in + y_off;
+          float* dx = out + x_off;
+          for (int64_t i = 0; i < h2; ++i) dx[i] = g[i] * c[i] + g[i + h2] * s[i + h2];
+          for (int64_t i = h2; i < Hd; ++i) dx[i] = g[i] * c[i] - g[i - h2] * s[i - h2];
+        }
+      }
+    }
+  });
+}
+
+struct RopeFunction : torch::autograd::Function<RopeFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& cos, const at::Tensor& sin) {
+    const int64_t B = x.size(0), T = x.size(1), Hh = x.size(2), Hd = x.size(3);
+    const at::Tensor xc = x.contiguous(), c = cos.contiguous(), s = sin.contiguous();
+    at::Tensor y = at::empty({B, Hh, T, Hd}, x.options());
+    rope_kernel(xc.data_ptr<float>(), c.data_ptr<float>(), s.data_ptr<float>(), B, T, Hh, Hd,
+                false, y.data_ptr<float>());
+    ctx->save_for_backward({c, s});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &c = saved[0], &s = saved[1];
+    const at::Tensor g = grads[0].contiguous();
+    const int64_t B = g.size(0), Hh = g.size(1), T = g.size(2), Hd = g.size(3);
+    at::Tensor dx = at::empty({B, T, Hh, Hd}, g.options());
+    rope_kernel(g.data_ptr<float>(), c.data_ptr<float>(), s.data_ptr<float>(), B, T, Hh, Hd, true,
+                dx.data_ptr<float>());
+    return {dx, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  if (x.dim() < 1 || w.dim() != 1 || x.size(-1) != w.size(0))
+    throw ConfigError(fmt::format("[rms_norm] expected x [..., D] and w [D], found x {} and w {}",
+                                  x.sizes().vec(), w.sizes().vec()));
+  if (!is_cpu_float({&x, &w}) || x.numel() == 0)  // the ATen chain it replaces
+    return x * at::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
+  const int64_t D = x.size(-1);
+  const at::Tensor x2 = x.reshape({-1, D}).contiguous(), wc = w.contiguous();
+  at::Tensor y;
+  if (at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad())) {
+    y = RmsNormFunction::apply(x2, wc, eps);
+  } else {
+    y = at::empty(x2.sizes(), x2.options());
+    at::Tensor r = at::empty({x2.size(0)}, x2.options());
+    rms_norm_forward(x2.data_ptr<float>(), wc.data_ptr<float>(), x2.size(0), D, eps,
+                     y.data_ptr<float>(), r.data_ptr<float>());
+  }
+  return y.view(x.sizes());
+}
+
+at::Tensor rope_to_heads(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  if (x.dim() != 4 || x.size(3) % 2 != 0 || cos.dim() != 2 || cos.sizes() != sin.sizes() ||
+      cos.size(0) != x.size(1) || cos.size(1) != x.size(3))
+    throw ConfigError(fmt::format("[rope] expected x [B, T, heads, Hd] with an even Hd and cos, "
+                                  "sin [T, Hd], found x {}, cos {}, sin {}", x.sizes().vec(),
+                                  cos.sizes().vec(), sin.sizes().vec()));
+  if (!is_cpu_float({&x, &cos, &sin}) || x.numel() == 0) {  // the ATen chain it replaces
+    const at::Tensor xt = x.transpose(1, 2);  // [B, heads, T, Hd]
+    const int64_t h = x.size(3) / 2;
+    at::Tensor rot = at::cat({-xt.narrow(-1, h, h), xt.narrow(-1, 0, h)}, -1);
+    return (xt * cos + rot * sin).contiguous();
+  }
+  if (at::GradMode::is_enabled() && x.requires_grad()) return RopeFunction::apply(x, cos, sin);
+  const int64_t B = x.size(0), T = x.size(1), Hh = x.size(2), Hd = x.size(3);
+  const at::Tensor xc = x.contiguous(), c = cos.contiguous(), s = sin.contiguous();
+  at::Tensor y = at::empty({B, Hh, T, Hd}, x.options());
+  rope_kernel(xc.data_ptr<float>(), c.data_ptr<float>(), s.data_ptr<float>(), B, T, Hh, Hd, false,
+              y.data_ptr<float>());
+  return y;
+}
+
+}  // namespace ac
