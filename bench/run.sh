@@ -92,11 +92,17 @@ done
 # gemm: the training step's GEMM shapes through oneDNN's sgemm (our default, src/common/gemm.h)
 # and OpenBLAS, alternating; GFLOP/s of the median round.
 if [ "$which" = all ] || [ "$which" = gemm ]; then
-  AC_NUM_THREADS=$threads AC_QUIET=1 "$bench" gemm | $py -c '
+  gemm_json=$(mktemp)
+  AC_NUM_THREADS=$threads AC_QUIET=1 "$bench" gemm > "$gemm_json"
+  $py - "$gemm_json" <<'EOF2'
 import json, sys
-j = json.load(sys.stdin)
-print(f"gemm ({j[\"gemm\"]}, {j[\"threads\"]} threads, median of {j[\"rounds\"]} alternating rounds), GFLOP/s oneDNN / OpenBLAS:")
+j = json.load(open(sys.argv[1]))
+print(f"gemm ({j['gemm']}, {j['threads']} threads, median of {j['rounds']} alternating rounds), "
+      "GFLOP/s oneDNN / OpenBLAS:")
 for r in j["shapes"]:
-    cells = "  ".join(f"{p} {r[p][\"onednn_gflops_per_s\"]:6.1f} / {r[p][\"openblas_gflops_per_s\"]:6.1f}" for p in ("forward", "dx", "dw"))
-    print(f"  M={r[\"M\"]} N={r[\"N\"]:>5} K={r[\"K\"]:>4}: {cells}")'
+    cells = "  ".join(f"{p} {r[p]['onednn_gflops_per_s']:6.1f} / {r[p]['openblas_gflops_per_s']:6.1f}"
+                      for p in ("forward", "dx", "dw"))
+    print(f"  M={r['M']} N={r['N']:>5} K={r['K']:>4}: {cells}")
+EOF2
+  rm -f "$gemm_json"
 fi

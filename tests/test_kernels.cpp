@@ -98,6 +98,37 @@ TEST(Kernels, RopeIntoTheHeadsLayoutMatchesFloat64Autograd) {
   EXPECT_THROW(rope_to_heads(x0, cos.narrow(0, 0, 5), sin.narrow(0, 0, 5)), ConfigError);
 }
 
+TEST(Kernels, SwigluValueAndGradientsMatchFloat64Autograd) {
+  at::Generator g = at::detail::createCPUGenerator(8);
+  auto o = at::TensorOptions();
+  // 2 x 7 x 37 elements: vectors of 16 and a tail; gates out to +-100 (the clamped exponent).
+  at::Tensor g0 = at::randn({2, 7, 37}, g, o) * 4, u0 = at::randn({2, 7, 37}, g, o);
+  g0[0][0][0] = 100.0f;
+  g0[0][0][1] = -100.0f;
+  g0[1][6][36] = -90.0f;
+  const at::Tensor dy = at::randn({2, 7, 37}, g, o);
+  at::Tensor gd = g0.to(at::kDouble).requires_grad_(), ud = u0.to(at::kDouble).requires_grad_();
+  at::Tensor yd = swiglu(gd, ud);  // float64: silu(g) * u in ATen
+  (yd * dy.to(at::kDouble)).sum().backward();
+  at::Tensor gt = g0.clone().requires_grad_(), ut = u0.clone().requires_grad_();
+  at::Tensor y = swiglu(gt, ut);
+  EXPECT_LT(rel_err(y, yd.detach()), 1e-6);
+  (y * dy).sum().backward();
+  EXPECT_LT(rel_err(gt.grad(), gd.grad()), 1e-6);
+  EXPECT_LT(rel_err(ut.grad(), ud.grad()), 1e-6);
+  // By hand: silu(1) * 2 = 2 / (1 + e^-1).
+  EXPECT_NEAR(swiglu(at::ones({1}), at::full({1}, 2.0f)).item<float>(), 2.0 / (1.0 + std::exp(-1.0)),
+              1e-6);
+  {
+    c10::InferenceMode guard;
+    EXPECT_LT(rel_err(swiglu(g0, u0), yd.detach()), 1e-6);
+  }
+  at::Tensor gn = g0.clone();
+  gn[1][2][20] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(swiglu(gn, u0)[1][2][20].isnan().item<bool>());
+  EXPECT_THROW(swiglu(g0, u0.narrow(2, 0, 36)), ConfigError);
+}
+
 struct Case {
   int64_t B, G, R, T, Hd;
 };

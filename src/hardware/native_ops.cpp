@@ -12,7 +12,7 @@ at::Tensor rmsnorm(const at::Tensor& x, const at::Tensor& w, double eps) {
   return rms_norm(x, w, eps);  // the forward's kernel (model/kernels.h)
 }
 
-at::Tensor silu_mul(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
+at::Tensor silu_mul(const at::Tensor& gate, const at::Tensor& up) { return swiglu(gate, up); }
 
 at::Tensor causal_allowed(int64_t pos0, int64_t T) {
   at::Tensor q_pos = at::arange(pos0, pos0 + T, at::kLong).unsqueeze(1);

@@ -2,12 +2,16 @@
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <immintrin.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
 #include <vector>
 
 #include "common/error.h"
+
+// glibc's libmvec (x86_64 vector function ABI): expf over 16 floats, AVX-512 (as distill/fused_kl.cpp).
+extern "C" __attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512 x);
 
 namespace ac {
 namespace {
@@ -138,7 +142,104 @@ struct RopeFunction : torch::autograd::Function<RopeFunction> {
   }
 };
 
+// ------------------------------------------------------------------------------------------
+// SwiGLU
+
+bool have_avx512() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return bool(__builtin_cpu_supports("avx512f"));
+  }();
+  return yes;
+}
+
+// Forward (dy == nullptr): y = silu(g) u. Backward: dg, du from dy. n elements.
+void swiglu_scalar(const float* g, const float* u, const float* dy, int64_t n, float* y_or_dg,
+                   float* du) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = 1.0f / (1.0f + std::exp(std::min(88.0f, std::max(-87.0f, -g[i]))));
+    if (!dy) {
+      y_or_dg[i] = g[i] * s * u[i];
+    } else {
+      y_or_dg[i] = dy[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+      du[i] = dy[i] * g[i] * s;
+    }
+  }
+}
+
+// GCC 12 warns of an uninitialized variable inside its own min/max intrinsics (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"), noinline)) void swiglu_avx512(const float* g, const float* u,
+                                                                const float* dy, int64_t n,
+                                                                float* y_or_dg, float* du) {
+  const __m512 lo = _mm512_set1_ps(-87.0f), hi = _mm512_set1_ps(88.0f), one = _mm512_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 gv = _mm512_loadu_ps(g + i), uv = _mm512_loadu_ps(u + i);
+    // min(hi, max(lo, -g)): each keeps a NaN (the second operand), so NaN stays NaN.
+    const __m512 e = _ZGVeN16v_expf(_mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_sub_ps(_mm512_setzero_ps(), gv))));
+    const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+    if (!dy) {
+      _mm512_storeu_ps(y_or_dg + i, _mm512_mul_ps(_mm512_mul_ps(gv, s), uv));
+    } else {
+      const __m512 d = _mm512_loadu_ps(dy + i);
+      const __m512 dsilu = _mm512_mul_ps(s, _mm512_fmadd_ps(gv, _mm512_sub_ps(one, s), one));
+      _mm512_storeu_ps(y_or_dg + i, _mm512_mul_ps(_mm512_mul_ps(d, uv), dsilu));
+      _mm512_storeu_ps(du + i, _mm512_mul_ps(d, _mm512_mul_ps(gv, s)));
+    }
+  }
+  swiglu_scalar(g + i, u + i, dy ? dy + i : nullptr, n - i, y_or_dg + i, du ? du + i : nullptr);
+}
+#pragma GCC diagnostic pop
+
+void swiglu_kernel(const float* g, const float* u, const float* dy, int64_t n, float* y_or_dg,
+                   float* du) {
+  const bool wide = have_avx512();
+  at::parallel_for(0, n, 16384, [&](int64_t b, int64_t e) {
+    (wide ? swiglu_avx512 : swiglu_scalar)(g + b, u + b, dy ? dy + b : nullptr, e - b,
+                                           y_or_dg + b, du ? du + b : nullptr);
+  });
+}
+
+struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& g,
+                            const at::Tensor& u) {
+    at::Tensor y = at::empty(g.sizes(), g.options());
+    swiglu_kernel(g.data_ptr<float>(), u.data_ptr<float>(), nullptr, g.numel(),
+                  y.data_ptr<float>(), nullptr);
+    ctx->save_for_backward({g, u});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &g = saved[0], &u = saved[1];
+    const at::Tensor dy = grads[0].contiguous();
+    at::Tensor dg = at::empty(g.sizes(), g.options()), du = at::empty(u.sizes(), u.options());
+    swiglu_kernel(g.data_ptr<float>(), u.data_ptr<float>(), dy.data_ptr<float>(), g.numel(),
+                  dg.data_ptr<float>(), du.data_ptr<float>());
+    return {dg, du};
+  }
+};
+
 }  // namespace
+
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
+  if (gate.sizes() != up.sizes())
+    throw ConfigError(fmt::format("[swiglu] gate {} and up {}: expected the same shape",
+                                  gate.sizes().vec(), up.sizes().vec()));
+  if (!is_cpu_float({&gate, &up}) || gate.numel() == 0)  // the ATen chain it replaces
+    return at::silu(gate) * up;
+  const at::Tensor g = gate.contiguous(), u = up.contiguous();
+  if (at::GradMode::is_enabled() && (g.requires_grad() || u.requires_grad()))
+    return SwigluFunction::apply(g, u);
+  at::Tensor y = at::empty(g.sizes(), g.options());
+  swiglu_kernel(g.data_ptr<float>(), u.data_ptr<float>(), nullptr, g.numel(), y.data_ptr<float>(),
+                nullptr);
+  return y;
+}
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
   if (x.dim() < 1 || w.dim() != 1 || x.size(-1) != w.size(0))

@@ -1,6 +1,6 @@
 // Fused kernels of the Llama block, each with its own backward: RMSNorm, RoPE into the head
-// layout, and causal attention. Each replaces a chain of ATen kernels (and their autograd
-// nodes) with one pass over the data forward and one backward. They run for fp32 CPU tensors;
+// layout, SwiGLU's gate, and causal attention. Each replaces a chain of ATen kernels (and their
+// autograd nodes) with one pass over the data forward and one backward. They run for fp32 CPU tensors;
 // other dtypes take the ATen chain they replace (the same function), which is also the truth
 // the tests compare against (tests/test_kernels.cpp, float64).
 #pragma once
@@ -20,6 +20,14 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 /// returns a contiguous [B, heads, T, Hd]. cos, sin: [T, Hd] fp32 (rope_tables). The backward
 /// gives dx in x's layout. Throws ConfigError on other shapes or an odd Hd.
 at::Tensor rope_to_heads(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+/// SwiGLU's gate (Shazeer 2020, "GLU Variants Improve Transformer"; HF LlamaMLP):
+///   y = silu(gate) * up,   silu(g) = g * sigmoid(g).
+/// gate, up [..., F] fp32, the same shape; returns that shape. Backward, with s = sigmoid(g):
+///   d gate = dy * up * s * (1 + g (1 - s)),   d up = dy * silu(g).
+/// The exponential's argument is clamped to [-87, 88] (|g| > 87: s is then 0 or 1 to float
+/// precision). Throws ConfigError on different shapes.
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 
 /// grouped_attention(qg, k, v, causal mask) (model/llama.h) for a block that starts at position
 /// 0 (S = T: a prefill without a cache before it, or a training step): query t sees keys s <= t.

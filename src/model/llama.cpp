@@ -165,7 +165,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
     if (lc.has_ffn()) {
       at::Tensor h = rms_norm(x, lw.post_attention_layernorm, c.rms_norm_eps, hmask);
       if (opt.observer) opt.observer->on_norm(i, 1, h);
-      at::Tensor act = at::silu(ac::linear(h, lw.gate_proj)) * ac::linear(h, lw.up_proj);  // [B,T,F]
+      at::Tensor act = swiglu(ac::linear(h, lw.gate_proj), ac::linear(h, lw.up_proj));  // [B,T,F]
       if (lm && lm->ffn.defined()) act = act * lm->ffn;
       if (opt.observer) opt.observer->on_ffn_act(i, act);
       at::Tensor out = ac::linear(act, lw.down_proj);  // [B, T, D]
