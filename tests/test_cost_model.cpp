@@ -322,6 +322,17 @@ TEST(CostModel, RandomArchitecturesAreValidAndSeeded) {
     hetero += !a[i].is_homogeneous();
   }
   EXPECT_GE(hetero, 18);
+  // Hidden sizes: kept (288) or multiples of 8 in [0.4 x 288 = 115.2, 288], some below 0.5 x 288.
+  int narrow = 0, below_half = 0;
+  for (const ModelConfig& c : random_architectures(stories15m_shape(), 40, 3)) {
+    EXPECT_EQ(c.hidden_size % 8, 0) << c.hidden_size;
+    EXPECT_GE(c.hidden_size, 120);
+    EXPECT_LE(c.hidden_size, 288);
+    narrow += c.hidden_size < 288;
+    below_half += c.hidden_size < 144;
+  }
+  EXPECT_GE(narrow, 12);
+  EXPECT_GE(below_half, 2);
 }
 
 // ---------------------------------------------------------------------------------------------

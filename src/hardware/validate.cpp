@@ -70,9 +70,10 @@ std::vector<ModelConfig> random_architectures(const ModelConfig& base, int count
   std::vector<ModelConfig> out;
   while (int(out.size()) < count) {
     ModelConfig c = base;
-    if (rng() % 3 == 0) {
-      int64_t steps = base.hidden_size / 16;
-      c.hidden_size = 16 * std::max<int64_t>(2, steps / 2 + int64_t(rng() % uint64_t(steps / 2 + 1)));
+    if (rng() % 2 == 0) {  // narrower: a multiple of 8 in [0.4 D, D], the search's range
+      const int64_t hi = base.hidden_size / 8;
+      const int64_t lo = std::min(hi, std::max<int64_t>(2, (base.hidden_size * 2 / 5 + 7) / 8));
+      c.hidden_size = 8 * (lo + int64_t(rng() % uint64_t(hi - lo + 1)));
     }
     bool any = false;
     for (size_t i = 0; i < c.layers.size(); ++i) {

@@ -18,8 +18,10 @@ ModelConfig stories15m_shape();
 /// llama2.c model.bin (header only). Throws FormatError / ConfigError naming the path.
 ModelConfig read_architecture(const fs::path& path);
 
-/// `count` random heterogeneous prunes of `base` (seeded): hidden size kept or cut to a
-/// multiple of 16; per layer, query heads in [1, H], KV heads a divisor of them, head_dim kept,
+/// `count` random heterogeneous prunes of `base` (seeded): hidden size kept, or (half of them)
+/// cut to a multiple of 8 in [0.4 D, D], the range the search explores (min_width_fraction,
+/// search/minitron.h), so that the latency correction fitted on them and the validation see
+/// the narrow models a search returns; per layer, query heads in [1, H], KV heads a divisor of them, head_dim kept,
 /// FFN width anywhere in [F/8, F] (odd widths included), attention or FFN sometimes removed,
 /// never both in every layer.
 std::vector<ModelConfig> random_architectures(const ModelConfig& base, int count, uint64_t seed);
