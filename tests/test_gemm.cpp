@@ -122,6 +122,16 @@ TEST(Gemm, LinearValueAndGradientsMatchFloat64Autograd) {
   EXPECT_LT(rel_err(w2.grad(), at::matmul(dy.reshape({-1, 19}).t().to(at::kDouble),
                                           x0.reshape({-1, 24}).to(at::kDouble))),
             1e-5);
+  // With a frozen weight, x is not kept for a dw nobody needs (as at::linear): changing x in
+  // place after the forward is then no error, and dx = dy w does not depend on it.
+  at::Tensor base = x0.clone().requires_grad_();
+  at::Tensor xi = base * 1.0f;  // not a leaf: may be changed in place
+  at::Tensor yi = ac::linear(xi, w0);
+  xi.mul_(2.0f);
+  (yi * dy).sum().backward();
+  EXPECT_LT(rel_err(base.grad().reshape({-1, 24}),
+                    at::matmul(dy.reshape({-1, 19}).to(at::kDouble), w0.to(at::kDouble))),
+            1e-5);
   // A tied weight used twice (embedding and head) sums both gradients.
   at::Tensor wt = w0.clone().requires_grad_();
   (ac::linear(x0, wt) * dy).sum().add((ac::linear(x0, wt) * dy).sum()).backward();

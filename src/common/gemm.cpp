@@ -107,11 +107,14 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
 
 namespace {
 
-// y = x w^T with dx = dy w, dw = dy^T x (x [M, K], w [N, K], dy [M, N]).
+// y = x w^T with dx = dy w, dw = dy^T x (x [M, K], w [N, K], dy [M, N]). As at::linear, x is
+// kept only when w needs a gradient and w only when x does (the search trains masks on frozen
+// weights: its activations are not kept for a weight gradient nobody asks for).
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& w) {
-    ctx->save_for_backward({x, w});
+    ctx->save_for_backward({w.requires_grad() ? x : at::Tensor(),
+                            x.requires_grad() ? w : at::Tensor()});
     return ac::mm(x, w.t());
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -119,8 +122,8 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &w = saved[1], &dy = grads[0];
     at::Tensor dx, dw;
-    if (ctx->needs_input_grad(0)) dx = ac::mm(dy, w);
-    if (ctx->needs_input_grad(1)) dw = ac::mm(dy.t(), x);
+    if (ctx->needs_input_grad(0) && w.defined()) dx = ac::mm(dy, w);
+    if (ctx->needs_input_grad(1) && x.defined()) dw = ac::mm(dy.t(), x);
     return {dx, dw};
   }
 };
