@@ -38,7 +38,7 @@ at::Tensor replica_logits(const LlamaModel& m, const at::Tensor& tokens, at::Ten
   at::Tensor x = at::embedding(m.weights.embed_tokens, tokens);  // [B, T, D]
   at::Tensor h = native_ops::rmsnorm(x, w.input_layernorm, c.rms_norm_eps);
   auto [cos, sin] = rope_tables(c, Hd, pos0, T);
-  at::Tensor allowed = T > 1 ? native_ops::causal_allowed(pos0, T) : at::Tensor();
+  at::Tensor allowed = T > 1 ? causal_allowed(pos0, T) : at::Tensor();
   at::Tensor a = native_ops::attention(at::linear(h, w.q_proj), at::linear(h, w.k_proj),
                                        at::linear(h, w.v_proj), ck, cv, pos0,
                                        l.num_attention_heads, l.num_key_value_heads, Hd, cos, sin,

@@ -84,12 +84,17 @@ void gemm_out(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float bet
   at::Tensor out = direct ? c : (beta == 0.0f ? at::empty({M, N}, c.options()) : c.contiguous());
   const Operand A = operand(a), B = operand(b);
   const int64_t ldc = M == 1 ? N : out.stride(0);
-  const dnnl_status_t s = dnnl_sgemm(A.trans, B.trans, M, N, K, 1.0f, A.data, A.ld, B.data, B.ld,
-                                     beta, out.data_ptr<float>(), ldc);
+  sgemm(A.trans, B.trans, M, N, K, 1.0f, A.data, A.ld, B.data, B.ld, beta, out.data_ptr<float>(),
+        ldc);
+  if (!direct) c.copy_(out);
+}
+
+void sgemm(char trans_a, char trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const dnnl_status_t s = dnnl_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (s != dnnl_success)
     throw ConfigError(fmt::format("[gemm] dnnl_sgemm failed with status {} on M={} N={} K={}",
                                   int(s), M, N, K));
-  if (!direct) c.copy_(out);
 }
 
 void gemm_out(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float beta) {

@@ -13,10 +13,7 @@
 
 #include "common/error.h"
 #include "common/gemm.h"
-
-// glibc's libmvec (x86_64 vector function ABI, "Vector ABI for x86": _ZGVeN16v_ = AVX-512,
-// 16 lanes, not masked): expf over 16 floats, accurate to 4 ulp, inf / NaN as expf.
-extern "C" __attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512 x);
+#include "common/simd.h"
 
 namespace ac {
 namespace {
@@ -113,7 +110,7 @@ bool use_avx512_kernel() {
   static const bool yes = [] {
     const char* e = std::getenv("AC_FUSED_KL");
     if (e && std::strcmp(e, "aten") == 0) return false;
-    return bool(__builtin_cpu_supports("avx512f"));
+    return cpu_has_avx512();
   }();
   return yes;
 }

@@ -14,11 +14,6 @@ at::Tensor rmsnorm(const at::Tensor& x, const at::Tensor& w, double eps) {
 
 at::Tensor silu_mul(const at::Tensor& gate, const at::Tensor& up) { return swiglu(gate, up); }
 
-at::Tensor causal_allowed(int64_t pos0, int64_t T) {
-  at::Tensor q_pos = at::arange(pos0, pos0 + T, at::kLong).unsqueeze(1);
-  return at::arange(0, pos0 + T, at::kLong).unsqueeze(0) <= q_pos;  // [T, S]
-}
-
 at::Tensor attention(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
                      at::Tensor& cache_k, at::Tensor& cache_v, int64_t pos0, int64_t H, int64_t G,
                      int64_t Hd, const at::Tensor& cos, const at::Tensor& sin,

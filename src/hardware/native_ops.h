@@ -1,7 +1,8 @@
 // The operators of the native forward pass (src/model/llama.cpp, LlamaModel::hidden_states),
 // written out op for op so that the profiler can time each at any shape. Keep them in step
 // with the forward; the profile's calibration (profile.h) measures whatever the forward does
-// beyond them (token checks, the causal mask and RoPE tables built once per step).
+// beyond them (token checks and RoPE tables built once per step; the causal mask,
+// ac::causal_allowed, only where a block does not start at position 0).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -12,9 +13,6 @@ at::Tensor rmsnorm(const at::Tensor& x, const at::Tensor& w, double eps);
 
 /// SwiGLU activation: silu(gate) * up, both [..., F].
 at::Tensor silu_mul(const at::Tensor& gate, const at::Tensor& up);
-
-/// The causal mask of the forward: allowed [T, S], key s visible to query t (position pos0+t).
-at::Tensor causal_allowed(int64_t pos0, int64_t T);
 
 /// Attention between the q/k/v projections and o_proj, for T new tokens at positions
 /// [pos0, pos0 + T): RoPE (rotate-half) on q [B, T, H*Hd] and k [B, T, G*Hd], writes k and v

@@ -163,7 +163,7 @@ static void profile_attention(Profile& p, const Grids& g, int64_t B, int64_t T,
       at::Tensor q = at::rand({B, n, H * Hd}), k = at::rand({B, n, G * Hd}),
                  v = at::rand({B, n, G * Hd});
       at::Tensor cos = at::rand({n, Hd}), sin = at::rand({n, Hd});
-      at::Tensor allowed = n > 1 ? native_ops::causal_allowed(pos0, n) : at::Tensor();
+      at::Tensor allowed = n > 1 ? causal_allowed(pos0, n) : at::Tensor();
       return time_op(
           [&](int) { native_ops::attention(q, k, v, ck, cv, pos0, H, G, Hd, cos, sin, allowed); },
           opt);
@@ -270,7 +270,8 @@ static void profile_step(Profile& p, const std::vector<ModelConfig>& shapes, con
             (void)tokens.min().item<int64_t>();
             (void)tokens.max().item<int64_t>();
             if (Hd > 0) rope_tables(c, Hd, pos0, T);
-            if (T > 1) native_ops::causal_allowed(pos0, T);
+            // No causal mask: the forward's prefill starts at position 0 and runs the fused
+            // causal kernel, which needs none (model/llama.cpp).
             logits.argmax(-1);
           },
           opt);

@@ -14,7 +14,6 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <immintrin.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
@@ -22,29 +21,12 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/gemm.h"
+#include "common/simd.h"
 #include "model/llama.h"
-
-// glibc's libmvec (x86_64 vector function ABI): expf over 16 floats, AVX-512 (as distill/fused_kl.cpp).
-extern "C" __attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512 x);
 
 namespace ac {
 namespace {
-
-void sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  const dnnl_status_t s = dnnl_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (s != dnnl_success)
-    throw ConfigError(fmt::format("[causal_attention] dnnl_sgemm failed with status {} on "
-                                  "M={} N={} K={}", int(s), M, N, K));
-}
-
-bool have_avx512() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return bool(__builtin_cpu_supports("avx512f"));
-  }();
-  return yes;
-}
 
 // Exponentials below exp(-87) are flushed to 0 by the floor's complement: a weight that small
 // (< 1.7e-38 of the row's largest) cannot change a float sum, and a denormal would cost a
@@ -115,7 +97,7 @@ struct Dims {
 void forward_kernel(const Dims& d, const float* q, const float* k, const float* v, float* o,
                     float* p_all) {
   const float scale = float(1.0 / std::sqrt(double(d.Hd)));
-  const bool wide = have_avx512();
+  const bool wide = cpu_has_avx512();
   const int64_t TT = d.T * d.T, THd = d.T * d.Hd;
   at::parallel_for(0, d.B * d.G, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(p_all ? 0 : size_t(TT));
@@ -206,9 +188,7 @@ at::Tensor causal_attention(const at::Tensor& qg, const at::Tensor& k, const at:
   for (const at::Tensor* t : {&qg, &k, &v})
     fast = fast && t->scalar_type() == at::kFloat && t->device().is_cpu();
   if (!fast) {  // the ATen path with the causal mask
-    const int64_t T = qg.size(3);
-    at::Tensor pos = at::arange(T, at::kLong);
-    return grouped_attention(qg, k, v, pos.unsqueeze(0) <= pos.unsqueeze(1));
+    return grouped_attention(qg, k, v, causal_allowed(/*pos0=*/0, qg.size(3)));
   }
   const bool record = at::GradMode::is_enabled() &&
                       (qg.requires_grad() || k.requires_grad() || v.requires_grad());

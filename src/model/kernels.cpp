@@ -9,9 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
-
-// glibc's libmvec (x86_64 vector function ABI): expf over 16 floats, AVX-512 (as distill/fused_kl.cpp).
-extern "C" __attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512 x);
+#include "common/simd.h"
 
 namespace ac {
 namespace {
@@ -145,14 +143,6 @@ struct RopeFunction : torch::autograd::Function<RopeFunction> {
 // ------------------------------------------------------------------------------------------
 // SwiGLU
 
-bool have_avx512() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return bool(__builtin_cpu_supports("avx512f"));
-  }();
-  return yes;
-}
-
 // Forward (dy == nullptr): y = silu(g) u. Backward: dg, du from dy. n elements.
 void swiglu_scalar(const float* g, const float* u, const float* dy, int64_t n, float* y_or_dg,
                    float* du) {
@@ -196,7 +186,7 @@ __attribute__((target("avx512f"), noinline)) void swiglu_avx512(const float* g, 
 
 void swiglu_kernel(const float* g, const float* u, const float* dy, int64_t n, float* y_or_dg,
                    float* du) {
-  const bool wide = have_avx512();
+  const bool wide = cpu_has_avx512();
   at::parallel_for(0, n, 16384, [&](int64_t b, int64_t e) {
     (wide ? swiglu_avx512 : swiglu_scalar)(g + b, u + b, dy ? dy + b : nullptr, e - b,
                                            y_or_dg + b, du ? du + b : nullptr);

@@ -97,6 +97,11 @@ int64_t KVCache::bytes() const {
   return n;
 }
 
+at::Tensor causal_allowed(int64_t pos0, int64_t T) {
+  at::Tensor q_pos = at::arange(pos0, pos0 + T, at::kLong).unsqueeze(1);  // [T, 1]
+  return at::arange(0, pos0 + T, at::kLong).unsqueeze(0) <= q_pos;      // [T, S]
+}
+
 at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOptions& opt) const {
   const ModelConfig& c = config;
   const ModelWeights& w = weights;
@@ -112,11 +117,13 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
   if (hmask.defined()) x = x * hmask;
   if (opt.observer) opt.observer->on_embedding(x);
 
-  // allowed[t, s]: query t (absolute pos0 + t) may attend key s. Decode of one token sees all.
+  // A block from position 0 without padding is causal: the fused kernel (causal_attention),
+  // which needs no mask. Otherwise allowed[t, s]: query t (absolute pos0 + t) may attend key s;
+  // decode of one token without padding sees every key (no mask).
+  const bool fused_causal = pos0 == 0 && T > 1 && !opt.attention_mask;
   at::Tensor allowed;
-  if (T > 1 || opt.attention_mask) {
-    at::Tensor q_pos = at::arange(pos0, S, at::kLong).unsqueeze(1);
-    allowed = at::arange(0, S, at::kLong).unsqueeze(0) <= q_pos;  // [T, S]
+  if (!fused_causal && (T > 1 || opt.attention_mask)) {
+    allowed = causal_allowed(pos0, T);  // [T, S]
     if (opt.attention_mask) {
       at::Tensor keys = opt.attention_mask->to(at::kBool);          // [B, S]
       allowed = allowed.unsqueeze(0).logical_and(keys.view({B, 1, S}));  // [B, T, S]
@@ -149,11 +156,9 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
         v = opt.cache->v[size_t(i)].narrow(2, 0, S);
       }
       // GQA: query head h uses KV group h / (H/G), as HF repeat_kv; broadcast, no copy.
-      // A block from position 0 without padding is causal: the fused kernel (causal_attention).
       at::Tensor qg = q.reshape({B, G, H / G, T, Hd});
-      at::Tensor attn = pos0 == 0 && T > 1 && !opt.attention_mask
-                            ? causal_attention(qg, k, v)
-                            : grouped_attention(qg, k, v, allowed);
+      at::Tensor attn = fused_causal ? causal_attention(qg, k, v)
+                                     : grouped_attention(qg, k, v, allowed);
       attn = attn.reshape({B, H, T, Hd}).transpose(1, 2);  // [B, T, H, Hd]
       if (lm && lm->heads.defined()) attn = attn * lm->heads.view({1, 1, H, 1});
       if (opt.observer) opt.observer->on_attn_heads(i, attn);

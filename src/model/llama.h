@@ -86,6 +86,11 @@ struct LlamaModel {
 at::Tensor grouped_attention(const at::Tensor& qg, const at::Tensor& k, const at::Tensor& v,
                              const at::Tensor& allowed);
 
+/// The causal mask of T queries at absolute positions [pos0, pos0 + T) over the S = pos0 + T
+/// keys before and among them: allowed [T, S] bool, true where key s <= query position. The one
+/// builder of it (the forward, the profile, causal_attention's ATen fallback).
+at::Tensor causal_allowed(int64_t pos0, int64_t T);
+
 /// cos/sin tables for positions [pos0, pos0 + T): each [T, Hd] (rotate-half layout), fp32.
 /// Implements HF's default and "llama3" rope_scaling (transformers _compute_llama3_parameters).
 std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& c, int64_t head_dim, int64_t pos0,
