@@ -210,12 +210,12 @@ TEST(Measure, MergedFiguresAreTheTenthPercentileOfThePooledSamples) {
   a.samples.ttft_ms = {10, 12, 30, 11, 13};
   a.samples.step_ms = {{3, 4, 5, 3.5}};
   a.samples.request_ms = {100};
-  a.throughput_tokens_per_s = 10;  // B * output / 100 ms
+  a.tokens_per_request = 8;  // B * output tokens
   a.peak_memory_bytes = 1000;
   b.samples.ttft_ms = {9.5, 40};
   b.samples.step_ms = {{2.9, 6, 7, 3.1}};
   b.samples.request_ms = {120};
-  b.throughput_tokens_per_s = 10 * 100.0 / 120;
+  b.tokens_per_request = 8;
   b.peak_memory_bytes = 1200;
   Measurement m = merge_measurements({a, b});
   // TTFT samples sorted: 9.5 10 11 12 13 30 40: p10 = rank round(0.1 * 6) = 1, median = 12.
@@ -225,7 +225,9 @@ TEST(Measure, MergedFiguresAreTheTenthPercentileOfThePooledSamples) {
   EXPECT_DOUBLE_EQ(m.tpot_ms, 3);
   // Run medians 3.75 and 4.55, their median 4.15.
   EXPECT_DOUBLE_EQ(m.tpot_median_ms, 4.15);
-  EXPECT_DOUBLE_EQ(m.throughput_tokens_per_s, 10 * 100.0 / 110);  // median request 110 ms
+  // Requests 100 and 120 ms: p10 = rank round(0.1) = 0, 100 ms; median 110 ms. 8 tokens each.
+  EXPECT_DOUBLE_EQ(m.throughput_tokens_per_s, 8 / 0.100);
+  EXPECT_DOUBLE_EQ(m.throughput_median_tokens_per_s, 8 / 0.110);
   EXPECT_EQ(m.peak_memory_bytes, 1200);
   EXPECT_EQ(m.repeats, 2);
   // One part alone is its own figures: p10 of 5 TTFT samples is rank round(0.4) = 0.
@@ -233,6 +235,9 @@ TEST(Measure, MergedFiguresAreTheTenthPercentileOfThePooledSamples) {
   EXPECT_DOUBLE_EQ(one.ttft_ms, 10);
   EXPECT_DOUBLE_EQ(one.tpot_ms, 3);
   EXPECT_THROW(merge_measurements({}), ConfigError);
+  Measurement other = b;
+  other.tokens_per_request = 16;  // another workload's request
+  EXPECT_THROW(merge_measurements({a, other}), ConfigError);
   Measurement bare;  // e.g. read back from a report: figures without samples
   bare.ttft_ms = 5;
   test::expect_error<ConfigError>([&] { merge_measurements({a, bare}); }, {"without samples"});

@@ -37,7 +37,7 @@ std::pair<PhaseFeatures, PhaseFeatures> correction_features(const Profile& profi
 /// rounds: each round runs each architecture once (measure_native with one warm-up and one
 /// timed run), so a slow drift of the machine's speed hits every architecture alike instead of
 /// the few measured while it lasted. Per architecture: the samples of all rounds pooled
-/// (merge_measurements: TTFT and TPOT their p10, throughput the median request, the largest
+/// (merge_measurements: TTFT, TPOT and the request time their p10, the largest
 /// peak memory). Throws ConfigError when rounds < 1.
 std::vector<Measurement> measure_interleaved(const std::vector<ModelConfig>& archs,
                                              const Workload& workload, int rounds,

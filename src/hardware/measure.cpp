@@ -120,6 +120,9 @@ static void summarize(Measurement& m) {
   m.tpot_ms = steps.empty() ? 0.0 : sample_quantile(steps, kLatencyQuantile);
   m.tpot_median_ms = run_medians.empty() ? 0.0 : sample_median(run_medians);
   m.repeats = int(s.request_ms.size());
+  const double tokens = double(m.tokens_per_request);
+  m.throughput_tokens_per_s = tokens / (sample_quantile(s.request_ms, kLatencyQuantile) * 1e-3);
+  m.throughput_median_tokens_per_s = tokens / (sample_median(s.request_ms) * 1e-3);
 }
 
 Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
@@ -156,9 +159,8 @@ Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
     peak = std::max(peak, run.peak_extra_bytes);
   }
   if (progress) progress->finish();
+  out.tokens_per_request = w.batch_size * w.output_tokens;
   summarize(out);
-  out.throughput_tokens_per_s =
-      double(w.batch_size * w.output_tokens) / (sample_median(out.samples.request_ms) * 1e-3);
   out.weight_bytes = unique_storage_bytes(m.weights);
   out.peak_memory_bytes = out.weight_bytes + peak;
   return out;
@@ -172,6 +174,10 @@ Measurement merge_measurements(const std::vector<Measurement>& parts) {
     if (p.samples.ttft_ms.empty() || p.samples.request_ms.empty())
       throw ConfigError(msg("merge_measurements", "a measurement without samples (read back "
                                                   "from JSON?) cannot be merged"));
+    if (p.tokens_per_request != out.tokens_per_request)
+      throw ConfigError(msg("merge_measurements", "the parts are not one workload: {} and {} "
+                                                  "tokens per request", out.tokens_per_request,
+                            p.tokens_per_request));
     const auto& s = p.samples;
     out.samples.ttft_ms.insert(out.samples.ttft_ms.end(), s.ttft_ms.begin(), s.ttft_ms.end());
     out.samples.step_ms.insert(out.samples.step_ms.end(), s.step_ms.begin(), s.step_ms.end());
@@ -180,10 +186,6 @@ Measurement merge_measurements(const std::vector<Measurement>& parts) {
     out.peak_memory_bytes = std::max(out.peak_memory_bytes, p.peak_memory_bytes);
   }
   summarize(out);
-  // Throughput scales as 1 / request time: same B * output tokens for every part.
-  out.throughput_tokens_per_s = parts.front().throughput_tokens_per_s *
-                                sample_median(parts.front().samples.request_ms) /
-                                sample_median(out.samples.request_ms);
   return out;
 }
 
@@ -217,6 +219,7 @@ json Measurement::to_json() const {
           {"ttft_median_ms", ttft_median_ms},
           {"tpot_median_ms", tpot_median_ms},
           {"throughput_tokens_per_s", throughput_tokens_per_s},
+          {"throughput_median_tokens_per_s", throughput_median_tokens_per_s},
           {"weight_bytes", weight_bytes},
           {"peak_memory_bytes", peak_memory_bytes},
           {"repeats", repeats}};

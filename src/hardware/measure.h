@@ -42,14 +42,17 @@ struct Measurement {
   double tpot_ms = 0;   // p10 of every decode step of every run
   double ttft_median_ms = 0;  // median of the same prefill samples
   double tpot_median_ms = 0;  // median over runs of each run's median decode step
-  double throughput_tokens_per_s = 0;  // B * output / median over runs of (TTFT + decode steps)
+  double throughput_tokens_per_s = 0;  // B * output / p10 over runs of (TTFT + decode steps):
+                                       // the uncontended request, as TTFT and TPOT
+  double throughput_median_tokens_per_s = 0;  // B * output / the median request
+  int64_t tokens_per_request = 0;  // B * output tokens: what one request (run) generates
   int64_t weight_bytes = 0;    // unique storage bytes of the model's tensors
   int64_t peak_memory_bytes = 0;  // weights + peak of everything allocated during the run
                                   // (KV cache, activations, logits)
   int repeats = 0;  // runs (requests) measured
 
-  /// The raw samples behind the figures, so runs measured apart (interleaved rounds) combine
-  /// exactly: merge_measurements. Not written to JSON.
+  /// The raw samples behind the figures (and tokens_per_request), so runs measured apart
+  /// (interleaved rounds) combine exactly: merge_measurements. Not written to JSON.
   struct Samples {
     std::vector<double> ttft_ms;                 // every prefill sample
     std::vector<std::vector<double>> step_ms;    // [run][decode position] step latency
@@ -64,7 +67,8 @@ struct Measurement {
 
 /// Pools the samples of several measurements of the same model and workload (e.g. one per
 /// interleaved round) and recomputes every figure from them as if measured in one call; peak
-/// memory is the max. Throws ConfigError when `parts` is empty or a part has no samples.
+/// memory is the max. Throws ConfigError when `parts` is empty, a part has no samples, or the
+/// parts generate different numbers of tokens per request (not the same workload).
 Measurement merge_measurements(const std::vector<Measurement>& parts);
 
 /// Runs prefill + decode of `workload` `repeats` times (one untimed warm-up first) with random

@@ -220,11 +220,13 @@ std::string render_report_md(const json& r) {
   median_row("TTFT, median of the samples (ms)", "ttft_median_ms");
   median_row("TPOT, median of the samples (ms)", "tpot_median_ms");
   row("throughput (tokens/s)", "throughput_tokens_per_s", "min_throughput_tokens_per_s", false);
+  median_row("throughput, median request (tokens/s)", "throughput_median_tokens_per_s");
   row("peak memory", "peak_memory_bytes", "peak_memory_bytes", true);
   md += "\nMeasured TTFT and TPOT are the 10th percentile of their samples: the latency of this "
         "device when nothing else runs, which is what the cost model predicts and what the limits "
         "are checked against. The medians beside them also carry whatever else ran on the "
-        "machine; throughput is the median request.\n";
+        "machine. Throughput is the output tokens over the 10th percentile of the requests' "
+        "time (the same uncontended statistic); the median request's is in the row below it.\n";
   md += fmt::format("\nEvery limit, by the cost model: **{}**. Measured: **{}**.\n\n",
                     verdict(c["limits_predicted"]), verdict(c["limits_measured"]));
   if (r.contains("fit")) md += render_fit_md(r["fit"]);
