@@ -24,6 +24,7 @@
 #include "data/dataset.h"
 #include "common/cpu_allocator.h"
 #include "common/gemm.h"
+#include "common/simd.h"
 #include "distill/distill.h"
 #include "distill/fused_kl.h"
 #include "distill/loss.h"
@@ -86,7 +87,7 @@ __attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iters) {
 /// The fp32 FMA peak of `threads` cores running at once (one chain loop per thread), GFLOP/s,
 /// best of `rounds`; `isa` receives "avx512" or "avx2" (the widest this CPU has).
 double measured_fp32_peak(int threads, int rounds, std::string& isa) {
-  const bool wide = __builtin_cpu_supports("avx512f");
+  const bool wide = cpu_has_avx512();
   isa = wide ? "avx512" : "avx2";
   const int64_t iters = 50'000'000;
   // Wall time of all threads together (a thread that ran while another waited for a core
