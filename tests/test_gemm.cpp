@@ -56,6 +56,37 @@ TEST(Gemm, EveryOperandLayoutMatchesTheFloat64Product) {
   }
 }
 
+// The raw-buffer product of a build without oneDNN (sgemm_aten) and oneDNN's (sgemm), both
+// against float64: 'N' and 'T' operands with leading dimensions above their widths, alpha,
+// beta = 0 over NaN (never read), beta = 1, and a C row stride above N.
+TEST(Gemm, RawSgemmWithoutOneDnnMatchesTheFloat64Product) {
+  const int64_t M = 7, N = 5, K = 9, pad = 3;
+  for (char ta : {'N', 'T'})
+    for (char tb : {'N', 'T'}) {
+      SCOPED_TRACE(testing::Message() << "trans_a " << ta << " trans_b " << tb);
+      // Stored row-major with a leading dimension `pad` above the row length.
+      const int64_t ar = ta == 'N' ? M : K, ac = ta == 'N' ? K : M;
+      const int64_t br = tb == 'N' ? K : N, bc = tb == 'N' ? N : K;
+      const at::Tensor A = at::randn({ar, ac + pad}), B = at::randn({br, bc + pad});
+      const at::Tensor a = A.narrow(1, 0, ac), b = B.narrow(1, 0, bc);
+      const at::Tensor opa = (ta == 'N' ? a : a.t()).to(at::kDouble);
+      const at::Tensor opb = (tb == 'N' ? b : b.t()).to(at::kDouble);
+      const at::Tensor truth = 0.5 * at::mm(opa, opb);
+      const at::Tensor c0 = at::randn({M, N + pad});
+      for (auto fn : {&sgemm_aten, &sgemm}) {
+        at::Tensor c = at::full({M, N + pad}, std::numeric_limits<float>::quiet_NaN());
+        fn(ta, tb, M, N, K, 0.5f, A.data_ptr<float>(), ac + pad, B.data_ptr<float>(), bc + pad,
+           0.0f, c.data_ptr<float>(), N + pad);
+        EXPECT_LT(rel_err(c.narrow(1, 0, N), truth), 1e-5);
+        EXPECT_TRUE(c.narrow(1, N, pad).isnan().all().item<bool>());  // the padding untouched
+        at::Tensor acc = c0.clone();
+        fn(ta, tb, M, N, K, 0.5f, A.data_ptr<float>(), ac + pad, B.data_ptr<float>(), bc + pad,
+           1.0f, acc.data_ptr<float>(), N + pad);
+        EXPECT_LT(rel_err(acc.narrow(1, 0, N), truth + c0.narrow(1, 0, N).to(at::kDouble)), 1e-5);
+      }
+    }
+}
+
 TEST(Gemm, StridedOutputAndMmAndBadShapes) {
   const at::Tensor a = at::randn({8, 12}), b = at::randn({12, 10});
   const at::Tensor truth = at::mm(a.to(at::kDouble), b.to(at::kDouble));

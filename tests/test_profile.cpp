@@ -91,6 +91,10 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
   Profile p = run_profile({c}, w, o);
   // Widths: D 16, H*Hd 32, G*Hd 16, F 24, and the ladder 16, 24, 32 -> {16, 24, 32}.
   EXPECT_EQ(width_ladder({c}, 16), (std::vector<int64_t>{16, 24, 32}));
+  EXPECT_EQ(reduction_ladder({16, 24, 32}), (std::vector<int64_t>{16, 24, 32}));  // all < 512
+  // Multiples of 256 from 512 up get their +-8 neighbours; 384 (< 512) and 1000 do not.
+  EXPECT_EQ(reduction_ladder({384, 512, 768, 1000, 2048}),
+            (std::vector<int64_t>{384, 504, 512, 520, 760, 768, 776, 1000, 2040, 2048, 2056}));
   EXPECT_EQ(p.table("gemm").entries.size(), 2u * 3 * 3);  // M in {1, 8}
   EXPECT_EQ(p.table("lm_head").entries.size(), 1u);      // K <= D = 16
   // (H, G) with G | H, H <= 4: (1,1) (2,1) (2,2) (3,1) (3,3) (4,1) (4,2) (4,4): 8 shapes,
@@ -115,10 +119,10 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
   EXPECT_EQ(p.width_granularity, 0);
   EXPECT_EQ(p.identity.cores, cpu_cores());
   EXPECT_GT(p.memory_bandwidth_bytes_per_s, 0);
-  EXPECT_NO_THROW(check_profile_is_this_cpu(p));
+  EXPECT_NO_THROW(check_profile_is_this_machine(p));
   Profile other = p;
   other.identity.cpu_model = "Another CPU";
-  EXPECT_THROW(check_profile_is_this_cpu(other), ConfigError);
+  EXPECT_THROW(check_profile_is_this_machine(other), ConfigError);
   // validate --recalibrate: the correction re-fitted on calibration prunes measured in the same
   // rounds as the judged ones; the predictions are the profile's with that correction.
   const Scenario s = calibration_scenario(w);
@@ -148,7 +152,7 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
       {"both calibrated on and judged"});
   other = p;
   other.identity.latency_statistic = "median";  // an older profile's tables
-  test::expect_error<ConfigError>([&] { check_profile_is_this_cpu(other); },
+  test::expect_error<ConfigError>([&] { check_profile_is_this_machine(other); },
                                   {"tables hold median latencies", "re-run `autocompress profile`"});
 }
 
@@ -180,6 +184,16 @@ TEST(Measure, NativeMeasurementHoldsWeightsAndKvCache) {
   EXPECT_LE(r.ttft_ms, r.ttft_median_ms);  // p10 <= median of the same samples
   EXPECT_EQ(r.samples.step_ms.size(), 1u);
   EXPECT_EQ(r.samples.step_ms[0].size(), 3u);  // one latency per output token
+  // TTFT samples per run: its prefill plus 2 to 16 prefill-only runs (more than 2 while they
+  // cost at most half of its decode time).
+  EXPECT_GE(r.samples.ttft_ms.size(), 3u);
+  EXPECT_LE(r.samples.ttft_ms.size(), 17u);
+  Workload one = w;
+  one.prompt_tokens = 64;  // a prefill dearer than half of one decode step: the minimum, 2
+  one.output_tokens = 1;
+  const Measurement r1 = measure_native(m, one, 2);
+  EXPECT_EQ(r1.samples.ttft_ms.size(), 2u * 3);
+  EXPECT_EQ(r1.samples.request_ms.size(), 2u);
   w.weight_dtype = "bf16";
   EXPECT_THROW(measure_native(m, w, 1), ConfigError);
 }

@@ -23,7 +23,7 @@ void run(const CalibrateArgs& a) {
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.out, "calibrate");
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.samples, "calibrate");
   ac::Profile p = ac::load_profile(a.profile);
-  ac::check_profile_is_this_cpu(p);
+  ac::check_profile_is_this_machine(p);
   ac::ModelConfig base = a.base.empty() ? ac::stories15m_shape() : ac::read_architecture(a.base);
   const double t0 = ac::now_s();
   std::vector<ac::ModelConfig> archs = ac::calibration_architectures({base}, a.count, a.seed);

@@ -71,7 +71,7 @@ void run(const ValidateArgs& a) {
 ac::cli::RegisterCommand reg(90, [](CLI::App& app) {
   auto a = std::make_shared<ValidateArgs>();
   CLI::App* s = app.add_subcommand("validate", "Measure architectures here and compare with the cost model");
-  s->add_option("--profile", a->profile, "profile JSON of this CPU")->required();
+  s->add_option("--profile", a->profile, "profile JSON of this machine's CPU or GPU")->required();
   s->add_option("--scenario", a->scenario, "scenario name or path")->capture_default_str();
   s->add_option("--model", a->models, "architecture(s) to measure (default: random prunes)");
   s->add_option("--base", a->base, "architecture the random prunes start from (default: stories15M's shape)");

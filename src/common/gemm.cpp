@@ -1,8 +1,10 @@
 #include "common/gemm.h"
 
 #include <fmt/format.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <torch/csrc/autograd/custom_function.h>
+#ifdef AC_WITH_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,7 +19,14 @@ GemmBackend gemm_backend() {
   static const GemmBackend backend = [] {
     const char* v = std::getenv("AC_GEMM");
     const std::string s = v ? v : "";
+#ifdef AC_WITH_DNNL
     if (s.empty() || s == "onednn") return GemmBackend::OneDnn;
+#else
+    // A build without oneDNN (CMake did not find it: scripts/build_cuda.sh's GPU image).
+    if (s.empty()) return GemmBackend::OpenBlas;
+    if (s == "onednn")
+      throw ConfigError("AC_GEMM=onednn, but this build has no oneDNN (libdnnl-dev): unset AC_GEMM");
+#endif
     if (s == "openblas") return GemmBackend::OpenBlas;
     throw ConfigError(fmt::format("AC_GEMM: expected onednn or openblas, found '{}'", s));
   }();
@@ -28,9 +37,13 @@ std::string gemm_description() {
   std::string blas = blas_description();
   if (gemm_backend() == GemmBackend::OpenBlas)
     return "OpenBLAS through at::mm" + (blas.empty() ? "" : "; " + blas);
+#ifdef AC_WITH_DNNL
   const dnnl_version_t* v = dnnl_version();
   return fmt::format("oneDNN v{}.{}.{} sgemm", v->major, v->minor, v->patch) +
          (blas.empty() ? "" : "; " + blas);
+#else
+  return "at::mm";  // unreachable: without oneDNN the backend is OpenBlas
+#endif
 }
 
 namespace {
@@ -91,10 +104,32 @@ void gemm_out(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float bet
 
 void sgemm(char trans_a, char trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+#ifdef AC_WITH_DNNL
   const dnnl_status_t s = dnnl_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (s != dnnl_success)
     throw ConfigError(fmt::format("[gemm] dnnl_sgemm failed with status {} on M={} N={} K={}",
                                   int(s), M, N, K));
+#else
+  sgemm_aten(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
+void sgemm_aten(char trans_a, char trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  auto view = [](const float* p, char trans, int64_t rows, int64_t cols, int64_t ld) {
+    float* q = const_cast<float*>(p);  // read only: addmm_ writes c alone
+    return trans == 'N' ? at::from_blob(q, {rows, cols}, {ld, 1}, at::kFloat)
+                        : at::from_blob(q, {cols, rows}, {ld, 1}, at::kFloat).t();
+  };
+  at::Tensor c = at::from_blob(C, {M, N}, {ldc, 1}, at::kFloat);
+  if (K <= 0) {  // an empty product: C = beta C (beta = 0 never reads C)
+    if (beta == 0.0f) c.zero_(); else c.mul_(beta);
+    return;
+  }
+  at::Tensor a = view(A, trans_a, M, K, lda), b = view(B, trans_b, K, N, ldb);
+  c.addmm_(a, b, beta, alpha);  // beta = 0 ignores C's values (NaN included), as BLAS
 }
 
 void gemm_out(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float beta) {

@@ -39,12 +39,20 @@ void gemm_out(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, float bet
               GemmBackend backend);
 
 /// C = alpha op(A) op(B) + beta C on raw row-major fp32 buffers, through oneDNN's dnnl_sgemm
-/// whatever AC_GEMM says (for kernels that own their buffers, e.g. model/causal_attention.cpp).
+/// whatever AC_GEMM says (for kernels that own their buffers, e.g. model/causal_attention.cpp);
+/// sgemm_aten in a build without oneDNN.
 /// trans_a / trans_b: 'N' or 'T'; op(A) [M, K], op(B) [K, N], C [M, N]; lda, ldb, ldc: row
 /// strides in floats. With beta = 0, C is overwritten and never read. Throws ConfigError with
 /// oneDNN's status and the sizes when dnnl_sgemm fails.
 void sgemm(char trans_a, char trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+/// The same product through at::addmm_ on views of the buffers: what sgemm runs in a build
+/// without oneDNN (CMake's AC_WITH_DNNL off, scripts/build_cuda.sh), compiled in every build
+/// so that the tests check it against oneDNN. Same arguments and semantics as sgemm.
+void sgemm_aten(char trans_a, char trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc);
 
 /// a @ b for 2-D a [M, K], b [K, N] (any strides): a new contiguous [M, N] tensor; no autograd.
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b);

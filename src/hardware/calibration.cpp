@@ -10,13 +10,13 @@
 
 namespace ac {
 
-Scenario calibration_scenario(const Workload& w) {
+Scenario calibration_scenario(const Workload& w, const std::string& device) {
   Scenario s;
   s.name = "calibration";
-  s.device = "cpu";
+  s.device = device;
   s.engine = "native";
   s.workload = w;
-  s.device_spec = detect_cpu();
+  s.device_spec = device == "cpu" ? detect_cpu() : load_device(device);
   s.engine_spec.name = "native";
   return s;
 }
@@ -28,7 +28,7 @@ std::pair<PhaseFeatures, PhaseFeatures> correction_features(const Profile& profi
   bare.calibration = Calibration{};
   bare.correction = LatencyCorrection{};
   bare.correction.fitted = true;
-  Scenario s = calibration_scenario(workload);
+  Scenario s = calibration_scenario(workload, profile.identity.device);
   PhaseFeatures pre, dec;
   // Prediction is linear in the coefficients: e_j gives feature j, step_table alone the offset.
   for (int j = 0; j <= kCorrectionTerms; ++j) {
@@ -54,7 +54,8 @@ std::vector<ModelConfig> calibration_architectures(const std::vector<ModelConfig
 
 std::vector<Measurement> measure_interleaved(const std::vector<ModelConfig>& archs,
                                              const Workload& workload, int rounds,
-                                             uint64_t weight_seed, bool progress) {
+                                             uint64_t weight_seed, bool progress,
+                                             const c10::Device& device) {
   if (rounds < 1)
     throw ConfigError(msg("measure", "rounds: expected >= 1, found {}", rounds));
   std::vector<std::vector<Measurement>> runs(archs.size());
@@ -62,7 +63,7 @@ std::vector<Measurement> measure_interleaved(const std::vector<ModelConfig>& arc
   for (int r = 0; r < rounds; ++r)
     for (size_t i = 0; i < archs.size(); ++i) {
       // Weights rebuilt each round (same seed): memory stays one model, whatever the count.
-      LlamaModel m{archs[i], random_weights(archs[i], weight_seed + i)};
+      LlamaModel m{archs[i], to_device(archs[i], random_weights(archs[i], weight_seed + i), device)};
       runs[i].push_back(measure_native(m, workload, /*repeats=*/1));
       if (progress) bar.update(int64_t(r * archs.size() + i + 1));
     }
@@ -77,7 +78,9 @@ std::vector<CalibrationSample> measure_calibration(const Profile& profile,
                                                    const Workload& workload, int repeats,
                                                    bool progress) {
   return calibration_samples(
-      profile, archs, measure_interleaved(archs, workload, repeats, /*weight_seed=*/17, progress),
+      profile, archs,
+      measure_interleaved(archs, workload, repeats, /*weight_seed=*/17, progress,
+                          profile_device(profile)),
       workload);
 }
 

@@ -24,8 +24,10 @@ struct PhaseFeatures {
   double offset = 0;
 };
 
-/// The scenario calibration measures under: this CPU (detect_cpu), the native engine, workload `w`.
-Scenario calibration_scenario(const Workload& w);
+/// The scenario calibration measures under: the native engine, workload `w`, on this CPU
+/// (detect_cpu) when `device` is "cpu", else on the GPU devices/<device>.json describes (the
+/// device of a GPU profile, Profile::identity.device). Throws ConfigError on an unknown device.
+Scenario calibration_scenario(const Workload& w, const std::string& device = "cpu");
 
 /// Features of `config` for the prefill (TTFT) and one decode step (TPOT) of `workload`, from
 /// the tables of `profile` (its correction and older calibration ignored). Throws as predict().
@@ -38,10 +40,12 @@ std::pair<PhaseFeatures, PhaseFeatures> correction_features(const Profile& profi
 /// timed run), so a slow drift of the machine's speed hits every architecture alike instead of
 /// the few measured while it lasted. Per architecture: the samples of all rounds pooled
 /// (merge_measurements: TTFT, TPOT and the request time their p10, the largest
-/// peak memory). Throws ConfigError when rounds < 1.
+/// peak memory). The models run on `device` (the profile's: profile_device, validate.h).
+/// Throws ConfigError when rounds < 1.
 std::vector<Measurement> measure_interleaved(const std::vector<ModelConfig>& archs,
                                              const Workload& workload, int rounds,
-                                             uint64_t weight_seed, bool progress);
+                                             uint64_t weight_seed, bool progress,
+                                             const c10::Device& device = c10::kCPU);
 
 /// One measured calibration architecture.
 struct CalibrationSample {
@@ -55,8 +59,8 @@ struct CalibrationSample {
 std::vector<ModelConfig> calibration_architectures(const std::vector<ModelConfig>& shapes,
                                                    int count, uint64_t seed);
 
-/// Measures each architecture (measure_interleaved, `repeats` rounds) and computes its
-/// features. Torch threads as the caller set them (the profile's).
+/// Measures each architecture (measure_interleaved, `repeats` rounds, on the profile's device)
+/// and computes its features. Torch threads as the caller set them (the profile's).
 std::vector<CalibrationSample> measure_calibration(const Profile& profile,
                                                    const std::vector<ModelConfig>& archs,
                                                    const Workload& workload, int repeats,

@@ -1,5 +1,7 @@
 #include "hardware/device.h"
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -102,6 +104,35 @@ DeviceSpec device_from_json(const json& j, const std::string& file) {
     d.width_granularity = *v;
   }
   return d;
+}
+
+// Lower-case words of `s`, split at anything that is not a letter or a digit.
+static std::vector<std::string> name_words(const std::string& s) {
+  std::vector<std::string> out(1);
+  for (char ch : s) {
+    if (std::isalnum(static_cast<unsigned char>(ch))) {
+      out.back() += char(std::tolower(static_cast<unsigned char>(ch)));
+    } else if (!out.back().empty()) {
+      out.emplace_back();
+    }
+  }
+  if (out.back().empty()) out.pop_back();
+  return out;
+}
+
+bool gpu_name_matches(const DeviceSpec& spec, const std::string& driver_name) {
+  if (spec.kind != "cuda") return false;
+  std::string model;
+  for (const auto& w : name_words(driver_name))
+    if (std::any_of(w.begin(), w.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      model = w;
+      break;
+    }
+  if (model.empty()) return false;
+  for (const std::string& s : {spec.display_name, spec.name})
+    for (const auto& w : name_words(s))
+      if (w == model) return true;
+  return false;
 }
 
 DeviceSpec detect_cpu() {

@@ -70,6 +70,12 @@ DeviceSpec device_from_json(const nlohmann::json& j, const std::string& file);
 /// avx512_bf16, amx_bf16, fma, ...) read from /proc/cpuinfo.
 DeviceSpec detect_cpu();
 
+/// Whether the GPU the driver names `driver_name` ("NVIDIA H200", "NVIDIA A100-SXM4-80GB",
+/// "NVIDIA GeForce RTX 4090") is the one `spec` describes: its model token (the first word with
+/// a digit, "h200", "a100", "4090"; case-insensitive, words split at spaces and dashes) is a
+/// word of the spec's display_name or name. False for a CPU spec or a name without such a word.
+bool gpu_name_matches(const DeviceSpec& spec, const std::string& driver_name);
+
 /// Bytes per element of a storage dtype: fp32 4, bf16/fp16 2, fp8/int8 1, int4 0.5.
 /// Throws ConfigError naming `where` on an unknown dtype.
 double dtype_bytes(const std::string& dtype, const char* where = "dtype_bytes");

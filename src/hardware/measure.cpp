@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "common/accelerator.h"
 #include "common/cpu_allocator.h"
 #include "common/error.h"
 #include "common/progress.h"
@@ -45,33 +46,41 @@ struct Run {
   int64_t peak_extra_bytes;
 };
 
-// One request: prefill of the prompt, then greedy decode steps; `progress` (may be null) counts
-// the request's tokens from `done_before`.
+// One request: prefill of the prompt, then greedy decode steps, on the prompt's device (the
+// model's); `progress` (may be null) counts the request's tokens from `done_before`. On a GPU
+// each latency is read after the device finished its kernels, and the peak is the caching
+// allocator's (common/accelerator.h); on the CPU, the counting allocator's.
 Run run_once(const LlamaModel& m, const at::Tensor& prompt, int64_t output_tokens,
              Progress* progress = nullptr, int64_t done_before = 0) {
   const int64_t B = prompt.size(0), P = prompt.size(1);
+  const c10::Device dev = prompt.device();
+  device_synchronize(dev);
   reset_counted_peak();
-  const int64_t base = counted_bytes_now();
+  reset_device_peak(dev);
+  const int64_t base = dev.is_cpu() ? counted_bytes_now() : device_allocated_bytes_now(dev);
   Run r{};
   std::vector<double>& steps = r.steps;
   {
-    KVCache cache = KVCache::allocate(m.config, B, P + output_tokens);
+    KVCache cache = KVCache::allocate(m.config, B, P + output_tokens, dev);
     ForwardOptions opt;
     opt.cache = &cache;
     opt.last_logits_only = true;
     double t0 = timer_ms();
     at::Tensor logits = m.forward(prompt, opt);  // [B, 1, V]
     at::Tensor next = logits.argmax(-1);         // [B, 1]
+    device_synchronize(dev);
     r.ttft_ms = timer_ms() - t0;
     for (int64_t i = 0; i < output_tokens; ++i) {
       double s = timer_ms();
       logits = m.forward(next, opt);
       next = logits.argmax(-1);
+      device_synchronize(dev);
       steps.push_back(timer_ms() - s);
       if (progress) progress->update(done_before + B * (P + i + 1));
     }
   }
-  r.peak_extra_bytes = counted_bytes_peak() - base;
+  r.peak_extra_bytes =
+      (dev.is_cpu() ? counted_bytes_peak() : device_allocated_bytes_peak(dev)) - base;
   for (double s : steps) r.decode_total_ms += s;
   return r;
 }
@@ -86,17 +95,37 @@ std::string fp32_mismatch(const Workload& w) {
 }  // namespace
 
 std::string not_measurable_reason(const Scenario& s) {
-  if (s.device != "cpu")
+  const std::string engine =
+      s.engine == "native" ? "" : fmt::format("engine {} is not the native engine that runs here", s.engine);
+  if (s.device_spec.kind == "cuda") {
+    if (!cuda_compiled())
+      return fmt::format("device {} is a GPU and this build has no CUDA (the native engine "
+                         "measures this CPU; scripts/build_cuda.sh builds for a GPU)", s.device);
+    if (cuda_device_count() < 1)
+      return fmt::format("device {} is a GPU and no CUDA device is visible here", s.device);
+    if (!gpu_name_matches(s.device_spec, cuda_device_name(0)))
+      return fmt::format("device {} ({}) is not this machine's GPU ({})", s.device,
+                         s.device_spec.display_name, cuda_device_name(0));
+  } else if (s.device != "cpu") {
     return fmt::format("device {} is not this machine (the native engine measures this CPU only)", s.device);
-  if (s.engine != "native")
-    return fmt::format("engine {} is not the native engine that runs here", s.engine);
-  return fp32_mismatch(s.workload);
+  }
+  return engine.empty() ? fp32_mismatch(s.workload) : engine;
 }
 
-// Extra prefill-only runs per timed run (TTFT samples): at most this many, costing at most
-// this share of the run's decode time. TTFT is the p10 of its samples, and one run has one
-// prefill against output_tokens decode steps: without these, a 5-round measurement has 5 TTFT
-// samples and 640 TPOT samples (cpu-local).
+c10::Device measurement_device(const Scenario& s) {
+  if (const std::string why = not_measurable_reason(s); !why.empty())
+    throw ConfigError(msg("measure", "scenario '{}': {}", s.name, why));
+  return compute_device(s.device_spec.kind, s.device);
+}
+
+// Extra prefill-only runs per timed run (TTFT samples): at least kMinExtraPrefills, then more
+// while they cost at most kPrefillShare of its decode time, at most kMaxExtraPrefills. TTFT is
+// the p10 of its samples, and one run has one prefill against output_tokens decode steps:
+// without these, a 5-round measurement has 5 TTFT samples and 640 TPOT samples (cpu-local). The
+// minimum is for short decodes of large models (cpu-1b: 8 steps of ~80 ms against a ~250 ms
+// prefill), where the share alone allowed one extra: 6 TTFT samples in 3 rounds, too few for a
+// p10 on a shared machine (#3: TTFT there was the noisier figure).
+constexpr int kMinExtraPrefills = 2;
 constexpr int kMaxExtraPrefills = 16;
 constexpr double kPrefillShare = 0.5;
 
@@ -133,8 +162,9 @@ Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
     throw ConfigError(msg("measure_native", "repeats: expected >= 1, found {}", repeats));
   install_counting_allocator();
   c10::InferenceMode guard;
+  const c10::Device dev = m.weights.embed_tokens.device();  // the model's (to_device)
   at::Tensor prompt = at::randint(3, m.config.vocab_size, {w.batch_size, w.prompt_tokens},
-                                  at::TensorOptions().dtype(at::kLong));
+                                  at::TensorOptions().dtype(at::kLong)).to(dev);
   run_once(m, prompt, std::min<int64_t>(w.output_tokens, 8));  // warm-up
   Measurement out;
   int64_t peak = 0;
@@ -145,10 +175,11 @@ Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
     Run run = run_once(m, prompt, w.output_tokens, progress ? &*progress : nullptr, r * per_run);
     out.samples.ttft_ms.push_back(run.ttft_ms);
     // A run has one prefill but output_tokens decode steps, so its TTFT is the noisier figure:
-    // more prefill-only samples, as long as they cost at most kPrefillShare of its decode time.
+    // more prefill-only samples: kMinExtraPrefills, and more while they cost at most
+    // kPrefillShare of its decode time.
     const int extra = int(std::clamp(std::floor(kPrefillShare * run.decode_total_ms /
                                                 std::max(run.ttft_ms, 1e-3)),
-                                     0.0, double(kMaxExtraPrefills)));
+                                     double(kMinExtraPrefills), double(kMaxExtraPrefills)));
     for (int e = 0; e < extra; ++e) {
       Run p = run_once(m, prompt, 0);
       out.samples.ttft_ms.push_back(p.ttft_ms);

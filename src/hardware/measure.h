@@ -37,8 +37,8 @@ double sample_median(std::vector<double> v);
 /// what the interference cost.
 struct Measurement {
   double ttft_ms = 0;   // p10 of every prefill sample (B x prompt tokens, logits of the last
-                        // position only); each run adds up to 16 prefill-only samples while
-                        // they cost at most half of its decode time
+                        // position only); each run adds 2 to 16 prefill-only samples: more
+                        // than 2 while they cost at most half of its decode time
   double tpot_ms = 0;   // p10 of every decode step of every run
   double ttft_median_ms = 0;  // median of the same prefill samples
   double tpot_median_ms = 0;  // median over runs of each run's median decode step
@@ -73,7 +73,9 @@ Measurement merge_measurements(const std::vector<Measurement>& parts);
 
 /// Runs prefill + decode of `workload` `repeats` times (one untimed warm-up first) with random
 /// tokens, the KV cache allocated for prompt + output tokens, torch threads as set by the
-/// caller. Peak memory comes from a counting CPU allocator (install_counting_allocator).
+/// caller, on the device of the model's weights (to_device, model/weights.h). Peak memory
+/// comes from a counting CPU allocator (install_counting_allocator), on a GPU from the caching
+/// allocator's peak (common/accelerator.h); every latency is read after the device finished.
 /// `show_progress`: a progress line (common/progress.h) over the timed tokens, for callers that
 /// measure as a stage of their own (compress); off where an outer stage shows its own.
 /// Throws ConfigError if workload.weight_dtype is not fp32 (the native engine is fp32) or
@@ -90,10 +92,15 @@ std::vector<Measurement> measure_models_interleaved(const std::vector<const Llam
                                                     const Workload& workload, int rounds);
 
 /// Why `scenario` cannot be measured on this machine by measure_native, or "" when it can: the
-/// native engine runs fp32 on this CPU, so the scenario must name device "cpu", engine "native"
-/// and fp32 weights and KV cache. A GPU scenario costed by its spec sheet gets e.g.
-/// "device rtx-5070 is not this machine (the native engine measures this CPU only)".
+/// native engine runs fp32, so the scenario must name engine "native", fp32 weights and KV
+/// cache, and device "cpu" or, in a build with CUDA (common/accelerator.h), the GPU this
+/// machine has (gpu_name_matches). A GPU scenario in a CPU build gets e.g. "device rtx-5070 is
+/// a GPU and this build has no CUDA (...)".
 std::string not_measurable_reason(const Scenario& scenario);
+
+/// The torch device the native engine measures `scenario` on: kCPU, or cuda:0 for a GPU
+/// scenario. Throws ConfigError with not_measurable_reason when it cannot be measured here.
+c10::Device measurement_device(const Scenario& scenario);
 
 
 /// (The correction of a profile by real forwards lives in hardware/calibration.h.)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "common/accelerator.h"
 #include "common/error.h"
 #include "common/gemm.h"
 #include "common/progress.h"
@@ -42,6 +43,13 @@ std::vector<int64_t> width_ladder(const std::vector<ModelConfig>& shapes, int64_
   return {w.begin(), w.end()};
 }
 
+std::vector<int64_t> reduction_ladder(const std::vector<int64_t>& widths) {
+  std::set<int64_t> k(widths.begin(), widths.end());
+  for (int64_t w : widths)
+    if (w >= 512 && w % 256 == 0) k.insert({w - 8, w + 8});
+  return {k.begin(), k.end()};
+}
+
 // (H, G) pairs to time attention at: every prune of each layer's heads when H <= 8, else
 // powers of two and the model's own values; G runs over divisors of H among {1, G's, H}.
 static std::set<std::tuple<int64_t, int64_t, int64_t>> attention_shapes(
@@ -68,19 +76,36 @@ static std::set<std::tuple<int64_t, int64_t, int64_t>> attention_shapes(
 // ---------------------------------------------------------------------------------------------
 // Timing.
 
+// Where the tables are measured: the device and how many calls one timed sample holds.
+struct Target {
+  c10::Device device = c10::kCPU;
+  int calls_per_sample = 1;  // 1 on the CPU; ProfileOptions::gpu_calls_per_sample on a GPU
+  at::TensorOptions f32() const { return at::TensorOptions().dtype(at::kFloat).device(device); }
+  at::TensorOptions i64() const { return at::TensorOptions().dtype(at::kLong).device(device); }
+};
+
+// Latency of f: `warmup` untimed samples, then timed samples until min_repeats and min_time_ms
+// (or max_repeats). A sample is `calls_per_sample` calls f(i) (i counts calls: weight copies
+// rotate with it) between two device synchronizations (no-ops on the CPU), divided by the count.
 template <typename F>
-static OpTiming time_op(F&& f, const ProfileOptions& opt) {
-  for (int i = 0; i < opt.warmup; ++i) f(i);
+static OpTiming time_op(F&& f, const ProfileOptions& opt, const Target& at = {}) {
+  const int k = std::max(1, at.calls_per_sample);
+  int call = 0;
+  auto sample = [&] {
+    device_synchronize(at.device);
+    const double s = timer_ms();
+    for (int j = 0; j < k; ++j) f(call++);
+    device_synchronize(at.device);
+    return (timer_ms() - s) / double(k);
+  };
+  for (int i = 0; i < opt.warmup; ++i) sample();
   std::vector<double> t;
   double total = 0;
-  for (int i = 0; int(t.size()) < opt.min_repeats ||
-                  (total < opt.min_time_ms && int(t.size()) < opt.max_repeats);
-       ++i) {
-    double s = timer_ms();
-    f(opt.warmup + i);
-    double ms = timer_ms() - s;
+  while (int(t.size()) < opt.min_repeats ||
+         (total < opt.min_time_ms && int(t.size()) < opt.max_repeats)) {
+    const double ms = sample();
     t.push_back(ms);
-    total += ms;
+    total += ms * double(k);
   }
   std::sort(t.begin(), t.end());
   auto pct = [&](double p) { return t[size_t(std::lround(p * double(t.size() - 1)))]; };
@@ -96,21 +121,23 @@ static OpTiming time_op(F&& f, const ProfileOptions& opt) {
 // reads weights another call did not just pull into the core's caches.
 struct WeightPool {
   at::Tensor pool;  // [numel] fp32
-  explicit WeightPool(int64_t bytes) { pool = at::rand({bytes / 4}) * 0.02 - 0.01; }
+  WeightPool(int64_t bytes, const Target& at) { pool = at::rand({bytes / 4}, at.f32()) * 0.02 - 0.01; }
   // Copy `i` of an [N, K] weight (copies cycle through the pool).
   at::Tensor weight(int64_t N, int64_t K, int64_t i) const {
     int64_t n = N * K, copies = std::max<int64_t>(1, pool.numel() / n);
-    if (n > pool.numel()) return at::rand({N, K}) * 0.02;
+    if (n > pool.numel()) return at::rand({N, K}, pool.options()) * 0.02;
     return pool.narrow(0, (i % copies) * n, n).view({N, K});
   }
 };
 
 struct Grids {
   std::vector<int64_t> ms;       // B (decode) and B*T (prefill)
-  std::vector<int64_t> widths;   // width ladder
+  std::vector<int64_t> widths;   // width ladder (N, and the widths of the small ops)
+  std::vector<int64_t> k_widths;  // GEMM K: reduction_ladder(widths)
   std::set<std::pair<int64_t, int64_t>> heads_vocab;  // (V, D) for lm_head
   std::set<std::tuple<int64_t, int64_t, int64_t>> attn;  // (Hd, G, H)
   std::vector<int64_t> contexts;  // decode context lengths
+  Target at;                      // the device measured
 };
 
 // Counts measured shapes on the progress bar (if any).
@@ -128,9 +155,9 @@ static void profile_gemm(Profile& p, const Grids& g, const WeightPool& pool,
   t.dim_names = {"M", "N", "K"};
   for (int64_t M : g.ms)
     for (int64_t N : g.widths)
-      for (int64_t K : g.widths) {
-        at::Tensor x = at::rand({M, K});
-        OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(N, K, i)); }, opt);
+      for (int64_t K : g.k_widths) {
+        at::Tensor x = at::rand({M, K}, g.at.f32());
+        OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(N, K, i)); }, opt, g.at);
         r.dims = {M, N, K};
         t.entries.push_back(r);
         p.gemm_peak_flops = std::max(p.gemm_peak_flops, 2.0 * M * N * K / (r.ms * 1e-3));
@@ -140,10 +167,10 @@ static void profile_gemm(Profile& p, const Grids& g, const WeightPool& pool,
   h.dim_names = {"M", "N", "K"};
   int64_t M = g.ms.front();
   for (auto [V, D] : g.heads_vocab)
-    for (int64_t K : g.widths) {
+    for (int64_t K : g.k_widths) {
       if (K > D) continue;
-      at::Tensor x = at::rand({M, K});
-      OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(V, K, i)); }, opt);
+      at::Tensor x = at::rand({M, K}, g.at.f32());
+      OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(V, K, i)); }, opt, g.at);
       r.dims = {M, V, K};
       h.entries.push_back(r);
       bar.tick();
@@ -158,18 +185,19 @@ static void profile_attention(Profile& p, const Grids& g, int64_t B, int64_t T,
   dec.dim_names = {"B", "Hd", "G", "H", "C"};
   const int64_t cap = g.contexts.back();
   for (auto [Hd, G, H] : g.attn) {
-    at::Tensor ck = at::zeros({B, G, cap, Hd}), cv = at::zeros({B, G, cap, Hd});
+    const at::TensorOptions f32 = g.at.f32();
+    at::Tensor ck = at::zeros({B, G, cap, Hd}, f32), cv = at::zeros({B, G, cap, Hd}, f32);
     auto run = [&](int64_t pos0, int64_t n) {
-      at::Tensor q = at::rand({B, n, H * Hd}), k = at::rand({B, n, G * Hd}),
-                 v = at::rand({B, n, G * Hd});
-      at::Tensor cos = at::rand({n, Hd}), sin = at::rand({n, Hd});
+      at::Tensor q = at::rand({B, n, H * Hd}, f32), k = at::rand({B, n, G * Hd}, f32),
+                 v = at::rand({B, n, G * Hd}, f32);
+      at::Tensor cos = at::rand({n, Hd}, f32), sin = at::rand({n, Hd}, f32);
       // No mask, as in the forward: the prefill (pos0 = 0) runs the fused causal kernel and a
       // decode step (n = 1) sees every cached key.
       return time_op(
           [&](int) {
             native_ops::attention(q, k, v, ck, cv, pos0, H, G, Hd, cos, sin, /*allowed=*/{});
           },
-          opt);
+          opt, g.at);
     };
     OpTiming r = run(0, T);
     r.dims = {B, Hd, G, H, T};
@@ -190,21 +218,22 @@ static void profile_small_ops(Profile& p, const Grids& g, double eps, const Prof
     p.tables[name].dim_names = {"M", name == std::string("silu_mul") ? "F" : "D"};
   int64_t max_d = 0;
   for (auto [V, D] : g.heads_vocab) max_d = std::max(max_d, D);
-  at::Tensor table = at::rand({32000, max_d});
+  const at::TensorOptions f32 = g.at.f32();
+  at::Tensor table = at::rand({32000, max_d}, f32);
   for (int64_t M : g.ms)
     for (int64_t W : g.widths) {
-      at::Tensor x = at::rand({M, W}), y = at::rand({M, W}), w = at::rand({W});
-      at::Tensor ids = at::randint(0, 32000, {M}, at::kLong);
+      at::Tensor x = at::rand({M, W}, f32), y = at::rand({M, W}, f32), w = at::rand({W}, f32);
+      at::Tensor ids = at::randint(0, 32000, {M}, g.at.i64());
       at::Tensor emb = table.narrow(1, 0, std::min(W, max_d));
       auto put = [&](const char* name, OpTiming r) {
         r.dims = {M, W};
         p.tables[name].entries.push_back(r);
         bar.tick();
       };
-      put("rmsnorm", time_op([&](int) { native_ops::rmsnorm(x, w, eps); }, opt));
-      put("silu_mul", time_op([&](int) { native_ops::silu_mul(x, y); }, opt));
-      put("add", time_op([&](int) { at::add(x, y); }, opt));
-      if (W <= max_d) put("embedding", time_op([&](int) { at::embedding(emb, ids); }, opt));
+      put("rmsnorm", time_op([&](int) { native_ops::rmsnorm(x, w, eps); }, opt, g.at));
+      put("silu_mul", time_op([&](int) { native_ops::silu_mul(x, y); }, opt, g.at));
+      put("add", time_op([&](int) { at::add(x, y); }, opt, g.at));
+      if (W <= max_d) put("embedding", time_op([&](int) { at::embedding(emb, ids); }, opt, g.at));
     }
 }
 
@@ -223,8 +252,8 @@ static void profile_width_scan(Profile& p, const Grids& g, int64_t hidden, const
       for (int64_t w : granularity_scan_widths(A))
         for (int64_t O : {0, 1}) {
           const int64_t N = O == 0 ? w : hidden, K = O == 0 ? hidden : w;
-          at::Tensor x = at::rand({M, K});
-          OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(N, K, i)); }, opt);
+          at::Tensor x = at::rand({M, K}, g.at.f32());
+          OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(N, K, i)); }, opt, g.at);
           r.dims = {M, N, K, A, O};
           t.entries.push_back(r);
         }
@@ -233,19 +262,19 @@ static void profile_width_scan(Profile& p, const Grids& g, int64_t hidden, const
 }
 
 // One tiny op: the floor of every ATen call (dispatch, allocation, threading decisions).
-static double measure_dispatch(const ProfileOptions& opt) {
-  at::Tensor a = at::rand({8}), b = at::rand({8});
-  return time_op([&](int) { at::add(a, b); }, opt).ms;
+static double measure_dispatch(const ProfileOptions& opt, const Target& at) {
+  at::Tensor a = at::rand({8}, at.f32()), b = at::rand({8}, at.f32());
+  return time_op([&](int) { at::add(a, b); }, opt, at).ms;
 }
 
 // Read + write bandwidth of a copy far larger than the caches.
-static double measure_bandwidth(const ProfileOptions& opt) {
+static double measure_bandwidth(const ProfileOptions& opt, const Target& at) {
   const int64_t n = (512ll << 20) / 4;
-  at::Tensor src = at::ones({n}), dst = at::empty({n});
+  at::Tensor src = at::ones({n}, at.f32()), dst = at::empty({n}, at.f32());
   ProfileOptions o = opt;
   o.min_repeats = 5;
   o.min_time_ms = 0;
-  double ms = time_op([&](int) { dst.copy_(src); }, o).ms;
+  double ms = time_op([&](int) { dst.copy_(src); }, o, at).ms;
   return 2.0 * 4.0 * double(n) / (ms * 1e-3);
 }
 
@@ -258,7 +287,7 @@ static int64_t first_head_dim(const ModelConfig& c) {
 
 // The forward's once-per-call work beside the layers (see the "step" table in profile.h).
 static void profile_step(Profile& p, const std::vector<ModelConfig>& shapes, const Workload& w,
-                         const ProfileOptions& opt) {
+                         const ProfileOptions& opt, const Target& at) {
   OpTable& t = p.tables["step"];
   t.dim_names = {"B", "T", "Hd", "V"};
   std::set<std::pair<int64_t, int64_t>> done;
@@ -266,18 +295,18 @@ static void profile_step(Profile& p, const std::vector<ModelConfig>& shapes, con
     const int64_t Hd = first_head_dim(c), V = c.vocab_size, B = w.batch_size;
     if (!done.insert({Hd, V}).second) continue;
     for (int64_t T : {w.prompt_tokens, int64_t(1)}) {
-      at::Tensor tokens = at::randint(0, V, {B, T}, at::kLong), logits = at::rand({B, 1, V});
+      at::Tensor tokens = at::randint(0, V, {B, T}, at.i64()), logits = at::rand({B, 1, V}, at.f32());
       const int64_t pos0 = T == 1 ? w.prompt_tokens : 0;
       OpTiming r = time_op(
           [&](int) {
             (void)tokens.min().item<int64_t>();
             (void)tokens.max().item<int64_t>();
-            if (Hd > 0) rope_tables(c, Hd, pos0, T);
+            if (Hd > 0) rope_tables(c, Hd, pos0, T, at.device);
             // No causal mask: the forward's prefill starts at position 0 and runs the fused
             // causal kernel, which needs none (model/llama.cpp).
             logits.argmax(-1);
           },
-          opt);
+          opt, at);
       r.dims = {B, T, Hd, V};
       t.entries.push_back(r);
     }
@@ -289,6 +318,7 @@ static Grids make_grids(const std::vector<ModelConfig>& shapes, const Workload& 
   Grids g;
   g.ms = {w.batch_size, w.batch_size * w.prompt_tokens};
   g.widths = width_ladder(shapes, opt.min_width);
+  g.k_widths = reduction_ladder(g.widths);
   for (const auto& c : shapes) g.heads_vocab.insert({c.vocab_size, c.hidden_size});
   g.attn = attention_shapes(shapes);
   g.contexts = {w.prompt_tokens + 1, w.prompt_tokens + (w.output_tokens + 1) / 2,
@@ -310,6 +340,19 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
                 today_utc(), timer_kind(), gemm_description()};
   p.workload = workload;
   Grids g = make_grids(shapes, workload, opt);
+  if (opt.gpu) {
+    g.at.device = compute_device(opt.gpu->kind, opt.gpu->name);
+    g.at.calls_per_sample = std::max(1, opt.gpu_calls_per_sample);
+    const std::string here = cuda_device_name(g.at.device.index());
+    if (!gpu_name_matches(*opt.gpu, here))
+      throw ConfigError(msg("profile", "device '{}' is a {}, the visible GPU is '{}': name the "
+                                       "device this machine has (devices/*.json)",
+                            opt.gpu->name, opt.gpu->display_name, here));
+    p.identity.device = opt.gpu->name;
+    p.identity.gpu_model = here;
+    p.identity.cuda = cuda_versions();
+    p.identity.blas = "at::linear on CUDA (cuBLAS)";
+  }
   int64_t rotation = opt.rotation_bytes;
   if (rotation <= 0) {
     // Twice the weights: even the output head (the largest matrix, 62% of stories15M) then
@@ -317,21 +360,22 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
     // as between two steps of the real forward. With one copy it stayed in the cache and its
     // table entry ran ~2x faster than in the forward (#3: TPOT under-predicted at D = 288).
     for (const auto& c : shapes) rotation = std::max(rotation, 2 * weight_bytes_fp32(c));
-    rotation = std::clamp<int64_t>(rotation, 64ll << 20, 1024ll << 20);
+    // A GPU's last-level cache is larger (50 MB on an H100 / H200): at least 256 MiB there.
+    rotation = std::clamp<int64_t>(rotation, (opt.gpu ? 256ll : 64ll) << 20, 1024ll << 20);
   }
-  WeightPool pool(rotation);
-  size_t nw = g.widths.size();
-  int64_t total = int64_t(g.ms.size() * nw * nw + g.heads_vocab.size() * nw +
+  WeightPool pool(rotation, g.at);
+  size_t nw = g.widths.size(), nk = g.k_widths.size();
+  int64_t total = int64_t(g.ms.size() * nw * nk + g.heads_vocab.size() * nk +
                           g.attn.size() * (1 + g.contexts.size()) + g.ms.size() * nw * 4);
   Progress progress("profile", total, "shapes");
   Ticker bar{opt.progress ? &progress : nullptr};
-  p.dispatch_overhead_ms = measure_dispatch(opt);
-  p.memory_bandwidth_bytes_per_s = measure_bandwidth(opt);
+  p.dispatch_overhead_ms = measure_dispatch(opt, g.at);
+  p.memory_bandwidth_bytes_per_s = measure_bandwidth(opt, g.at);
   profile_gemm(p, g, pool, opt, bar);
   profile_attention(p, g, workload.batch_size, workload.prompt_tokens, opt, bar);
   profile_small_ops(p, g, shapes.front().rms_norm_eps, opt, bar);
   if (opt.progress) progress.finish();
-  profile_step(p, shapes, workload, opt);
+  profile_step(p, shapes, workload, opt, g.at);
   if (opt.width_scan) profile_width_scan(p, g, shapes.front().hidden_size, pool, opt);
   if (opt.calibrate) p.correction = calibrate_correction(p, shapes, workload, opt);
   p.elapsed_s = now_s() - t0;

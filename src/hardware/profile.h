@@ -3,7 +3,9 @@
 //
 // Each table is a list of entries (dims -> median latency, spread). The dims of each table:
 //   gemm              (M, N, K)          at::linear(x [M, K], w [N, K]) -> [M, N]; M = B for
-//                                        decode, B*T for prefill; N, K over a width ladder
+//                                        decode, B*T for prefill; N over the width ladder, K
+//                                        over the reduction ladder (width_ladder,
+//                                        reduction_ladder below)
 //   lm_head           (M, N=V, K=D)      the output head on the last position: M = B
 //   attention_prefill (B, Hd, G, H, T)   everything between the q/k/v projections and o_proj
 //                                        of the native forward (RoPE, KV-cache write, GQA,
@@ -17,8 +19,10 @@
 //                                        token-id check, RoPE tables [T, Hd], causal mask
 //                                        (T > 1), and the argmax of the logits [B, 1, V];
 //                                        T = prompt tokens (prefill) or 1 (decode)
-// Latencies are wall-clock milliseconds: median over `repeats` calls after `warmup` calls;
-// spread = (p90 - p10) / median. Weights rotate over copies whose total exceeds the caches
+// Latencies are wall-clock milliseconds (on a GPU: read after device_synchronize, over
+// ProfileOptions::gpu_calls_per_sample calls queued back to back): the fastest and the median
+// of `repeats` timed samples after `warmup` untimed ones (OpTiming); spread = (p90 - p10) /
+// median. Weights rotate over copies whose total exceeds the caches
 // a single copy would sit in (ProfileOptions::rotation_bytes), as in a real forward pass
 // where every layer streams different weights.
 //
@@ -34,6 +38,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +85,9 @@ struct ProfileIdentity {
   std::string latency_statistic = "min";  // what OpTiming::ms holds: "min" over the timed
                                           // calls; "median" in profiles written before
                                           // 2026-12-01 (validate refuses those)
+  std::string gpu_model;  // a GPU profile: the driver's name of the GPU ("NVIDIA H200"); "" on
+                          // the CPU (cpu_model, cores and threads are then the host's)
+  std::string cuda;       // a GPU profile: cuda_versions() (common/accelerator.h)
 };
 
 /// Residual time per step outside the tables, from real forwards (ms; may be negative).
@@ -109,6 +117,12 @@ struct Profile {
 
 /// What to measure and how.
 struct ProfileOptions {
+  std::optional<DeviceSpec> gpu;  // profile this GPU (kind "cuda", devices/<name>.json) in a
+                                  // build with CUDA; empty: this CPU
+  int gpu_calls_per_sample = 8;   // on a GPU, one timed sample = this many calls back to back
+                                  // between two synchronizations, divided by the count: the
+                                  // forward queues its kernels, so an op costs its throughput
+                                  // in the queue, not a synchronized round trip
   int warmup = 3;             // untimed calls before timing
   int min_repeats = 7;        // timed calls, at least
   int max_repeats = 50;       // at most
@@ -128,15 +142,27 @@ struct ProfileOptions {
 /// `min_width` up to the largest width (vocab excluded), sorted, unique.
 std::vector<int64_t> width_ladder(const std::vector<ModelConfig>& shapes, int64_t min_width);
 
+/// The ladder of GEMM K (the reduction width, the weight's row length): `widths` plus w - 8 and
+/// w + 8 around every width w >= 512 that is a multiple of 256, sorted, unique. Rows of such a
+/// length sit on cache-aliasing strides: on the development CPU (oneDNN sgemm, M = 32) K = 512,
+/// 1024, 1536, 2048, 3072 and 4096 ran 30-40% below K + 8 (docs/benchmarks.md, 2026-12-02
+/// 08:40 UTC), so a pruned width between two of them must interpolate between their unaliased
+/// neighbours, not between the two slow points. The decode GEMMs (M = 1, bound by memory) do
+/// not show it; timing them there too costs little.
+std::vector<int64_t> reduction_ladder(const std::vector<int64_t>& widths);
+
 /// Measures every table at the shapes of interest (GEMM widths of each model and a ladder
 /// between them; attention at each model's heads, KV heads and head_dim and their prunes;
-/// contexts of the workload) on this CPU, torch threads = cores. Default options keep a
-/// stories15M-shaped profile under about a minute on 2 cores.
-/// Throws ConfigError when `shapes` is empty or the workload is not valid.
+/// contexts of the workload) on this CPU, torch threads = cores, or on the GPU of
+/// `opt.gpu` (every tensor on cuda:0, each sample read after device_synchronize). Default
+/// options keep a stories15M-shaped profile under about a minute on 2 cores.
+/// Throws ConfigError when `shapes` is empty or the workload is not valid, and when `opt.gpu`
+/// is set but the build has no CUDA, no GPU is visible, or the visible GPU is not the one
+/// `opt.gpu` describes (gpu_name_matches, hardware/device.h).
 Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& workload,
                     const ProfileOptions& opt = {});
 
-/// Fills a CPU DeviceSpec's bandwidth and fp32 peak from the profile (source "profile").
+/// Fills a DeviceSpec's bandwidth and fp32 peak from the profile (source "profile").
 void apply_profile(DeviceSpec& device, const Profile& profile);
 
 /// Reads / writes a profile JSON file. load_profile throws FormatError naming the file and

@@ -90,7 +90,8 @@ json Profile::to_json() const {
           {"identity", {{"cpu_model", id.cpu_model}, {"cores", id.cores}, {"threads", id.threads},
                         {"isa", id.isa}, {"torch_version", id.torch_version}, {"date", id.date},
                         {"timer", id.timer}, {"blas", id.blas},
-                        {"latency_statistic", id.latency_statistic}}},
+                        {"latency_statistic", id.latency_statistic},
+                        {"gpu_model", id.gpu_model}, {"cuda", id.cuda}}},
           {"workload", workload_json(workload)},
           {"dispatch_overhead_ms", dispatch_overhead_ms},
           {"memory_bandwidth_bytes_per_s", memory_bandwidth_bytes_per_s},
@@ -169,6 +170,8 @@ Profile Profile::from_json(const json& j, const std::string& file) {
   p.identity.date = json_get_or<std::string>(id, "date", "", fid);
   p.identity.timer = json_get_or<std::string>(id, "timer", "wall", fid);
   p.identity.blas = json_get_or<std::string>(id, "blas", "", fid);
+  p.identity.gpu_model = json_get_or<std::string>(id, "gpu_model", "", fid);
+  p.identity.cuda = json_get_or<std::string>(id, "cuda", "", fid);
   p.identity.latency_statistic = json_get_or<std::string>(id, "latency_statistic", "median", fid);
   if (p.identity.latency_statistic != "min" && p.identity.latency_statistic != "median")
     throw FormatError(msg("load_profile", "{}.latency_statistic: expected \"min\" or "

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "common/accelerator.h"
 #include "common/error.h"
 #include "common/gemm.h"
 #include "common/progress.h"
@@ -87,7 +88,28 @@ std::vector<ModelConfig> random_architectures(const ModelConfig& base, int count
   return out;
 }
 
-void check_profile_is_this_cpu(const Profile& p) {
+c10::Device profile_device(const Profile& p) {
+  return p.identity.gpu_model.empty() ? c10::Device(c10::kCPU)
+                                      : compute_device("cuda", p.identity.device);
+}
+
+// A GPU profile: the same GPU (driver name), a build with CUDA, the same clock and statistic.
+static void check_gpu_profile_is_this_gpu(const Profile& p) {
+  profile_device(p);  // throws without CUDA or GPU
+  const std::string here = cuda_device_name(0);
+  if (p.identity.gpu_model != here)
+    throw ConfigError(msg("validate", "the profile was measured on GPU '{}' (device {}), this "
+                                      "machine's GPU is '{}': re-run `autocompress profile "
+                                      "--device cuda` here",
+                          p.identity.gpu_model, p.identity.device, here));
+  if (p.identity.timer != timer_kind() || p.identity.latency_statistic != "min")
+    throw ConfigError(msg("validate", "the profile's latencies are {} time ({}), this run "
+                                      "measures {} time (min): re-run `autocompress profile`",
+                          p.identity.timer, p.identity.latency_statistic, timer_kind()));
+}
+
+void check_profile_is_this_machine(const Profile& p) {
+  if (!p.identity.gpu_model.empty()) return check_gpu_profile_is_this_gpu(p);
   DeviceSpec here = detect_cpu();
   if (p.identity.device != "cpu" || p.identity.cpu_model != here.display_name ||
       p.identity.cores != here.cores)
@@ -149,21 +171,24 @@ static ValidationReport compare_rows(const std::vector<ModelConfig>& archs,
   return rep;
 }
 
-static void check_native_scenario(const Scenario& s) {
-  if (s.device_spec.kind != "cpu" || s.engine != "native")
-    throw ConfigError(msg("validate", "scenario '{}' runs on {} with engine {}: only the native "
-                                      "engine on this CPU can be measured here",
-                          s.name, s.device, s.engine));
+static void check_native_scenario(const Scenario& s, const Profile& profile) {
+  if (const std::string why = not_measurable_reason(s); !why.empty())
+    throw ConfigError(msg("validate", "scenario '{}' cannot be measured here: {}", s.name, why));
+  if (profile.identity.device != s.device)
+    throw ConfigError(msg("validate", "the profile was measured on device '{}', scenario '{}' "
+                                      "targets device '{}'", profile.identity.device, s.name,
+                          s.device));
 }
 
 ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Scenario& s,
                                  const Profile& profile, int repeats, bool progress) {
-  check_native_scenario(s);
-  check_profile_is_this_cpu(profile);
+  check_native_scenario(s, profile);
+  check_profile_is_this_machine(profile);
   // Interleaved rounds (hardware/calibration.h): a drift of the machine's speed during the
   // run is shared by all architectures rather than blamed on the few measured while it lasted.
   std::vector<Measurement> measured =
-      measure_interleaved(archs, s.workload, repeats, /*weight_seed=*/1000, progress);
+      measure_interleaved(archs, s.workload, repeats, /*weight_seed=*/1000, progress,
+                          profile_device(profile));
   return compare_rows(archs, measured, s, profile);
 }
 
@@ -172,8 +197,8 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
                                               const Scenario& s, const Profile& profile,
                                               int repeats, bool progress,
                                               LatencyCorrection* refit) {
-  check_native_scenario(s);
-  check_profile_is_this_cpu(profile);
+  check_native_scenario(s, profile);
+  check_profile_is_this_machine(profile);
   if (calibration.empty())
     throw ConfigError(msg("validate", "recalibration needs >= 1 calibration architecture"));
   std::set<std::string> judged;
@@ -185,7 +210,8 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
   std::vector<ModelConfig> all = archs;
   all.insert(all.end(), calibration.begin(), calibration.end());
   std::vector<Measurement> measured =
-      measure_interleaved(all, s.workload, repeats, /*weight_seed=*/1000, progress);
+      measure_interleaved(all, s.workload, repeats, /*weight_seed=*/1000, progress,
+                          profile_device(profile));
   const std::vector<Measurement> calibration_measured(measured.begin() + archs.size(), measured.end());
   Profile now = profile;
   now.correction = fit_correction(

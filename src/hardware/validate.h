@@ -49,8 +49,10 @@ struct ValidationReport {
 
 /// Measures each architecture with random weights (measure_interleaved: `repeats` rounds over
 /// all architectures, their samples pooled per architecture) and predicts
-/// it from `profile`; scenario must target device "cpu" with engine "native".
-/// Throws ConfigError otherwise, or when the profile was measured on another CPU than this one.
+/// it from `profile`; the scenario must be measurable here (not_measurable_reason,
+/// hardware/measure.h: engine "native" on this CPU, or on this GPU in a build with CUDA).
+/// Throws ConfigError otherwise, or when the profile was measured on another device than this
+/// one (check_profile_is_this_machine).
 ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Scenario& scenario,
                                  const Profile& profile, int repeats = 3, bool progress = true);
 
@@ -68,10 +70,17 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
                                               int repeats = 3, bool progress = true,
                                               LatencyCorrection* refit = nullptr);
 
-/// Throws ConfigError when `profile` was not measured on this machine's CPU (model name,
-/// cores), with other BLAS kernels or another thread count than torch uses now, or when its
-/// tables hold medians (profiles written before 2026-12-01) rather than the uncontended
-/// latency measurements report.
-void check_profile_is_this_cpu(const Profile& profile);
+/// Throws ConfigError when `profile` was not measured on this machine: for a CPU profile, on
+/// another CPU (model name, cores), with other BLAS kernels or another thread count than torch
+/// uses now; for a GPU profile, on another GPU than the visible one (driver name), or in a build
+/// without CUDA; for either, with another clock (AC_TIMER), or when its tables hold medians
+/// (profiles written before 2026-12-01) rather than the uncontended latency measurements report.
+void check_profile_is_this_machine(const Profile& profile);
+
+/// The torch device a profile was measured on and a measurement against it must run on: kCPU
+/// for a CPU profile, cuda:0 for a GPU profile (identity.gpu_model set). Throws ConfigError
+/// (compute_device, common/accelerator.h) for a GPU profile in a build without CUDA or without
+/// a visible GPU.
+c10::Device profile_device(const Profile& profile);
 
 }  // namespace ac

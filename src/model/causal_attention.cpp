@@ -188,7 +188,7 @@ at::Tensor causal_attention(const at::Tensor& qg, const at::Tensor& k, const at:
   for (const at::Tensor* t : {&qg, &k, &v})
     fast = fast && t->scalar_type() == at::kFloat && t->device().is_cpu();
   if (!fast) {  // the ATen path with the causal mask
-    return grouped_attention(qg, k, v, causal_allowed(/*pos0=*/0, qg.size(3)));
+    return grouped_attention(qg, k, v, causal_allowed(/*pos0=*/0, qg.size(3), qg.device()));
   }
   const bool record = at::GradMode::is_enabled() &&
                       (qg.requires_grad() || k.requires_grad() || v.requires_grad());

@@ -68,14 +68,16 @@ at::Tensor grouped_attention(const at::Tensor& qg, const at::Tensor& k, const at
 }
 
 std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& c, int64_t head_dim, int64_t pos0,
-                                              int64_t T) {
+                                              int64_t T, const c10::Device& device) {
   at::Tensor pos = at::arange(pos0, pos0 + T, at::TensorOptions().dtype(at::kDouble));
   at::Tensor freqs = at::outer(pos, inv_freq(c, head_dim));  // [T, Hd/2]
   at::Tensor emb = at::cat({freqs, freqs}, -1);              // [T, Hd]
-  return {emb.cos().to(at::kFloat), emb.sin().to(at::kFloat)};
+  return {emb.cos().to(device, at::kFloat), emb.sin().to(device, at::kFloat)};
 }
 
-KVCache KVCache::allocate(const ModelConfig& c, int64_t batch, int64_t capacity) {
+KVCache KVCache::allocate(const ModelConfig& c, int64_t batch, int64_t capacity,
+                          const c10::Device& device) {
+  const auto opt = at::TensorOptions().dtype(at::kFloat).device(device);
   KVCache kv;
   kv.capacity = capacity;
   for (const auto& l : c.layers) {
@@ -84,8 +86,8 @@ KVCache KVCache::allocate(const ModelConfig& c, int64_t batch, int64_t capacity)
       kv.v.emplace_back();
       continue;
     }
-    kv.k.push_back(at::zeros({batch, l.num_key_value_heads, capacity, l.head_dim}, at::kFloat));
-    kv.v.push_back(at::zeros({batch, l.num_key_value_heads, capacity, l.head_dim}, at::kFloat));
+    kv.k.push_back(at::zeros({batch, l.num_key_value_heads, capacity, l.head_dim}, opt));
+    kv.v.push_back(at::zeros({batch, l.num_key_value_heads, capacity, l.head_dim}, opt));
   }
   return kv;
 }
@@ -97,9 +99,10 @@ int64_t KVCache::bytes() const {
   return n;
 }
 
-at::Tensor causal_allowed(int64_t pos0, int64_t T) {
-  at::Tensor q_pos = at::arange(pos0, pos0 + T, at::kLong).unsqueeze(1);  // [T, 1]
-  return at::arange(0, pos0 + T, at::kLong).unsqueeze(0) <= q_pos;      // [T, S]
+at::Tensor causal_allowed(int64_t pos0, int64_t T, const c10::Device& device) {
+  const auto opt = at::TensorOptions().dtype(at::kLong).device(device);
+  at::Tensor q_pos = at::arange(pos0, pos0 + T, opt).unsqueeze(1);  // [T, 1]
+  return at::arange(0, pos0 + T, opt).unsqueeze(0) <= q_pos;      // [T, S]
 }
 
 at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOptions& opt) const {
@@ -123,7 +126,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
   const bool fused_causal = pos0 == 0 && T > 1 && !opt.attention_mask;
   at::Tensor allowed;
   if (!fused_causal && (T > 1 || opt.attention_mask)) {
-    allowed = causal_allowed(pos0, T);  // [T, S]
+    allowed = causal_allowed(pos0, T, tokens.device());  // [T, S]
     if (opt.attention_mask) {
       at::Tensor keys = opt.attention_mask->to(at::kBool);          // [B, S]
       allowed = allowed.unsqueeze(0).logical_and(keys.view({B, 1, S}));  // [B, T, S]
@@ -143,7 +146,8 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
       at::Tensor h = rms_norm(x, lw.input_layernorm, c.rms_norm_eps, hmask);
       if (opt.observer) opt.observer->on_norm(i, 0, h);
       auto it = rope.find(Hd);
-      if (it == rope.end()) it = rope.emplace(Hd, rope_tables(c, Hd, pos0, T)).first;
+      if (it == rope.end())
+        it = rope.emplace(Hd, rope_tables(c, Hd, pos0, T, tokens.device())).first;
       const auto& [cos, sin] = it->second;
       // RoPE into the heads' layout (model/kernels.h): q [B, H, T, Hd], k [B, G, T, Hd].
       at::Tensor q = rope_to_heads(ac::linear(h, lw.q_proj, lw.q_bias).view({B, T, H, Hd}), cos, sin);

@@ -35,8 +35,9 @@ struct KVCache {
   std::vector<at::Tensor> k, v;
   int64_t length = 0;
   int64_t capacity = 0;
-  /// Allocates for batch B and up to `capacity` positions (fp32).
-  static KVCache allocate(const ModelConfig& c, int64_t batch, int64_t capacity);
+  /// Allocates for batch B and up to `capacity` positions (fp32), on `device` (the model's).
+  static KVCache allocate(const ModelConfig& c, int64_t batch, int64_t capacity,
+                          const c10::Device& device = c10::kCPU);
   /// Bytes held by the cache tensors (for measured peak memory).
   int64_t bytes() const;
 };
@@ -88,13 +89,14 @@ at::Tensor grouped_attention(const at::Tensor& qg, const at::Tensor& k, const at
 
 /// The causal mask of T queries at absolute positions [pos0, pos0 + T) over the S = pos0 + T
 /// keys before and among them: allowed [T, S] bool, true where key s <= query position. The one
-/// builder of it (the forward, the profile, causal_attention's ATen fallback).
-at::Tensor causal_allowed(int64_t pos0, int64_t T);
+/// builder of it (the forward, the profile, causal_attention's ATen fallback), on `device`.
+at::Tensor causal_allowed(int64_t pos0, int64_t T, const c10::Device& device = c10::kCPU);
 
 /// cos/sin tables for positions [pos0, pos0 + T): each [T, Hd] (rotate-half layout), fp32.
 /// Implements HF's default and "llama3" rope_scaling (transformers _compute_llama3_parameters).
+/// Computed in float64 on the CPU, then moved to `device` (the forward's: the tokens').
 std::pair<at::Tensor, at::Tensor> rope_tables(const ModelConfig& c, int64_t head_dim, int64_t pos0,
-                                              int64_t T);
+                                              int64_t T, const c10::Device& device = c10::kCPU);
 
 /// Greedy or sampled generation with a KV cache.
 struct GenerateOptions {

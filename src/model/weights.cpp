@@ -146,9 +146,11 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed, double std) {
   return w;
 }
 
-ModelWeights clone(const ModelConfig& c, const ModelWeights& w) {
+// Every tensor of `w` through `f`, keeping tying (the head is the new embedding when tied).
+template <typename F>
+static ModelWeights map_weights(const ModelConfig& c, const ModelWeights& w, F&& f) {
   ModelWeights o;
-  auto cp = [](const at::Tensor& t) { return t.defined() ? t.detach().clone() : at::Tensor(); };
+  auto cp = [&](const at::Tensor& t) { return t.defined() ? f(t) : at::Tensor(); };
   o.embed_tokens = cp(w.embed_tokens);
   for (const auto& l : w.layers) {
     LayerWeights n;
@@ -163,6 +165,14 @@ ModelWeights clone(const ModelConfig& c, const ModelWeights& w) {
   o.norm = cp(w.norm);
   o.lm_head = c.tie_word_embeddings ? o.embed_tokens : cp(w.lm_head);
   return o;
+}
+
+ModelWeights clone(const ModelConfig& c, const ModelWeights& w) {
+  return map_weights(c, w, [](const at::Tensor& t) { return t.detach().clone(); });
+}
+
+ModelWeights to_device(const ModelConfig& c, const ModelWeights& w, const c10::Device& device) {
+  return map_weights(c, w, [&](const at::Tensor& t) { return t.to(device); });
 }
 
 }  // namespace ac

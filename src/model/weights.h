@@ -51,4 +51,8 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed, double std = 0.
 /// Deep copy (new storage), keeping tying.
 ModelWeights clone(const ModelConfig& c, const ModelWeights& w);
 
+/// The weights on `device` (e.g. cuda:0 for the profile and validation of a GPU,
+/// common/accelerator.h), keeping tying; the same tensors when already there. Dtypes unchanged.
+ModelWeights to_device(const ModelConfig& c, const ModelWeights& w, const c10::Device& device);
+
 }  // namespace ac

@@ -56,8 +56,11 @@ nlohmann::json run_method_for_comparison(const SearchOutcome& o, const CompareCo
   fs::create_directories(model_dir);
   save_checkpoint(model_dir, student, ctx.teacher_dir);
   std::optional<Measurement> measured;
-  if (ctx.not_measured.empty())
-    measured = measure_native(student, ctx.scenario->workload, ctx.measure_repeats);
+  if (ctx.not_measured.empty()) {
+    const c10::Device dev = measurement_device(*ctx.scenario);
+    measured = measure_native(LlamaModel{student.config, to_device(student.config, student.weights, dev)},
+                              ctx.scenario->workload, ctx.measure_repeats);
+  }
   CostEstimate predicted = predict(student.config, *ctx.scenario, ctx.profile);
   nlohmann::json row = comparison_row(o, student.config, predicted, measured ? &*measured : nullptr,
                                       after_prune, eval, d, ctx, model_name);

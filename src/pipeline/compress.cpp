@@ -177,9 +177,13 @@ json run_compress(const CompressOptions& opt) {
   // predictions only, and the report says so.
   const std::string not_measured = not_measurable_reason(scenario);
   std::optional<Measurement> teacher_measured;
-  if (not_measured.empty())
-    teacher_measured = measure_native(teacher, scenario.workload, opt.measure_repeats,
-                                      /*show_progress=*/true);
+  if (not_measured.empty()) {
+    // On the scenario's device: this CPU, or its GPU in a build with CUDA.
+    const c10::Device dev = measurement_device(scenario);
+    teacher_measured = measure_native(
+        LlamaModel{teacher.config, to_device(teacher.config, teacher.weights, dev)},
+        scenario.workload, opt.measure_repeats, /*show_progress=*/true);
+  }
   else
     log_warn("[compress] costs are predicted only, nothing is measured: " + not_measured);
   // Relative limits ("0.6 x the teacher's TPOT") resolve against the teacher's measurement for
