@@ -9,7 +9,8 @@
 #   scripts/build_cuda.sh                   configure and build build-cuda/autocompress
 #
 # Environment: BUILD_DIR (default build-cuda), AC_HEADERS_DIR (default build-cuda-headers),
-# PYTHON (default python3).
+# PYTHON (default python3; the H200 image's is /opt/torch/.venv/bin/python3), CXX_STANDARD (default
+# 17, or what libtorch's CMake target requires).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HEADERS=${AC_HEADERS_DIR:-$ROOT/build-cuda-headers}
@@ -31,12 +32,14 @@ PYTHON=${PYTHON:-python3}
 for d in nlohmann CLI fmt; do
   [[ -d $HEADERS/$d ]] || { echo "build_cuda: $HEADERS/$d missing: run 'scripts/build_cuda.sh --headers' where the packages are and bring the folder" >&2; exit 1; }
 done
+# find_package(Torch) of a CUDA wheel needs the toolkit (nvcc).
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 TORCH_PREFIX=$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 "$PYTHON" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "GPUs", torch.cuda.device_count())'
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 cmake -S "$ROOT" -B "$BUILD_DIR" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DAC_HEADERS_DIR="$HEADERS" \
-  -DAC_OPTIONAL_CPU_LIBS=ON -DAC_BUILD_TESTS=OFF
+  -DAC_OPTIONAL_CPU_LIBS=ON -DAC_BUILD_TESTS=OFF ${CXX_STANDARD:+-DCMAKE_CXX_STANDARD=$CXX_STANDARD}
 cmake --build "$BUILD_DIR" --target autocompress -j "$(nproc)"
 echo "built $BUILD_DIR/autocompress"

@@ -1,6 +1,7 @@
 #include "common/cpu_allocator.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -46,10 +47,20 @@ void free_counted(void* ctx) {
   delete c;  // releases `inner` unless the cache took it
 }
 
+// c10::Allocator changed in PyTorch 2.3: allocate() is no longer const, and copy_data() is a new
+// pure virtual (c10/core/Allocator.h). The GPU build (scripts/build_cuda.sh) uses a 2.x libtorch,
+// the CPU build Debian's 1.13.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define AC_ALLOCATE_CONST
+#define AC_ALLOCATOR_COPY_DATA 1
+#else
+#define AC_ALLOCATE_CONST const
+#endif
+
 struct CountingAllocator final : c10::Allocator {
   c10::Allocator* base;
   explicit CountingAllocator(c10::Allocator* b) : base(b) {}
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) AC_ALLOCATE_CONST override {
     c10::DataPtr inner;
     if (n >= kLargeBlockBytes) {
       BlockCache& bc = cache();
@@ -73,6 +84,11 @@ struct CountingAllocator final : c10::Allocator {
     return {data, ctx, &free_counted, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+#ifdef AC_ALLOCATOR_COPY_DATA
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
 };
 
 }  // namespace
