@@ -81,24 +81,24 @@ void reset_device_peak(const c10::Device& d) {
 #endif
 }
 
-int64_t device_allocated_bytes_now(const c10::Device& d) {
+// The caching allocator's "allocated_bytes" of GPU `d`: its current or its peak value.
+static int64_t allocated_bytes(const c10::Device& d, bool peak, const char* where) {
   if (d.is_cpu()) return 0;
-  check_cuda_compiled("device_allocated_bytes_now");
+  check_cuda_compiled(where);
 #ifdef AC_WITH_CUDA
-  return stats_of(d).allocated_bytes[0].current;
+  const auto s = stats_of(d).allocated_bytes[0];  // a copy: stats_of returns a temporary
+  return peak ? s.peak : s.current;
 #else
   return 0;
 #endif
 }
 
+int64_t device_allocated_bytes_now(const c10::Device& d) {
+  return allocated_bytes(d, /*peak=*/false, "device_allocated_bytes_now");
+}
+
 int64_t device_allocated_bytes_peak(const c10::Device& d) {
-  if (d.is_cpu()) return 0;
-  check_cuda_compiled("device_allocated_bytes_peak");
-#ifdef AC_WITH_CUDA
-  return stats_of(d).allocated_bytes[0].peak;
-#else
-  return 0;
-#endif
+  return allocated_bytes(d, /*peak=*/true, "device_allocated_bytes_peak");
 }
 
 }  // namespace ac
