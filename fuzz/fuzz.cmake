@@ -11,15 +11,8 @@ find_package(nlohmann_json REQUIRED)
 find_package(fmt REQUIRED)
 
 # The parsers of every file autocompress reads, and what they call; nothing that needs torch.
-set(AC_FUZZ_PARSER_SOURCES
-  src/common/fs.cpp src/common/json_io.cpp src/common/runtime.cpp
-  src/io/safetensors_header.cpp src/io/llama2c_header.cpp src/io/tokenizer.cpp
-  src/data/token_file.cpp
-  src/model/config.cpp src/prune/arch.cpp
-  src/export/gguf_format.cpp
-  src/hardware/scenario.cpp src/hardware/device.cpp src/hardware/engine.cpp
-  src/hardware/data_dir.cpp src/hardware/profile_json.cpp src/hardware/correction.cpp
-  src/hardware/granularity.cpp)
+include(${CMAKE_SOURCE_DIR}/cmake/torch_free_sources.cmake)
+set(AC_FUZZ_PARSER_SOURCES ${AC_TORCH_FREE_SOURCES})
 # -O1 -g: fast enough, readable stacks. -fno-sanitize-recover: a UBSan report aborts the run, so
 # libFuzzer records it as a crash with its input.
 set(AC_FUZZ_COMPILE_FLAGS -O1 -g -fno-omit-frame-pointer

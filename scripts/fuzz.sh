@@ -14,6 +14,8 @@
 # priority beside other work): the fuzzer is interrupted (SIGINT; it prints its final stats) once
 # its CPU time reaches SECONDS, and its per-input timeout is AC_FUZZ_TIMEOUT (default 10 s wall;
 # raise it when the fuzzer can be starved by other processes). Not with AC_FUZZ_FORK.
+# AC_FUZZ_JOBS=N runs N targets at a time (default 1; .ci/run uses one per core): each target
+# still gets its SECONDS, the pass takes 1/N of the wall time. Not with AC_FUZZ_CLOCK=cpu.
 # docs/fuzzing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,12 +25,15 @@ cd "$(dirname "$0")/.."
 if (($(nice) > 0)) && [ -w /proc/self/autogroup ]; then echo "$(nice)" >/proc/self/autogroup || true; fi
 secs=${1:-60}
 shift || true
-scripts/setup.sh >/dev/null
+source scripts/lib/phases.sh
+[ -n "${AC_SETUP_DONE:-}" ] || scripts/setup.sh >/dev/null
 
-CXX=${AC_FUZZ_CXX:-clang++}
-cmake -S . -B build-fuzz -G Ninja -DAC_FUZZ=ON -DCMAKE_CXX_COMPILER="$CXX" \
-  -DCMAKE_BUILD_TYPE=None >/dev/null
-cmake --build build-fuzz -j"$(nproc)"
+build_fuzz() {
+  cmake -S . -B build-fuzz -G Ninja -DAC_FUZZ=ON -DCMAKE_CXX_COMPILER="${AC_FUZZ_CXX:-clang++}" \
+    -DCMAKE_BUILD_TYPE=None >/dev/null
+  cmake --build build-fuzz -j"$(nproc)"
+}
+phase "build (fuzz targets)" build_fuzz
 
 targets=("$@")
 if ((${#targets[@]} == 0)); then
@@ -39,20 +44,26 @@ fi
 # halt_on_error with a stack trace for UBSan; LSan is on (libFuzzer's -detect_leaks=1).
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_stack_use_after_return=1}
-failed=()
-printf '%-18s %8s %12s %9s %7s  %s\n' target seconds executions exec/s corpus result
+jobs=${AC_FUZZ_JOBS:-1}
+if [ "${AC_FUZZ_CLOCK:-wall}" = cpu ] && ((jobs > 1)); then
+  echo "AC_FUZZ_CLOCK=cpu does not work with AC_FUZZ_JOBS > 1" >&2; exit 2
+fi
 for t in "${targets[@]}"; do
-  exe=build-fuzz/fuzz_$t
-  [ -x "$exe" ] || { echo "no fuzz target '$t' ($exe)" >&2; exit 2; }
+  [ -x "build-fuzz/fuzz_$t" ] || { echo "no fuzz target '$t' (build-fuzz/fuzz_$t)" >&2; exit 2; }
+done
+
+# Runs one target; its result line goes to build-fuzz/fuzz_TARGET.result, its status is the
+# fuzzer's (0 = ok).
+run_target() {
+  local t=$1 exe=build-fuzz/fuzz_$1 log=build-fuzz/fuzz_$1.log start rc took runs speed corpus
+  local result pid tick cpu fork=() args
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t" "build-fuzz/seeds/$t"
-  log=build-fuzz/fuzz_$t.log
   start=$(date +%s)
-  set +e
-  fork=()
   [ -n "${AC_FUZZ_FORK:-}" ] && fork=(-fork="$AC_FUZZ_FORK")
   args=("build-fuzz/corpus/$t" "build-fuzz/seeds/$t" -timeout="${AC_FUZZ_TIMEOUT:-10}"
     -rss_limit_mb=2048 -malloc_limit_mb=2048 -use_value_profile=1 -print_final_stats=1
     "${fork[@]}" -artifact_prefix="build-fuzz/crashes/$t/")
+  set +e
   if [ "${AC_FUZZ_CLOCK:-wall}" = cpu ]; then
     [ -z "${AC_FUZZ_FORK:-}" ] || { echo "AC_FUZZ_CLOCK=cpu does not work with AC_FUZZ_FORK" >&2; exit 2; }
     "$exe" "${args[@]}" -max_total_time=0 >"$log" 2>&1 &
@@ -80,10 +91,37 @@ for t in "${targets[@]}"; do
     [ -n "$runs" ] && ((took > 0)) && speed=$((runs / took))
   fi
   corpus=$(ls "build-fuzz/corpus/$t" | wc -l)
-  if ((rc == 0)); then result=ok; else result="FAILED (rc $rc, see $log)"; failed+=("$t"); fi
-  printf '%-18s %8s %12s %9s %7s  %s\n' "$t" "$took" "${runs:-?}" "${speed:-?}" "$corpus" "$result"
-  if ((rc != 0)); then grep -m1 -A12 'ERROR: \|runtime error\|fuzz invariant\|does not name\|deadly signal\|uncaught' "$log" | head -20 >&2 || true; fi
-done
+  if ((rc == 0)); then result=ok; else result="FAILED (rc $rc, see $log)"; fi
+  printf '%-18s %8s %12s %9s %7s  %s\n' "$t" "$took" "${runs:-?}" "${speed:-?}" "$corpus" "$result" \
+    >"build-fuzz/fuzz_$t.result"
+  return "$rc"
+}
+
+failed=()
+running=()  # targets started and not yet reported, oldest first
+declare -A pids
+report_oldest() {  # waits for the oldest running target and prints its line (targets in order)
+  local t=${running[0]} rc=0
+  wait "${pids[$t]}" || rc=$?
+  running=("${running[@]:1}")
+  cat "build-fuzz/fuzz_$t.result"
+  if ((rc != 0)); then
+    failed+=("$t")
+    grep -m1 -A12 'ERROR: \|runtime error\|fuzz invariant\|does not name\|deadly signal\|uncaught' \
+      "build-fuzz/fuzz_$t.log" | head -20 >&2 || true
+  fi
+}
+run_all() {  # every target, `jobs` at a time
+  printf '%-18s %8s %12s %9s %7s  %s\n' target seconds executions exec/s corpus result
+  for t in "${targets[@]}"; do
+    ((${#running[@]} < jobs)) || report_oldest
+    run_target "$t" &
+    pids[$t]=$!
+    running+=("$t")
+  done
+  while ((${#running[@]})); do report_oldest; done
+}
+phase "fuzz ($secs s a target, $jobs at a time)" run_all
 if ((${#failed[@]})); then
   echo "fuzz: failures in ${failed[*]}; inputs in build-fuzz/crashes/" >&2
   exit 1

@@ -1,10 +1,30 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, builds, fetches stories15M, runs every test.
+# The README's test command: installs what is missing, fetches stories15M, builds build/
+# (Release), runs every test.
+#
+#   scripts/test.sh                  every test, in two runs: the `unit` tier first under
+#                                    scripts/hermetic.sh (no network, no model files, no node, no
+#                                    chromium: what proves the tier needs none), then every other
+#                                    test (ctest -LE unit)
+#   scripts/test.sh CTEST_ARGS...    one ctest run with those arguments, e.g. `-L unit` (a couple
+#                                    of minutes), `-L model`, `-R Prune`
+#
+# Tiers (ctest -L; tests/labels.cmake gives every test its labels): unit, model, client, e2e, slow.
+# AC_SETUP_DONE=1 skips the install steps (.ci/run runs them once for every build tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/setup_node.sh
-scripts/fetch_stories15m.sh >/dev/null
-scripts/build.sh
+source scripts/lib/phases.sh
+if [ -z "${AC_SETUP_DONE:-}" ]; then
+  phase setup bash -c 'scripts/setup.sh && scripts/setup_node.sh && scripts/fetch_stories15m.sh >/dev/null'
+fi
+phase "build (Release)" scripts/build.sh
 mkdir -p build/test-artifacts
-ctest --test-dir build --output-on-failure -j1 --timeout 900 "$@"
+ctest_args=(--test-dir build --output-on-failure -j1 --timeout 900)
+if (($#)); then
+  phase tests ctest "${ctest_args[@]}" "$@"
+  exit
+fi
+rc=0
+phase "tests: unit, hermetic" scripts/hermetic.sh ctest "${ctest_args[@]}" -L unit || rc=1
+phase "tests: model, client, e2e, slow" ctest "${ctest_args[@]}" -LE unit || rc=1
+exit "$rc"

@@ -1,0 +1,13 @@
+# The sources that need neither torch nor anything that includes it: the parsers of every file
+# autocompress reads and what they call. The fuzz build (fuzz/fuzz.cmake) compiles exactly these
+# without torch; the main build compiles them without the torch precompiled header, which would
+# only add its load time (seconds per file) to each.
+set(AC_TORCH_FREE_SOURCES
+  src/common/fs.cpp src/common/json_io.cpp src/common/runtime.cpp
+  src/io/safetensors_header.cpp src/io/llama2c_header.cpp src/io/tokenizer.cpp
+  src/data/token_file.cpp
+  src/model/config.cpp src/prune/arch.cpp
+  src/export/gguf_format.cpp
+  src/hardware/scenario.cpp src/hardware/device.cpp src/hardware/engine.cpp
+  src/hardware/data_dir.cpp src/hardware/profile_json.cpp src/hardware/correction.cpp
+  src/hardware/granularity.cpp)
