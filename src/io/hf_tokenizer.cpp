@@ -434,9 +434,9 @@ std::optional<int64_t> HfTokenizer::token_to_id(std::string_view token) const {
 HfTokenType HfTokenizer::token_type(int64_t id) const {
   const std::string& t = token(id);
   const int32_t a = impl_->added_of_id[size_t(id)];
+  if (id == impl_->model.unk_id()) return HfTokenType::kUnknown;
   if (a >= 0) return impl_->added[size_t(a)].special ? HfTokenType::kControl : HfTokenType::kUserDefined;
   if (t.empty()) return HfTokenType::kUnused;
-  if (id == impl_->model.unk_id()) return HfTokenType::kUnknown;
   if (impl_->kind == HfModelKind::kSentencePieceBpe && t.size() == 6 && t.compare(0, 3, "<0x") == 0 &&
       t[5] == '>') {
     for (int b = 0; b < 256; ++b)
