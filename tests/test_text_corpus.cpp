@@ -236,6 +236,9 @@ TEST(TextCorpus, JsonlWithAnotherTextField) {
   EXPECT_EQ(c.train.ids, concat({{kBos, 259, kEos}, {kBos, 195, 169, 32, 256, '\n', '\n', 257, kEos}}));
   EXPECT_EQ(c.train.vocab_size, 300);
   EXPECT_EQ(c.summary.documents, 2);
+  // The same lines in a .json file (Dataset.to_json's default name) read the same.
+  fs::copy_file(tmp.path / "data.jsonl", tmp.path / "data.json");
+  EXPECT_EQ(run(tmp.path / "data.json", *tok, tmp.path, o).train.ids, c.train.ids);
 }
 
 TEST(TextCorpus, EveryTwentiethDocumentIsHeldOut) {

@@ -145,7 +145,9 @@ bool is_blank(std::string_view s) {
   return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
-bool is_jsonl(const fs::path& p) { return p.extension() == ".jsonl"; }
+/// JSON Lines: .jsonl, and .json given as the input itself (datasets' to_json writes JSON Lines
+/// under that name by default).
+bool is_jsonl(const fs::path& p) { return p.extension() == ".jsonl" || p.extension() == ".json"; }
 
 /// Documents of a file for the choice of the held-out rule: 1 for text, the non-blank lines of
 /// JSONL. Throws FormatError on an empty file.

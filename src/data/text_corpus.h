@@ -4,7 +4,8 @@
 //
 // Inputs (`input`):
 //   NAME.jsonl  one JSON object per line, the document's text in a string field (text_field,
-//               default "text"); blank lines are skipped.
+//               default "text"); blank lines are skipped. NAME.json is read so too (datasets'
+//               Dataset.to_json writes JSON Lines under that name by default).
 //   any other   UTF-8 text, one document, read chunk by chunk (a file larger than memory works).
 //   a folder    its .txt and .jsonl files (not sub-folders, not names starting with '.'), sorted
 //               by name (byte order); each .txt is one document, each .jsonl line one document.
@@ -35,8 +36,8 @@
 // Output: both token files are written under temporary names and renamed into place only once the
 // whole input is read; after any error neither exists (an older file of the same name is kept).
 //
-// Errors: FormatError, one line, "[text_corpus] FILE:LINE: ..." with the byte offset where it
-// helps: invalid UTF-8, a JSONL line that does not parse or is not an object, a line without the
+// Errors: FormatError, one line, "[text_corpus] FILE:LINE: ..." with the byte offset in the file
+// (from 0) and the column (from 1) where it helps: invalid UTF-8, a JSONL line that does not parse or is not an object, a line without the
 // text field or whose field is not a string, an empty file (or a JSONL file of blank lines only),
 // a folder without .txt / .jsonl files. ConfigError for invalid options or an output that
 // overlaps the input.
