@@ -537,8 +537,8 @@ TEST(LoadTokenizer, TokenizerModelAloneAsksForTokenizerJson) {
   TempDir tmp;
   write(tmp.path / "tokenizer.model", "\x0a\x0b not read");
   expect_error<FormatError>([&] { load_tokenizer(tmp.path, 32000); },
-                            {"[load_tokenizer]", tmp.path.string(), "only tokenizer.model",
-                             "provide tokenizer.json", "save_pretrained"});
+                            {tmp.path.string(), "tokenizer.model (a SentencePiece protobuf) but no "
+                             "tokenizer.json", "provide tokenizer.json", "save_pretrained(dir)"});
 }
 
 TEST(LoadTokenizer, AFolderWithoutATokenizerNamesTheFilesLookedFor) {

@@ -106,11 +106,9 @@ std::unique_ptr<TextTokenizer> load_tokenizer(const fs::path& model_dir, int64_t
   if (fs::exists(model_dir / "tokenizer.json")) return load_hf(model_dir, vocab_size);
   const fs::path bin = model_dir / "tokenizer.bin";
   if (fs::exists(bin)) return make_text_tokenizer(Tokenizer::from_llama2c(bin, vocab_size), bin);
-  if (fs::exists(model_dir / "tokenizer.model"))
-    throw FormatError(msg(where, "{}: has only tokenizer.model (a SentencePiece protobuf), which "
-                          "is not read: provide tokenizer.json, as transformers writes it with "
-                          "AutoTokenizer.from_pretrained(dir).save_pretrained(dir)",
-                          model_dir.string()));
+  // HfTokenizer::from_folder owns the error of a folder with only tokenizer.model: it asks for
+  // tokenizer.json and says how transformers writes one.
+  if (fs::exists(model_dir / "tokenizer.model")) return load_hf(model_dir, vocab_size);
   throw FormatError(msg(where, "{}: no tokenizer: looked for tokenizer.json (Hugging Face) and "
                         "tokenizer.bin (llama2.c)", model_dir.string()));
 }
