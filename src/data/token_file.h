@@ -7,7 +7,9 @@
 //   [16, 24)   uint64 vocab_size: the vocabulary the ids index (0 = unknown, not checked)
 //   [24, 24 + 4*count)  int32 ids, each in [0, vocab_size)
 // Nothing follows the ids. Documents are separated by BOS (id 1 for Llama / llama2.c): each
-// document starts with BOS, as in llama2.c's pretokenized TinyStories shards.
+// document starts with BOS, as in llama2.c's pretokenized TinyStories shards. Files written from
+// the user's text (data/text_corpus.h) follow the tokenizer: BOS where it adds one, EOS after each
+// document where it has one (a tokenizer without BOS, such as Qwen2's, leaves only the EOS).
 #pragma once
 #include <cstdint>
 #include <string>
