@@ -14,6 +14,9 @@ packages=(build-essential cmake ninja-build ccache pkg-config
           libtorch-dev libopenblas0-openmp nlohmann-json3-dev libcli11-dev libfmt-dev libgloo-dev
           libjemalloc-dev libdnnl-dev libgtest-dev python3-torch python3-numpy
           chromium)  # headless browser: the test that renders report.html (test_report_html.cpp)
+# PCRE2 (the tokenizer.json regexes, with Unicode properties) and utf8proc (the NFC/NFKC
+# normalizers): src/io/hf_tokenizer.cpp.
+packages+=(libpcre2-dev libutf8proc-dev)
 # clang + compiler-rt (libFuzzer, ASan, UBSan runtimes): the fuzz targets (scripts/fuzz.sh).
 packages+=(clang libclang-rt-dev)
 # node + npm run llama.cpp (node-llama-cpp) in the export tests; a machine may already have them

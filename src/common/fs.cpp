@@ -31,39 +31,72 @@ static void sync_dir(const fs::path& dir) {
   ::close(fd);
 }
 
-void write_file_atomic(const fs::path& path, std::string_view bytes) {
-  fs::path tmp = path;
-  tmp += unique_suffix();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0)
+AtomicFileWriter::AtomicFileWriter(fs::path path) : path_(std::move(path)) {
+  tmp_ = path_;
+  tmp_ += unique_suffix();
+  fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0)
     throw FormatError(msg("write_file", "{}: cannot create ({}); does the folder exist?",
-                          path.string(), std::strerror(errno)));
-  auto fail = [&](const std::string& what) {
-    const int e = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return FormatError(msg("write_file", "{}: {} ({})", path.string(), what, std::strerror(e)));
-  };
+                          path_.string(), std::strerror(errno)));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+/// The error of a failed system call, with errno's text.
+static FormatError io_error(const fs::path& path, const std::string& what) {
+  return FormatError(msg("write_file", "{}: {} ({})", path.string(), what, std::strerror(errno)));
+}
+
+void AtomicFileWriter::write_at(uint64_t offset, std::string_view bytes) {
+  AC_CHECK(fd_ >= 0 && !committed_, "write_at after commit of {}", path_.string());
   size_t off = 0;
   while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    const ssize_t n = ::pwrite(fd_, bytes.data() + off, bytes.size() - off, off_t(offset + off));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw fail(fmt::format("write failed after {} of {} bytes", off, bytes.size()));
+    if (n <= 0)
+      throw io_error(path_, fmt::format("write failed after {} of {} bytes", off, bytes.size()));
     off += size_t(n);
   }
-  if (::fsync(fd) != 0) throw fail("fsync failed");
-  if (::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    throw FormatError(msg("write_file", "{}: close failed ({})", path.string(), std::strerror(e)));
+}
+
+void AtomicFileWriter::read_at(uint64_t offset, char* out, size_t n) const {
+  AC_CHECK(fd_ >= 0 && !committed_, "read_at after commit of {}", path_.string());
+  size_t off = 0;
+  while (off < n) {
+    const ssize_t r = ::pread(fd_, out + off, n - off, off_t(offset + off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) throw io_error(path_, fmt::format("read back failed at byte {}", offset + off));
+    off += size_t(r);
   }
+}
+
+void AtomicFileWriter::resize(uint64_t bytes) {
+  AC_CHECK(fd_ >= 0 && !committed_, "resize after commit of {}", path_.string());
+  if (::ftruncate(fd_, off_t(bytes)) != 0)
+    throw io_error(path_, fmt::format("cannot resize to {} bytes", bytes));
+}
+
+void AtomicFileWriter::commit() {
+  AC_CHECK(fd_ >= 0 && !committed_, "second commit of {}", path_.string());
+  if (::fsync(fd_) != 0) throw io_error(path_, "fsync failed");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw io_error(path_, "close failed");
   std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw FormatError(msg("write_file", "{}: rename failed ({})", path.string(), ec.message()));
-  }
-  sync_dir(path.parent_path());
+  fs::rename(tmp_, path_, ec);
+  if (ec)
+    throw FormatError(msg("write_file", "{}: rename failed ({})", path_.string(), ec.message()));
+  committed_ = true;
+  sync_dir(path_.parent_path());
+}
+
+void write_file_atomic(const fs::path& path, std::string_view bytes) {
+  AtomicFileWriter file(path);
+  file.write_at(0, bytes);
+  file.commit();
 }
 
 std::string read_file(const fs::path& path) {

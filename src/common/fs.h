@@ -1,5 +1,6 @@
 // Files written so that nothing is ever half-written: write to a temporary name, then rename.
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -11,6 +12,35 @@ namespace fs = std::filesystem;
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, fsync, rename.
 /// Throws FormatError naming the path if the folder is missing or the write fails.
 void write_file_atomic(const fs::path& path, std::string_view bytes);
+
+/// A file written in pieces under a temporary sibling name (PATH.tmp-PID-RANDOM) and renamed
+/// into place by commit(): write_file_atomic for data that does not fit in memory (token files
+/// written as text is tokenized). Destroyed without commit() (an exception, a failed stage), the
+/// temporary file is removed, so no partial file is ever left; an existing `path` is replaced
+/// only at commit(). Every method throws FormatError naming `path` when the system call fails.
+class AtomicFileWriter {
+ public:
+  /// Creates the temporary file. Throws FormatError if the folder is missing or not writable.
+  explicit AtomicFileWriter(fs::path path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  /// Writes `bytes` at byte `offset` (the file grows as needed).
+  void write_at(uint64_t offset, std::string_view bytes);
+  /// Reads `n` bytes at byte `offset` into `out`; throws FormatError if the file is shorter.
+  void read_at(uint64_t offset, char* out, size_t n) const;
+  /// Cuts (or zero-extends) the file to `bytes`.
+  void resize(uint64_t bytes);
+  /// fsync, rename to the final path, fsync the folder. Nothing may be written after it.
+  void commit();
+  /// The final path.
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
 
 /// Reads a whole file. Throws FormatError("[read_file] PATH: no such file") when absent.
 std::string read_file(const fs::path& path);

@@ -1,5 +1,6 @@
 #include "data/token_file.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -19,15 +20,74 @@ static void check_ids(const std::vector<int32_t>& ids, int64_t vocab_size, const
   }
 }
 
-void write_token_file(const fs::path& path, const std::vector<int32_t>& ids, int64_t vocab_size) {
-  check_ids(ids, vocab_size, "write_token_file", path.string(), /*format_error=*/false);
-  std::string bytes(size_t(kTokenFileHeaderBytes) + ids.size() * 4, '\0');
-  uint64_t count = ids.size(), vocab = uint64_t(std::max<int64_t>(vocab_size, 0));
+/// The 24-byte header for `count` ids of a `vocab_size` vocabulary.
+static std::string token_file_header(uint64_t count, int64_t vocab_size) {
+  std::string bytes(size_t(kTokenFileHeaderBytes), '\0');
+  const uint64_t vocab = uint64_t(std::max<int64_t>(vocab_size, 0));
   std::memcpy(bytes.data(), kTokenFileMagic, 8);
   std::memcpy(bytes.data() + 8, &count, 8);
   std::memcpy(bytes.data() + 16, &vocab, 8);
+  return bytes;
+}
+
+void write_token_file(const fs::path& path, const std::vector<int32_t>& ids, int64_t vocab_size) {
+  check_ids(ids, vocab_size, "write_token_file", path.string(), /*format_error=*/false);
+  std::string bytes = token_file_header(ids.size(), vocab_size);
+  bytes.resize(size_t(kTokenFileHeaderBytes) + ids.size() * 4);
   if (!ids.empty()) std::memcpy(bytes.data() + kTokenFileHeaderBytes, ids.data(), ids.size() * 4);
   write_file_atomic(path, bytes);
+}
+
+TokenFileWriter::TokenFileWriter(const fs::path& path, int64_t vocab_size)
+    : file_(path), vocab_size_(vocab_size) {
+  file_.write_at(0, token_file_header(0, vocab_size));
+  buffer_.reserve(kBufferIds);
+}
+
+void TokenFileWriter::append(const int32_t* ids, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || (vocab_size_ > 0 && ids[i] >= vocab_size_))
+      throw ConfigError(msg("write_token_file", "{}: token id {} at index {} is outside [0, {})",
+                            path().string(), ids[i], count_ + int64_t(i),
+                            vocab_size_ > 0 ? std::to_string(vocab_size_) : "inf"));
+  for (size_t i = 0; i < n; ++i) {
+    buffer_.push_back(ids[i]);
+    if (buffer_.size() == kBufferIds) flush();
+  }
+  count_ += int64_t(n);
+}
+
+void TokenFileWriter::flush() {
+  if (buffer_.empty()) return;
+  file_.write_at(uint64_t(kTokenFileHeaderBytes) + uint64_t(flushed_) * 4,
+                 std::string_view(reinterpret_cast<const char*>(buffer_.data()),
+                                  buffer_.size() * 4));
+  flushed_ += int64_t(buffer_.size());
+  buffer_.clear();
+}
+
+std::vector<int32_t> TokenFileWriter::read(int64_t first, int64_t n) {
+  AC_CHECK(first >= 0 && n >= 0 && first + n <= count_, "read [{}, {}) of {} ids", first,
+           first + n, count_);
+  flush();
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  if (n > 0)
+    file_.read_at(uint64_t(kTokenFileHeaderBytes) + uint64_t(first) * 4,
+                  reinterpret_cast<char*>(out.data()), size_t(n) * 4);
+  return out;
+}
+
+void TokenFileWriter::truncate(int64_t new_count) {
+  AC_CHECK(new_count >= 0 && new_count <= count_, "truncate to {} of {} ids", new_count, count_);
+  flush();
+  file_.resize(uint64_t(kTokenFileHeaderBytes) + uint64_t(new_count) * 4);
+  count_ = flushed_ = new_count;
+}
+
+void TokenFileWriter::commit() {
+  flush();
+  file_.write_at(0, token_file_header(uint64_t(count_), vocab_size_));
+  file_.commit();
 }
 
 TokenFile read_token_file(const fs::path& path) {

@@ -7,7 +7,9 @@
 //   [16, 24)   uint64 vocab_size: the vocabulary the ids index (0 = unknown, not checked)
 //   [24, 24 + 4*count)  int32 ids, each in [0, vocab_size)
 // Nothing follows the ids. Documents are separated by BOS (id 1 for Llama / llama2.c): each
-// document starts with BOS, as in llama2.c's pretokenized TinyStories shards.
+// document starts with BOS, as in llama2.c's pretokenized TinyStories shards. Files written from
+// the user's text (data/text_corpus.h) follow the tokenizer: BOS where it adds one, EOS after each
+// document where it has one (a tokenizer without BOS, such as Qwen2's, leaves only the EOS).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,6 +35,41 @@ struct TokenFile {
 /// not below a positive `vocab_size`; FormatError if the file cannot be written.
 void write_token_file(const fs::path& path, const std::vector<int32_t>& ids,
                       int64_t vocab_size = 0);
+
+/// A token file written id by id, for streams that do not fit in memory (data/text_corpus.h).
+/// The ids go to a temporary file (common/fs.h AtomicFileWriter) behind the header, whose count
+/// is filled in by commit(); destroyed without commit(), nothing is left. Memory: a buffer of
+/// kBufferIds ids. The file is byte for byte what write_token_file writes for the same ids.
+class TokenFileWriter {
+ public:
+  static constexpr size_t kBufferIds = size_t(1) << 16;
+
+  /// Starts `path` (written at commit()) for ids in [0, vocab_size); vocab_size 0 = unchecked.
+  /// Throws FormatError if the temporary file cannot be created.
+  TokenFileWriter(const fs::path& path, int64_t vocab_size);
+  /// Appends ids; throws ConfigError naming the file if one is outside [0, vocab_size).
+  void append(const int32_t* ids, size_t n);
+  void append(const std::vector<int32_t>& ids) { append(ids.data(), ids.size()); }
+  void push_back(int32_t id) { append(&id, 1); }
+  /// Ids written so far (N).
+  int64_t count() const { return count_; }
+  /// Ids [first, first + n) written so far (read back from the file): [n].
+  std::vector<int32_t> read(int64_t first, int64_t n);
+  /// Drops the ids from `new_count` on (new_count <= count()).
+  void truncate(int64_t new_count);
+  /// Writes the header, then renames the file into place.
+  void commit();
+  const fs::path& path() const { return file_.path(); }
+
+ private:
+  void flush();
+
+  AtomicFileWriter file_;
+  int64_t vocab_size_ = 0;
+  int64_t count_ = 0;            // ids appended, buffered ones included
+  int64_t flushed_ = 0;          // ids in the file
+  std::vector<int32_t> buffer_;  // ids appended after the flushed ones
+};
 
 /// Reads and validates a token file. Throws FormatError naming the file and what is wrong:
 /// wrong magic ("not a token file"), a size that disagrees with the count (truncated or
