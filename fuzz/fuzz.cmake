@@ -9,6 +9,9 @@ if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
 endif()
 find_package(nlohmann_json REQUIRED)
 find_package(fmt REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(AC_PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(AC_UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 
 # The parsers of every file autocompress reads, and what they call; nothing that needs torch.
 include(${CMAKE_SOURCE_DIR}/cmake/torch_free_sources.cmake)
@@ -20,7 +23,8 @@ set(AC_FUZZ_COMPILE_FLAGS -O1 -g -fno-omit-frame-pointer
 
 add_library(ac_fuzz_parsers STATIC ${AC_FUZZ_PARSER_SOURCES})
 target_include_directories(ac_fuzz_parsers PUBLIC src)
-target_link_libraries(ac_fuzz_parsers PUBLIC nlohmann_json::nlohmann_json fmt::fmt)
+target_link_libraries(ac_fuzz_parsers PUBLIC nlohmann_json::nlohmann_json fmt::fmt
+                      PkgConfig::AC_PCRE2 PkgConfig::AC_UTF8PROC)
 target_compile_options(ac_fuzz_parsers PUBLIC ${AC_FUZZ_COMPILE_FLAGS} -Wall -Wno-unused-parameter
                        -Wno-sign-compare)
 target_compile_definitions(ac_fuzz_parsers PUBLIC AC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")

@@ -21,7 +21,7 @@ bin=${2:-build/autocompress}
 stories="${AC_CACHE_DIR:-$HOME/.cache/autocompress}/stories15m"
 work=$(mktemp -d "${TMPDIR:-/tmp}/ac-corpus.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-targets=(safetensors safetensors_index config gguf llama2c tokenizer token_file scenario profile)
+targets=(safetensors safetensors_index config gguf llama2c tokenizer hf_tokenizer token_file scenario profile)
 for t in "${targets[@]}"; do mkdir -p "$seeds/$t"; done
 
 # The tiny llama2.c model and tokenizer (deterministic).
@@ -64,6 +64,67 @@ cp "$work/model.bin" "$seeds/llama2c/tiny-model.bin"
 [ -f "$stories/model.bin" ] && head -c 4096 "$stories/model.bin" > "$seeds/llama2c/stories15m-head.bin"
 # tokenizer target input: uint32 vocab_size (little-endian), then tokenizer.bin.
 { printf '\x00\x02\x00\x00'; cat "$work/tokenizer.bin"; } > "$seeds/tokenizer/tiny-512.bin"
+
+# hf_tokenizer: two small tokenizer.json files of the two families it reads (the real ones are
+# megabytes, too slow per input): byte-level BPE with Llama 3's Split regex and an added special
+# token, and Llama 2's SentencePiece-style BPE with byte fallback, its normalizers, BOS template
+# and decoders.
+python3 - "$seeds/hf_tokenizer" <<'PYEOF'
+import json, os, sys
+out = sys.argv[1]
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+b2u = {b: chr(c) for b, c in zip(bs, cs)}
+vocab = {b2u[b]: b for b in range(256)}
+for k, t in enumerate(["he", "ll", "hell", "\u0120w", "hello", "\u0120t", "\u0120th"]):
+    vocab[t] = 256 + k
+regex = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
+         "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+bl = {"version": "1.0", "truncation": None, "padding": None,
+      "added_tokens": [{"id": 263, "content": "<|begin_of_text|>", "single_word": False, "lstrip": False,
+                        "rstrip": False, "normalized": False, "special": True}],
+      "normalizer": None,
+      "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+          {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+          {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+      "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+      "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+      "model": {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False, "byte_fallback": False,
+                "ignore_merges": True, "vocab": vocab,
+                "merges": ["h e", "l l", "he ll", "\u0120 w", "hell o", "\u0120 t", "\u0120t h"]}}
+with open(os.path.join(out, "byte-level.json"), "w") as f:
+    json.dump(bl, f, ensure_ascii=False)
+sp_vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+for b in range(256):
+    sp_vocab["<0x%02X>" % b] = 3 + b
+for k, t in enumerate(["\u2581", "h", "i", "\u2581h", "\u2581hi"]):
+    sp_vocab[t] = 259 + k
+def added(i, c):
+    return {"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+            "normalized": False, "special": True}
+sp = {"version": "1.0", "truncation": None, "padding": None,
+      "added_tokens": [added(0, "<unk>"), added(1, "<s>"), added(2, "</s>")],
+      "normalizer": {"type": "Sequence", "normalizers": [
+          {"type": "Prepend", "prepend": "\u2581"},
+          {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+      "pre_tokenizer": None,
+      "post_processor": {"type": "TemplateProcessing",
+                         "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                    {"Sequence": {"id": "A", "type_id": 0}}],
+                         "pair": [],
+                         "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+      "decoder": {"type": "Sequence", "decoders": [
+          {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+          {"type": "ByteFallback"}, {"type": "Fuse"},
+          {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+      "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True,
+                "vocab": sp_vocab, "merges": ["\u2581 h", "\u2581h i"]}}
+with open(os.path.join(out, "sentencepiece.json"), "w") as f:
+    json.dump(sp, f, ensure_ascii=False)
+PYEOF
 
 # Repository JSON.
 cp scenarios/*.json "$seeds/scenario/"

@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/phases.sh
 if [ -z "${AC_SETUP_DONE:-}" ]; then
-  phase setup bash -c 'scripts/setup.sh && scripts/setup_node.sh && scripts/fetch_stories15m.sh >/dev/null'
+  phase setup scripts/setup_tests.sh
 fi
 configure_and_build() {
   cmake -S . -B build-asan -G Ninja -DAC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \

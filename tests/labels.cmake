@@ -10,8 +10,9 @@
 #           under scripts/hermetic.sh, which takes all four away: a test that needs one of them
 #           and is not labelled for it fails there.
 #   model   needs stories15M (scripts/fetch_stories15m.sh).
-#   client  runs a real client: llama.cpp through node-llama-cpp (scripts/setup_node.sh), or
-#           headless chromium.
+#   client  runs a real client or reads its files: llama.cpp through node-llama-cpp
+#           (scripts/setup_node.sh), headless chromium, Hugging Face's JavaScript tokenizers and
+#           the real tokenizer.json files of the parity kit (scripts/setup_tokenizers.sh).
 #   e2e     runs the CLI through several stages (import, sample, importance, prune, distill,
 #           eval, report) or `compress`; the sanitizer tree leaves these out, they repeat code
 #           that the other tiers test piece by piece. An e2e test may also be unit.
@@ -25,6 +26,8 @@ set(_ac_label_rules
   model  "^LlamaCppStage\\.MeasuresTpot"
   model  "^ReportHtml\\.CompressOnTheCpuScenario"
   client "^LlamaCpp\\."
+  client "^HfTokenizerParity\\."
+  client "^TextCorpus\\.Llama3ParagraphIdsEqualTheWholeText$"
   client "^LlamaCppStage\\.MeasuresTpot"
   client "^ReportHtml\\.(EveryPlotOfTheFixtureRun|CompressOnTheCpuScenario)"
   e2e    "^CompressGpuScenario\\."
@@ -37,6 +40,7 @@ set(_ac_label_rules
   e2e    "^Plan\\.CliWritesTheJson"
   slow   "^CompressGpuScenario\\."
   slow   "^ReportHtml\\.CompressOnTheCpuScenario"
+  slow   "^HfTokenizerParity\\.(Llama2|Qwen3)StateOfTheUnion$"
 )
 
 if(NOT DEFINED autocompress_tests_TESTS)

@@ -392,7 +392,7 @@ TEST(Corrupt, NonFiniteWeightsAreRefusedByTheCliUnlessForced) {
   save_checkpoint(dir, m);
   write_token_file(tmp.path / "calib.tokens", std::vector<int32_t>(64, 5), 300);
   const char* env = std::getenv("AC_BIN");
-  const std::string cli = env ? env : (fs::path(AC_BINARY_DIR) / "autocompress").string();
+  const std::string cli = env ? env : (ac::test::binary_dir() / "autocompress").string();
   const std::string base = cli + " importance --model " + dir.string() + " --tokens " +
                            (tmp.path / "calib.tokens").string() +
                            " --batch-size 2 --seq-len 8 --out " +

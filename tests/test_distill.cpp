@@ -431,7 +431,7 @@ TEST(Distill, FusedHeadTrainsLikeTheLogitsPath) {
 
 struct CliRun {
   fs::path dir;
-  std::string cli = (fs::path(AC_BINARY_DIR) / "autocompress").string();
+  std::string cli = (ac::test::binary_dir() / "autocompress").string();
   /// A model large enough that a step takes milliseconds (the kill must land mid-run).
   explicit CliRun(const fs::path& d) : dir(d) {
     ModelConfig c = ModelConfig::uniform(512, 128, 2, LayerConfig{4, 2, 32, 256});

@@ -135,7 +135,7 @@ TEST(HiddenLoss, MaskedPositionsContributeNothingAndGetFiniteGradients) {
 // the middle block, in `dir`.
 struct PruneFixture {
   fs::path dir;
-  std::string cli = (fs::path(AC_BINARY_DIR) / "autocompress").string();
+  std::string cli = (ac::test::binary_dir() / "autocompress").string();
   LlamaModel parent{tiny_config(3), random_weights(tiny_config(3), 7, 0.3)};
   Importance imp;
   ModelConfig target;

@@ -542,7 +542,7 @@ TEST(Stories15M, GgufExportImportsBackIdentically) {
   opt.hf = false;
   opt.gguf = true;
   export_model(ckpt, tmp.path / "out", opt);
-  const std::string cli = (fs::path(AC_BINARY_DIR) / "autocompress").string();
+  const std::string cli = (ac::test::binary_dir() / "autocompress").string();
   test::run_or_fail(cli + " import gguf " + (tmp.path / "out/model.gguf").string() + " --out " +
                     (tmp.path / "back").string() + " > /dev/null");
   const LlamaModel a = load_checkpoint(ckpt), b = load_checkpoint(tmp.path / "back");

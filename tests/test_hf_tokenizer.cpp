@@ -11,8 +11,8 @@
 //     decode(encode(x)) == x where the pipeline is lossless; and the heap-based BPE merge against
 //     the textbook loop on Llama 2 (whole paragraphs as words). Needs scripts/setup_tokenizers.sh.
 // Torch-free: builds alone, e.g.
-//   g++ -std=c++17 -O1 -Isrc -DAC_SOURCE_DIR=\"$PWD\" tests/test_hf_tokenizer.cpp src/io/hf_*.cpp \
-//       src/common/fs.cpp src/common/json_io.cpp -lgtest -lgtest_main -lpthread -lfmt -lpcre2-8 -lutf8proc
+//   g++ -std=c++17 -O1 -Isrc -Itests -DAC_SOURCE_DIR=\"$PWD\" tests/test_hf_tokenizer.cpp \
+//       tests/test_paths.cpp src/io/hf_*.cpp src/common/fs.cpp src/common/json_io.cpp -lgtest -lgtest_main -lpthread -lfmt -lpcre2-8 -lutf8proc
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "test_paths.h"
 #include "common/fs.h"
 #include "common/json_io.h"
 #include "io/hf_tokenizer.h"
@@ -276,7 +277,7 @@ TEST(HfTokenizer, ChatTemplateAndSpecialIdsFromTheConfig) {
 
 // ---- parity with @huggingface/tokenizers ----
 
-fs::path source_dir() { return AC_SOURCE_DIR; }
+fs::path source_dir() { return ac::test::source_dir(); }
 fs::path kit_dir() { return source_dir() / "tests/tokenizers"; }
 
 void require_kit() {

@@ -273,7 +273,7 @@ TEST(Llama2c, SaveCheckpointAtomicCopiesTokenizerFiles) {
 TEST(Llama2c, CliImport) {
   TempDir tmp;
   const char* env = std::getenv("AC_BIN");
-  const fs::path bin = env ? fs::path(env) : fs::path(AC_BINARY_DIR) / "autocompress";
+  const fs::path bin = env ? fs::path(env) : ac::test::binary_dir() / "autocompress";
   ASSERT_TRUE(fs::exists(bin)) << bin << " not built: build the `autocompress` target";
   SyntheticModel s;
   s.write(tmp.path / "model.bin");

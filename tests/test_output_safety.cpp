@@ -60,7 +60,7 @@ void write_llama2c(const fs::path& model, const fs::path& tok, float fill) {
 
 std::string cli() {
   const char* env = std::getenv("AC_BIN");
-  return env ? env : (fs::path(AC_BINARY_DIR) / "autocompress").string();
+  return env ? env : (ac::test::binary_dir() / "autocompress").string();
 }
 
 TEST(OutputSafety, WriteFileAtomicReplacesWholeOrNotAtAll) {

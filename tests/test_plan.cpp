@@ -233,7 +233,7 @@ TEST(Plan, WarnsWhenTheContextExceedsTheModelsPositions) {
 TEST(Plan, CliWritesTheJsonAndPrintsTheTable) {
   TempDir tmp;
   const char* env = std::getenv("AC_BIN");
-  const fs::path bin = env ? fs::path(env) : fs::path(AC_BINARY_DIR) / "autocompress";
+  const fs::path bin = env ? fs::path(env) : ac::test::binary_dir() / "autocompress";
   const fs::path out = tmp.path / "plan.json", txt = tmp.path / "plan.txt";
   ac::test::run_or_fail(fmt::format("AC_DATA_DIR={} {} plan --config {} --scenario rtx5080-game "
                                     "--out {} > {}", data_root().string(), bin.string(),

@@ -320,7 +320,7 @@ TEST(Prune, ArchJsonRoundTrip) {
 // checkpoint equals the library's prune_model (+ dropping the removed block) bit for bit.
 TEST(Prune, CliImportanceThenPrune) {
   const char* env = std::getenv("AC_BIN");
-  const fs::path bin = env ? fs::path(env) : fs::path(AC_BINARY_DIR) / "autocompress";
+  const fs::path bin = env ? fs::path(env) : ac::test::binary_dir() / "autocompress";
   ASSERT_TRUE(fs::exists(bin)) << bin << " missing: build the autocompress target";
   const Case c = cases()[0];
   LlamaModel m = random_model(c.parent, 8);

@@ -178,7 +178,7 @@ TEST(ReportHtml, CliRerendersAFinishedRunFolder) {
   TempDir tmp;
   write_fixture_run(tmp.path);
   const char* env = std::getenv("AC_BIN");
-  const fs::path bin = env ? fs::path(env) : fs::path(AC_BINARY_DIR) / "autocompress";
+  const fs::path bin = env ? fs::path(env) : ac::test::binary_dir() / "autocompress";
   ac::test::run_or_fail(bin.string() + " report --run " + tmp.path.string() + " > /dev/null");
   EXPECT_NE(read_file(tmp.path / "report.md").find("# autocompress report"), std::string::npos);
   EXPECT_EQ(count(read_file(tmp.path / "report.html"), "<svg"), kPlots.size());
@@ -229,7 +229,7 @@ void expect_rendered(const std::string& chromium, const fs::path& html_path,
     EXPECT_GT(std::stoi(m[3]), 10) << name << " " << p;
   }
   // The screenshot, kept with the test run's artifacts.
-  const fs::path artifacts = fs::path(AC_BINARY_DIR) / "test-artifacts";
+  const fs::path artifacts = ac::test::binary_dir() / "test-artifacts";
   fs::create_directories(artifacts);
   const fs::path png = artifacts / (name + ".png");
   fs::remove(png);

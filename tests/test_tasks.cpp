@@ -459,7 +459,7 @@ TEST(MakeTasks, DeterministicForASeed) {
 
 int run_cli(const std::string& args) {
   const char* bin = std::getenv("AC_BIN");
-  std::string exe = bin ? bin : std::string(AC_BINARY_DIR) + "/autocompress";
+  std::string exe = bin ? bin : ac::test::binary_dir().string() + "/autocompress";
   return std::system(("AC_QUIET=1 " + exe + " " + args + " >/dev/null 2>&1").c_str());
 }
 

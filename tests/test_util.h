@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"
+
 namespace ac::test {
 namespace fs = std::filesystem;
 
@@ -48,8 +50,6 @@ inline fs::path stories15m_dir() {
 /// Debian's python3 with python3-torch (the machine's default python3 may be another install).
 inline std::string debian_python() { return "/usr/bin/python3"; }
 
-inline fs::path source_dir() { return AC_SOURCE_DIR; }
-
 /// Uniform random token ids [B, T] int64 in [0, V), seeded.
 inline at::Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   at::Generator g = at::detail::createCPUGenerator(seed);
@@ -65,7 +65,7 @@ inline void run_or_fail(const std::string& cmd) {
 /// The autocompress CLI under test: $AC_BIN (set by ctest), else the build's.
 inline std::string cli_bin() {
   const char* env = std::getenv("AC_BIN");
-  return env ? env : (fs::path(AC_BINARY_DIR) / "autocompress").string();
+  return env ? env : (binary_dir() / "autocompress").string();
 }
 
 /// stories15M (stories15m_dir()) imported with `autocompress import llama2c` into DIR/stories15m;
