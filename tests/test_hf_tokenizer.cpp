@@ -25,6 +25,7 @@
 
 #include "common/error.h"
 #include "test_paths.h"
+#include "test_support.h"
 #include "common/fs.h"
 #include "common/json_io.h"
 #include "io/hf_tokenizer.h"
@@ -33,30 +34,8 @@
 namespace ac {
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/ac-hftok-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-/// Runs `f` and expects an E whose message contains every needle.
-template <typename E>
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << needles.front() << "'";
-  } catch (const E& e) {
-    const std::string m = e.what();
-    for (const auto& n : needles)
-      EXPECT_NE(m.find(n), std::string::npos) << "message: " << m << "\nexpected: " << n;
-  }
-}
+using test::expect_error;
+using test::TempDir;
 
 using Ids = std::vector<int64_t>;
 

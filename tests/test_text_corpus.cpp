@@ -26,6 +26,7 @@
 
 #include "common/error.h"
 #include "test_paths.h"
+#include "test_support.h"
 #include "common/fs.h"
 #include "common/json_io.h"
 #include "data/text_corpus.h"
@@ -39,30 +40,13 @@
 namespace ac {
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/ac-corpus-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using test::TempDir;
 
 /// Runs `f` and expects an E whose message contains every needle and is one line.
 template <typename E>
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << needles.front() << "'";
-  } catch (const E& e) {
-    const std::string m = e.what();
-    EXPECT_EQ(m.find('\n'), std::string::npos) << "not one line: " << m;
-    for (const auto& n : needles)
-      EXPECT_NE(m.find(n), std::string::npos) << "message: " << m << "\nexpected: " << n;
-  }
+  const std::string m = test::expect_error<E>(f, needles);
+  EXPECT_EQ(m.find('\n'), std::string::npos) << "not one line: " << m;
 }
 
 using Ids = std::vector<int32_t>;

@@ -10,35 +10,10 @@
 #include <vector>
 
 #include "test_paths.h"
+#include "test_support.h"
 
 namespace ac::test {
 namespace fs = std::filesystem;
-
-/// A fresh temporary folder removed at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/ac-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-/// Runs `f` and expects an E whose message contains every needle (the file, the field, ...).
-template <typename E>
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << needles.front() << "'";
-  } catch (const E& e) {
-    const std::string m = e.what();
-    for (const auto& n : needles)
-      EXPECT_NE(m.find(n), std::string::npos) << "message: " << m << "\nexpected: " << n;
-  }
-}
 
 /// Folder holding stories15M's model.bin and tokenizer.bin (scripts/fetch_stories15m.sh).
 inline fs::path stories15m_dir() {
