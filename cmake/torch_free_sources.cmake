@@ -12,4 +12,5 @@ set(AC_TORCH_FREE_SOURCES
   src/hardware/data_dir.cpp src/hardware/profile_json.cpp src/hardware/correction.cpp
   src/hardware/granularity.cpp
   src/io/hf_tokenizer.cpp src/io/hf_bpe.cpp src/io/hf_components.cpp src/io/hf_regex.cpp
-  src/io/hf_unicode.cpp src/io/text_tokenizer.cpp src/data/text_corpus.cpp)
+  src/io/hf_unicode.cpp src/io/text_tokenizer.cpp src/data/text_corpus.cpp
+  src/data/data_source.cpp)

@@ -393,7 +393,7 @@ TEST(Corrupt, NonFiniteWeightsAreRefusedByTheCliUnlessForced) {
   write_token_file(tmp.path / "calib.tokens", std::vector<int32_t>(64, 5), 300);
   const char* env = std::getenv("AC_BIN");
   const std::string cli = env ? env : (ac::test::binary_dir() / "autocompress").string();
-  const std::string base = cli + " importance --model " + dir.string() + " --tokens " +
+  const std::string base = cli + " importance --model " + dir.string() + " --data " +
                            (tmp.path / "calib.tokens").string() +
                            " --batch-size 2 --seq-len 8 --out " +
                            (tmp.path / "imp.safetensors").string();

@@ -9,7 +9,6 @@
 #include "common/fs.h"
 #include "data/dataset.h"
 #include "data/token_file.h"
-#include "io/tokenizer.h"
 #include "model/llama.h"
 
 namespace ac {
@@ -210,42 +209,6 @@ TEST(SampleCorpus, DocumentsAreTheTeacherSamplesCutAtEos) {
   EXPECT_EQ(ids, expect);
   for (int32_t id : ids) EXPECT_NE(id, 2);
   EXPECT_THROW(sample_corpus(m, N, T, 0.0, 1.0, seed), ConfigError);
-}
-
-// A tokenizer.bin of the llama2.c layout: <unk>, <s>, </s>, 256 raw byte tokens, "ab", " ".
-fs::path write_tiny_tokenizer(const fs::path& dir) {
-  std::string b;
-  auto put_i32 = [&](int32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
-  auto put_f32 = [&](float v) { b.append(reinterpret_cast<const char*>(&v), 4); };
-  auto piece = [&](const std::string& s, float score) {
-    put_f32(score);
-    put_i32(int32_t(s.size()));
-    b += s;
-  };
-  put_i32(6);  // max_token_length: "\n</s>\n"
-  piece("<unk>", 0);
-  piece("\n<s>\n", 0);
-  piece("\n</s>\n", 0);
-  for (int i = 0; i < 256; ++i) piece(std::string(1, char(i)), 0);
-  piece("ab", 1.0f);  // id 259
-  piece(" ", 0.0f);   // id 260, the dummy prefix
-  piece("a", 0.0f);   // id 261 (a normal piece; byte-fallback tokens never merge)
-  piece("b", 0.0f);   // id 262
-  fs::path p = dir / "tokenizer.bin";
-  put_bytes(p, b);
-  return p;
-}
-
-TEST(TokenizeTextFile, OneDocumentEncodedByParagraph) {
-  TempDir d;
-  Tokenizer tok = Tokenizer::from_llama2c(write_tiny_tokenizer(d.path), 263);
-  put_bytes(d.path / "t.txt", "ab\n\nba");
-  std::vector<int32_t> ids = tokenize_text_file(d.path / "t.txt", tok);
-  auto byte = [](char c) { return int32_t(3 + uint8_t(c)); };
-  // BOS, then paragraph "ab\n\n" and paragraph "ba", each with the dummy-prefix space; "a" "b"
-  // merge into "ab"; "\n" has no piece and falls back to its byte.
-  std::vector<int32_t> expect = {1, 260, 259, byte('\n'), byte('\n'), 260, 262, 261};
-  EXPECT_EQ(ids, expect);
 }
 
 }  // namespace

@@ -145,7 +145,7 @@ TEST(Cli, SampleDistillEval) {
   nlohmann::json info = read_json_file(d / "distilled" / "distill.json");
   EXPECT_EQ(info["steps"].get<int64_t>(), 8);
   ASSERT_EQ(run_cli(fmt::format("eval --model {0}/distilled --teacher {0}/teacher --data "
-                                "{0}/train.bin --seq-len 16 --json {0}/eval.json", D)), 0);
+                                "{0}/train.bin --seq-len 16 --out {0}/eval.json", D)), 0);
   nlohmann::json e = read_json_file(d / "eval.json")["models"][0]["eval"];
   EXPECT_GT(e["perplexity"].get<double>(), 1.0);
   EXPECT_TRUE(e.contains("top1_agreement"));

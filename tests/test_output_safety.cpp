@@ -173,7 +173,7 @@ TEST(OutputSafety, CommandsRefuseToWriteOverTheirInput) {
         "export --model " + ckpt + " --out " + ckpt + "/",
         "prune --model " + ckpt + " --importance x --arch y --out " + ckpt + "/sub",
         "sample --model " + ckpt + " --count 1 --seed 1 --out " + ckpt + "/config.json",
-        "eval --model " + ckpt + " --data x.tokens --json " + ckpt + "/config.json"}) {
+        "eval --model " + ckpt + " --data x.tokens --out " + ckpt + "/config.json"}) {
     const std::string cmd = cli() + " " + args + " > " + log + " 2>&1";
     EXPECT_NE(std::system(cmd.c_str()), 0) << args;
     EXPECT_NE(read_file(log).find("refusing to write"), std::string::npos)

@@ -334,7 +334,7 @@ TEST(Prune, CliImportanceThenPrune) {
   write_arch(tmp.path / "arch.json", c.target);
   const std::string p = tmp.path.string();
   ac::test::run_or_fail("AC_QUIET=1 " + bin.string() + " importance --model " + p + "/parent" +
-                        " --tokens " + p + "/calib.tokens --seq-len 16 --batch-size 3 --out " +
+                        " --data " + p + "/calib.tokens --seq-len 16 --batch-size 3 --out " +
                         p + "/imp.safetensors");
   ac::test::run_or_fail("AC_QUIET=1 " + bin.string() + " prune --model " + p + "/parent" +
                         " --importance " + p + "/imp.safetensors --arch " + p +

@@ -16,6 +16,7 @@
 #include "eval/make_tasks.h"
 #include "eval/tasks.h"
 #include "io/checkpoint.h"
+#include "io/text_tokenizer.h"
 #include "io/tokenizer.h"
 #include "pipeline/story_tasks.h"
 #include "test_util.h"
@@ -49,13 +50,13 @@ void write_tokenizer(const fs::path& dir) {
   std::ofstream(dir / "tokenizer.bin", std::ios::binary).write(out.data(), std::streamsize(out.size()));
 }
 
-const Tokenizer& tokenizer() {
+const TextTokenizer& tokenizer() {
   static TempDir dir;
-  static const Tokenizer t = [] {
+  static const std::unique_ptr<TextTokenizer> t = [] {
     write_tokenizer(dir.path);
-    return Tokenizer::from_checkpoint(dir.path, kV);
+    return load_tokenizer(dir.path, kV);
   }();
-  return t;
+  return *t;
 }
 
 // The bigram logits B[prev][next]: zero except the entries below.
@@ -474,7 +475,7 @@ TEST(Cli, MakeTasksThenEvalTwoModels) {
   write_tokenizer(d.path / "b");
   std::vector<int32_t> stream;
   for (const std::string& s : kStories)
-    for (int64_t id : tokenizer().encode(s, /*bos=*/true)) stream.push_back(int32_t(id));
+    for (int64_t id : tokenizer().encode(s, /*add_special_tokens=*/true)) stream.push_back(int32_t(id));
   write_token_file(d.path / "held.tokens", stream, kV);
   for (const char* out : {"t1", "t2"})
     ASSERT_EQ(run_cli(fmt::format("make-tasks --model {0}/a --data {0}/held.tokens --out {0}/{1} "
@@ -487,7 +488,7 @@ TEST(Cli, MakeTasksThenEvalTwoModels) {
 
   ASSERT_EQ(run_cli(fmt::format("eval --model {0}/a --model {0}/b --teacher {0}/a --data "
                                 "{0}/held.tokens --seq-len 32 --tasks {0}/t1/cloze.jsonl --tasks "
-                                "{0}/t1/story_ending.jsonl --json {0}/eval.json", D)), 0);
+                                "{0}/t1/story_ending.jsonl --out {0}/eval.json", D)), 0);
   nlohmann::json j = read_json_file(d.path / "eval.json");
   ASSERT_EQ(j["models"].size(), 2u);
   const nlohmann::json& jb = j["models"][1];
@@ -511,7 +512,7 @@ TEST(StoryTasksStage, WritesTasksScoresBothModelsAndRendersATable) {
   student.weights.lm_head = at::zeros_like(student.weights.lm_head);
   std::vector<int32_t> held;
   for (const std::string& s : kStories)
-    for (int64_t id : tokenizer().encode(s, /*bos=*/true)) held.push_back(int32_t(id));
+    for (int64_t id : tokenizer().encode(s, /*add_special_tokens=*/true)) held.push_back(int32_t(id));
   StoryTasksStageOptions o;
   o.teacher_dir = d.path;
   o.seed = 3;

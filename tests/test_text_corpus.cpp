@@ -7,11 +7,14 @@
 //     ids for the real Llama 3 tokenizer.json; flat memory on a file of many MB; every bad input
 //     gives one line naming file and line, and leaves no output; TokenFileWriter == write_token_file.
 //   LoadTokenizer: tokenizer.json before tokenizer.bin, the tokenizer.model-only folder, an empty
-//     folder, a tokenizer larger than config.json's vocab_size, the adapters' BOS / EOS / decode.
+//     folder, a tokenizer larger than config.json's vocab_size, the adapters' BOS / EOS / decode,
+//     the bytes each id stands for.
+//   DataSource: --data of every stage (data/data_source.h): token files whole, text tokenized and
+//     split (train / heldout / all), one-line errors, no scratch folder left.
 // Torch-free: builds alone, e.g.
 //   g++ -std=c++17 -O1 -Isrc -Itests -DAC_SOURCE_DIR=\"$PWD\" tests/test_text_corpus.cpp \
-//       tests/test_paths.cpp src/data/text_corpus.cpp src/data/token_file.cpp src/io/text_tokenizer.cpp \
-//       src/io/tokenizer.cpp src/io/hf_*.cpp src/common/fs.cpp src/common/json_io.cpp \
+//       tests/test_paths.cpp src/data/text_corpus.cpp src/data/data_source.cpp src/data/token_file.cpp src/io/text_tokenizer.cpp \
+//       src/io/tokenizer.cpp src/io/hf_*.cpp src/common/fs.cpp src/common/json_io.cpp src/common/runtime.cpp \
 //       -lgtest -lgtest_main -lpthread -lfmt -lpcre2-8 -lutf8proc
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -29,6 +32,7 @@
 #include "test_support.h"
 #include "common/fs.h"
 #include "common/json_io.h"
+#include "data/data_source.h"
 #include "data/text_corpus.h"
 #include "data/token_file.h"
 #include "io/hf_tokenizer.h"
@@ -444,7 +448,7 @@ TEST(TextCorpus, BadOptionsAndOutputs) {
   TextCorpusOptions o;
   o.heldout_every = 1;
   expect_error<ConfigError>([&] { write_text_corpus(tmp.path / "a.txt", *tok, tmp.path / "t", tmp.path / "h", o); },
-                            {"heldout_every must be >= 2"});
+                            {"heldout_every must be 0 or >= 2"});
   o = {};
   o.vocab_size = 100;
   expect_error<ConfigError>([&] { write_text_corpus(tmp.path / "a.txt", *tok, tmp.path / "t", tmp.path / "h", o); },
@@ -564,6 +568,119 @@ TEST(LoadTokenizer, Llama2cAdapterKeepsSpecialTokensWhenAsked) {
   EXPECT_EQ(tok->eos_id(), std::optional<int64_t>(2));
   EXPECT_TRUE(tok->adds_bos());
   expect_error<ConfigError>([&] { tok->encode("ok\xFF", false); }, {"not valid UTF-8 at byte 2"});
+}
+
+TEST(LoadTokenizer, TokenBytesAreTheBytesEachIdStandsFor) {
+  const auto hf = byte_level_tokenizer();
+  EXPECT_EQ(hf->token_bytes('a'), "a");
+  EXPECT_EQ(hf->token_bytes(0xC3), "\xC3");  // half a character: its byte, not U+FFFD
+  EXPECT_EQ(hf->token_bytes(' '), " ");      // stored as U+0120 ('Ġ')
+  EXPECT_EQ(hf->token_bytes(260), " w");
+  EXPECT_EQ(hf->token_bytes(kBos), "");
+  EXPECT_EQ(hf->token_bytes(kEos), "");
+  EXPECT_FALSE(hf->adds_dummy_prefix());
+  EXPECT_THROW(hf->token_bytes(263), ConfigError);
+  const auto bin = llama2c_tokenizer();
+  EXPECT_EQ(bin->token_bytes(259), " ");
+  EXPECT_EQ(bin->token_bytes(3 + 'a'), "a");
+  EXPECT_EQ(bin->token_bytes(1), "");
+  EXPECT_TRUE(bin->adds_dummy_prefix());
+}
+
+// ---- data/data_source.h: --data of every stage ----
+
+/// Points TMPDIR (the scratch folders' parent) at a folder of its own for the test's lifetime.
+struct ScopedTmpdir {
+  TempDir dir;
+  std::string old;
+  bool had = false;
+  ScopedTmpdir() {
+    if (const char* v = std::getenv("TMPDIR")) old = v, had = true;
+    setenv("TMPDIR", dir.path.c_str(), 1);
+  }
+  ~ScopedTmpdir() {
+    if (had) setenv("TMPDIR", old.c_str(), 1);
+    else unsetenv("TMPDIR");
+  }
+};
+
+/// 41 JSONL documents "d0".."d40" in `field`.
+void write_docs(const fs::path& p, const char* field = "text") {
+  std::string lines;
+  for (int i = 0; i < 41; ++i) lines += json{{field, fmt::format("d{}", i)}}.dump() + "\n";
+  write(p, lines);
+}
+
+Ids framed(int from, int to, const std::function<bool(int)>& keep) {
+  Ids out;
+  for (int i = from; i < to; ++i)
+    if (keep(i)) out = concat({out, {kBos}, bytes_of(fmt::format("d{}", i)), {kEos}});
+  return out;
+}
+
+TEST(DataSource, TokenFilesAreReadWholeWhateverTheirName) {
+  TempDir tmp;
+  write_token_file(tmp.path / "calib.bin", {1, 5, 6, 7}, 300);
+  DataSpec spec;
+  spec.path = tmp.path / "calib.bin";
+  spec.split = DataSplit::kHeldout;  // a token file has no split
+  const LoadedData d = load_data(spec, tmp.path, 300, "test");
+  EXPECT_EQ(d.ids, (Ids{1, 5, 6, 7}));
+  EXPECT_EQ(d.vocab_size, 300);
+  EXPECT_EQ(d.source["format"], "tokens");
+  EXPECT_TRUE(is_token_file(tmp.path / "calib.bin"));
+  write(tmp.path / "short", "ACTOK");
+  EXPECT_FALSE(is_token_file(tmp.path / "short"));
+  EXPECT_FALSE(is_token_file(tmp.path));
+}
+
+TEST(DataSource, TextIsTokenizedWithTheModelsTokenizerAndSplit) {
+  ScopedTmpdir scratch;
+  TempDir model, data;
+  write_byte_level(model.path);
+  write_docs(data.path / "docs.jsonl", "body");
+  DataSpec spec;
+  spec.path = data.path / "docs.jsonl";
+  spec.text_field = "body";
+  const LoadedData train = load_data(spec, model.path, 263, "test");
+  EXPECT_EQ(train.ids, framed(0, 41, [](int i) { return i != 19 && i != 39; }));
+  EXPECT_EQ(train.source["format"], "text");
+  EXPECT_EQ(train.source["split"], "train");
+  EXPECT_EQ(train.source["tokenizer"], "tokenizer.json (byte-level BPE)");
+  EXPECT_EQ(train.source["documents"], 39);
+  spec.split = DataSplit::kHeldout;
+  EXPECT_EQ(load_data(spec, model.path, 263, "test").ids,
+            framed(0, 41, [](int i) { return i == 19 || i == 39; }));
+  spec.split = DataSplit::kAll;
+  const LoadedData all = load_data(spec, model.path, 263, "test");
+  EXPECT_EQ(all.ids, framed(0, 41, [](int) { return true; }));
+  EXPECT_EQ(all.source["documents"], 41);
+  // The scratch folders are gone.
+  EXPECT_TRUE(listing(scratch.dir.path).empty());
+}
+
+TEST(DataSource, AnEmptySplitAndAMissingPathAreOneLineErrors) {
+  ScopedTmpdir scratch;
+  TempDir model, data;
+  write_byte_level(model.path);
+  write(data.path / "short.txt", "hello");  // one document of 1 id: nothing can be held out
+  DataSpec spec;
+  spec.path = data.path / "short.txt";
+  spec.split = DataSplit::kHeldout;
+  expect_error<ConfigError>([&] { load_data(spec, model.path, 263, "eval"); },
+                            {"[eval]", spec.path.string(), "heldout split has no tokens",
+                             "--split all"});
+  spec.path = data.path / "missing.txt";
+  expect_error<ConfigError>([&] { load_data(spec, model.path, 263, "eval"); },
+                            {"[eval]", spec.path.string(), "no such file"});
+  // Bad text: text_corpus.h's error, naming the file and line; no scratch folder is left.
+  write(data.path / "bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": 3}\n");
+  spec.path = data.path / "bad.jsonl";
+  expect_error<FormatError>([&] { load_data(spec, model.path, 263, "eval"); },
+                            {(data.path / "bad.jsonl").string() + ":2", "field 'text'"});
+  EXPECT_TRUE(listing(scratch.dir.path).empty());
+  EXPECT_THROW(parse_data_split("test"), ConfigError);
+  EXPECT_EQ(parse_data_split("heldout"), DataSplit::kHeldout);
 }
 
 }  // namespace

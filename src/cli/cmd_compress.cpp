@@ -8,13 +8,16 @@ namespace {
 ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   auto o = std::make_shared<ac::CompressOptions>();
   auto model = std::make_shared<std::string>(), out = std::make_shared<std::string>(),
-       profile = std::make_shared<std::string>(), data = std::make_shared<std::string>();
-  CLI::App* s = app.add_subcommand("compress", "Run every stage: profile, sample, importance, search, prune, distill, eval, export, validate, report");
+       profile = std::make_shared<std::string>(), data = std::make_shared<std::string>(),
+       data_text = std::make_shared<std::string>();
+  CLI::App* s = app.add_subcommand("compress", "Run every stage: profile, sample (or read your text), importance, search, prune, distill, eval, export, validate, report");
   s->add_option("--model", *model, "teacher checkpoint folder (HF layout)")->required();
   s->add_option("--scenario", o->scenario, "scenario name (scenarios/NAME.json) or path")->required();
   s->add_option("--out", *out, "output folder (created atomically; replaced only on success)")->required();
   s->add_option("--profile", *profile, "reuse a profile.json of this device instead of profiling");
   s->add_option("--data", *data, "reuse the teacher-sampled token files (calibration, train, heldout .tokens) of an earlier run's data/ folder instead of sampling");
+  s->add_option("--data-text", *data_text, "calibrate, distill and evaluate on your text instead of teacher samples: a UTF-8 file, JSONL (--text-field) or a folder of .txt/.jsonl files, tokenized with the teacher's tokenizer; every 20th document (or the last 5% of each, with fewer than 20) is held out for evaluation");
+  s->add_option("--text-field", o->text_field, "JSONL: the field holding each document's text")->capture_default_str();
   s->add_option("--method", o->method, "search method: minitron (uniform grid), autocompress (differentiable) or both side by side (same distillation budget and held-out data)")->check(CLI::IsMember({"minitron", "autocompress", "both"}))->capture_default_str();
   s->add_option("--seed", o->seed, "seed of the teacher-sampled data")->capture_default_str();
   s->add_option("--seq-len", o->seq_len, "tokens per sequence (T)")->capture_default_str();
@@ -32,11 +35,12 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--fit-attempts", o->fit_attempts, "searches at most, while the searched architecture measured beside the teacher (before distillation) breaks a limit: each next one under the limit tightened by the measured overshoot (1 = measure once, 0 = skip)")->check(CLI::Range(0, 10))->capture_default_str();
   s->add_option("--fit-margin", o->fit_margin, "a tightened limit is the measured overshoot plus this margin")->check(CLI::Range(0.0, 0.49))->capture_default_str();
   s->add_flag("--allow-nonfinite", o->allow_nonfinite, "run even if the teacher has NaN/Inf weights (refused by default)");
-  s->callback([o, model, out, profile, data] {
+  s->callback([o, model, out, profile, data, data_text] {
     o->model_dir = *model;
     o->out_dir = *out;
     o->profile_path = *profile;
     o->data_dir = *data;
+    o->data_text = *data_text;
     ac::run_compress(*o);
     std::printf("report: %s/report.md\n", o->out_dir.c_str());
   });

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/data_options.h"
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
@@ -15,7 +16,7 @@
 #include "distill/data_parallel.h"
 #include "distill/distill.h"
 #include "io/checkpoint.h"
-#include "io/tokenizer.h"
+#include "io/text_tokenizer.h"
 #include "model/finite.h"
 #include "prune/pruning_map.h"
 
@@ -23,7 +24,9 @@ namespace ac::cli {
 namespace {
 
 struct DistillArgs {
-  std::string teacher, student, data, out, state_dir;
+  std::string teacher, student, out, state_dir;
+  DataArgs data;
+  json data_source;  // what --data read (distill.json)
   std::string pruning_map;  // default: STUDENT/pruning_map.json
   bool hidden_plain_mse = false;
   std::string init_method;
@@ -33,21 +36,22 @@ struct DistillArgs {
 };
 
 /// Teacher and student vocabularies differ: allowed when one tokenizer's token table is a
-/// prefix of the other's; returns the shared id count. Throws ConfigError naming the first
-/// differing id otherwise.
+/// prefix of the other's (compared by the bytes each id stands for, TextTokenizer::token_bytes);
+/// returns the shared id count. Throws ConfigError naming the first differing id otherwise.
 int64_t shared_vocab_size(const DistillArgs& a, const LlamaModel& teacher,
                           const LlamaModel& student) {
   int64_t vt = teacher.config.vocab_size, vs = student.config.vocab_size;
-  Tokenizer tt = Tokenizer::from_checkpoint(a.teacher, vt);
-  Tokenizer ts = Tokenizer::from_checkpoint(a.student, vs);
-  int64_t n = std::min(vt, vs);
+  const std::unique_ptr<TextTokenizer> tt = load_tokenizer(a.teacher, vt);
+  const std::unique_ptr<TextTokenizer> ts = load_tokenizer(a.student, vs);
+  const int64_t n = std::min({vt, vs, tt->vocab_size(), ts->vocab_size()});
   for (int64_t i = 0; i < n; ++i)
-    if (tt.piece(i) != ts.piece(i))
+    if (tt->token_bytes(i) != ts->token_bytes(i))
       throw ConfigError(msg("distill", "teacher {} (vocab {}) and student {} (vocab {}): token "
                             "{} is '{}' in one and '{}' in the other; distillation needs the "
                             "same tokenizer or one token table that is a prefix of the other",
-                            a.teacher, vt, a.student, vs, i, tt.piece(i), ts.piece(i)));
-  return n;
+                            a.teacher, vt, a.student, vs, i, tt->token_bytes(i),
+                            ts->token_bytes(i)));
+  return std::min(vt, vs);
 }
 
 void write_output(const DistillArgs& a, const LlamaModel& student, const DistillResult& r) {
@@ -59,7 +63,7 @@ void write_output(const DistillArgs& a, const LlamaModel& student, const Distill
     fs::copy_file(map, staging.path() / kPruningMapFile);
   double last = r.loss_curve.empty() ? NAN : r.loss_curve.back();
   nlohmann::json j = {{"teacher", a.teacher},        {"student", a.student},
-                      {"data", a.data},              {"steps", r.steps_done},
+                      {"data", a.data_source},              {"steps", r.steps_done},
                       {"tokens", r.tokens},          {"skipped_steps", r.skipped_steps},
                       {"wall_s", r.wall_s},          {"final_loss", last},
                       {"tokens_per_s", r.tokens / std::max(r.wall_s, 1e-9)},
@@ -76,7 +80,7 @@ void write_output(const DistillArgs& a, const LlamaModel& student, const Distill
 }
 
 void run(DistillArgs& a) {
-  for (const auto& in : {a.teacher, a.student, a.data})
+  for (const auto& in : {a.teacher, a.student, a.data.path})
     check_not_overwriting_input(in, a.out, "distill");
   LlamaModel teacher = load_checkpoint(a.teacher);
   LlamaModel student = load_checkpoint(a.student);
@@ -105,12 +109,14 @@ void run(DistillArgs& a) {
     a.opt.parallel = parallel.get();
     if (a.rank != 0) a.opt.show_progress = false;
   }
-  TokenDataset data = TokenDataset::load(a.data, int32_t(teacher.config.bos_token_id));
+  TokenDataset data =
+      load_dataset(a.data.spec(DataSplit::kTrain), a.teacher, teacher.config.vocab_size,
+                   int32_t(teacher.config.bos_token_id), "distill", &a.data_source);
   a.opt.state_dir = a.state_dir.empty() ? fs::path(a.out + ".state") : fs::path(a.state_dir);
   a.opt.log_path = a.opt.state_dir / "distill_log.csv";
   fs::create_directories(a.opt.state_dir);
   log_info(fmt::format("[distill] {} -> {}: {} tokens of {} ({} per step)", a.student, a.out,
-                       a.opt.token_budget, a.data,
+                       a.opt.token_budget, a.data.path,
                        a.opt.batch_size * a.opt.seq_len * a.opt.grad_accum));
   DistillResult r = distill(teacher, student, data, a.opt);
   if (r.interrupted)
@@ -133,7 +139,7 @@ RegisterCommand reg(70, [](CLI::App& app) {
   s->add_option("--teacher", a->teacher, "Teacher checkpoint folder")->required();
   s->add_option("--student", a->student, "Student checkpoint folder (e.g. from prune)")
       ->required();
-  s->add_option("--data", a->data, "Training token file (data/token_file.h)")->required();
+  add_data_options(s, a->data, "Training data", DataSplit::kTrain)->required();
   s->add_option("--tokens", o.token_budget, "Token budget")->required();
   s->add_option("--out", a->out, "Output checkpoint folder (written atomically)")->required();
   s->add_flag("--resume", o.resume, "Continue from the saved state");

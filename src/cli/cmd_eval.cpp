@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/data_options.h"
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
@@ -14,32 +15,36 @@
 #include "eval/eval.h"
 #include "eval/tasks.h"
 #include "io/checkpoint.h"
-#include "io/tokenizer.h"
+#include "io/text_tokenizer.h"
 
 namespace ac::cli {
 namespace {
 
 struct EvalArgs {
   std::vector<std::string> models, tasks;
-  std::string teacher, data, text, json_out;
+  std::string teacher, json_out;
+  DataArgs data;
+  bool print_json = false;
   int64_t batch_size = 8, seq_len = 256, max_batches = -1, stride = 0, top_k = 5;
   int64_t max_batch_tokens = 4096;
 };
 
-// One model's results: the stream metrics (when --data / --text) and the tasks.
+// One model's results: the stream metrics (when --data) and the tasks.
 struct ModelResult {
   std::string model;
   std::optional<EvalResult> stream;
+  json data_source;  // what --data read for this model
   std::vector<TaskResult> tasks;
 };
 
-std::optional<Tokenizer> find_tokenizer(const std::string& dir, int64_t vocab_size) {
-  if (!fs::exists(fs::path(dir) / "tokenizer.bin")) return std::nullopt;
-  return Tokenizer::from_checkpoint(dir, vocab_size);
+std::unique_ptr<TextTokenizer> find_tokenizer(const std::string& dir, int64_t vocab_size) {
+  if (!fs::exists(fs::path(dir) / "tokenizer.json") && !fs::exists(fs::path(dir) / "tokenizer.bin"))
+    return nullptr;
+  return load_tokenizer(dir, vocab_size);
 }
 
 EvalResult eval_stream(const EvalArgs& a, const std::string& dir, const LlamaModel& m,
-                       const LlamaModel* teacher, const std::optional<Tokenizer>& tok) {
+                       const LlamaModel* teacher, const TextTokenizer* tok, json* source) {
   EvalOptions opt;
   opt.batch_size = a.batch_size;
   opt.seq_len = a.seq_len;
@@ -48,27 +53,22 @@ EvalResult eval_stream(const EvalArgs& a, const std::string& dir, const LlamaMod
   std::optional<TokenBytes> bytes;
   if (tok) bytes = TokenBytes::from_tokenizer(*tok);
   opt.token_bytes = bytes ? &*bytes : nullptr;
-  const int32_t bos = int32_t(m.config.bos_token_id);
-  if (!a.text.empty() && !tok)
-    throw ConfigError(msg("eval", "{}: --text needs the model's tokenizer.bin", dir));
-  TokenDataset data = a.data.empty()
-                          ? TokenDataset(tokenize_text_file(a.text, *tok), m.config.vocab_size, bos)
-                          : TokenDataset::load(a.data, bos);
-  if (a.stride > 0) {
-    data.check_vocab(m.config.vocab_size, "eval", dir);
-    return sliding_window_evaluate(m, teacher, data.ids(), a.seq_len, a.stride, opt);
-  }
+  TokenDataset data = load_dataset(a.data.spec(DataSplit::kHeldout), dir, m.config.vocab_size,
+                                   int32_t(m.config.bos_token_id), "eval", source);
+  if (a.stride > 0) return sliding_window_evaluate(m, teacher, data.ids(), a.seq_len, a.stride, opt);
   return evaluate(m, teacher, data, opt);
 }
 
 ModelResult eval_model(const EvalArgs& a, const std::string& dir, const LlamaModel* teacher,
                        const std::vector<Task>& tasks) {
-  ModelResult r{dir, std::nullopt, {}};
+  ModelResult r{dir, std::nullopt, nullptr, {}};
   LlamaModel m = load_checkpoint(dir);
-  std::optional<Tokenizer> tok = find_tokenizer(dir, m.config.vocab_size);
-  if (!a.data.empty() || !a.text.empty()) r.stream = eval_stream(a, dir, m, teacher, tok);
+  const std::unique_ptr<TextTokenizer> tok = find_tokenizer(dir, m.config.vocab_size);
+  if (!a.data.path.empty())
+    r.stream = eval_stream(a, dir, m, teacher, tok.get(), &r.data_source);
   if (!tasks.empty() && !tok)
-    throw ConfigError(msg("eval", "{}: --tasks needs the model's tokenizer.bin", dir));
+    throw ConfigError(msg("eval", "{}: --tasks needs the model's tokenizer (tokenizer.json or "
+                          "tokenizer.bin)", dir));
   LoglikelihoodOptions lo;
   lo.max_batch_tokens = a.max_batch_tokens;
   for (const Task& t : tasks) {
@@ -132,10 +132,9 @@ void print_table(const std::vector<ModelResult>& rs) {
 }
 
 void run(const EvalArgs& a) {
-  if (!a.data.empty() && !a.text.empty()) throw ConfigError("[eval] give at most one of --data and --text");
-  if (a.data.empty() && a.text.empty() && a.tasks.empty())
-    throw ConfigError("[eval] nothing to evaluate: give --data, --text or --tasks");
-  std::vector<fs::path> inputs{a.teacher, a.data, a.text};
+  if (a.data.path.empty() && a.tasks.empty())
+    throw ConfigError("[eval] nothing to evaluate: give --data or --tasks");
+  std::vector<fs::path> inputs{a.teacher, a.data.path};
   inputs.insert(inputs.end(), a.models.begin(), a.models.end());
   inputs.insert(inputs.end(), a.tasks.begin(), a.tasks.end());
   check_not_overwriting_inputs(inputs, a.json_out, "eval");
@@ -146,21 +145,22 @@ void run(const EvalArgs& a) {
   std::vector<ModelResult> results;
   for (const std::string& dir : a.models)
     results.push_back(eval_model(a, dir, teacher ? &*teacher : nullptr, tasks));
-  print_table(results);
-  if (a.json_out.empty()) return;
+  if (!a.print_json) print_table(results);
+  if (a.json_out.empty() && !a.print_json) return;
   nlohmann::json j = {{"teacher", a.teacher.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.teacher)},
-                      {"data", a.data.empty() ? (a.text.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.text))
-                                              : nlohmann::json(a.data)},
+                      {"data", a.data.path.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.data.path)},
                       {"seq_len", a.seq_len},
                       {"stride", a.stride},
                       {"models", nlohmann::json::array()}};
   for (const ModelResult& r : results) {
     nlohmann::json m = {{"model", r.model}, {"tasks", nlohmann::json::array()}};
     if (r.stream) m["eval"] = r.stream->to_json();
+    if (r.stream) m["data_source"] = r.data_source;
     for (const TaskResult& t : r.tasks) m["tasks"].push_back(t.to_json());
     j["models"].push_back(m);
   }
-  write_json_file(a.json_out, j);
+  if (a.print_json) std::printf("%s\n", j.dump(2).c_str());
+  if (!a.json_out.empty()) write_json_file(a.json_out, j);
 }
 
 RegisterCommand reg(80, [](CLI::App& app) {
@@ -170,10 +170,11 @@ RegisterCommand reg(80, [](CLI::App& app) {
   s->add_option("--model", a->models, "Checkpoint folder (repeat to compare models)")->required();
   s->add_option("--teacher", a->teacher, "Teacher checkpoint (adds KL, top-1 agreement and "
                                          "top-k overlap)");
-  s->add_option("--data", a->data, "Token file (data/token_file.h)");
-  s->add_option("--text", a->text, "UTF-8 text file, tokenized with each model's tokenizer.bin");
+  add_data_options(s, a->data, "Evaluation data",
+                   DataSplit::kHeldout);
   s->add_option("--tasks", a->tasks, "Task file (JSONL, docs/eval.md); repeat for more");
-  s->add_option("--json", a->json_out, "Write the results as JSON here");
+  s->add_option("--out", a->json_out, "Write the results as JSON to this file");
+  s->add_flag("--json", a->print_json, "Print the results as JSON instead of the table");
   s->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();
   s->add_option("--seq-len", a->seq_len, "Tokens per window (the context with --stride)")
       ->capture_default_str();

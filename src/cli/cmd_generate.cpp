@@ -3,7 +3,7 @@
 
 #include "cli/command.h"
 #include "io/checkpoint.h"
-#include "io/tokenizer.h"
+#include "io/text_tokenizer.h"
 
 namespace {
 struct GenerateArgs {
@@ -16,7 +16,7 @@ struct GenerateArgs {
 ac::cli::RegisterCommand reg(15, [](CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* s = app.add_subcommand("generate", "Continue a prompt with a checkpoint (greedy by default)");
-  s->add_option("--model", args->model, "checkpoint folder (config.json, model.safetensors, tokenizer.bin)")->required();
+  s->add_option("--model", args->model, "checkpoint folder (config.json, *.safetensors, tokenizer.json or tokenizer.bin)")->required();
   s->add_option("--prompt", args->prompt, "prompt text")->capture_default_str();
   s->add_option("--max-new-tokens", args->max_new_tokens, "tokens to generate")->capture_default_str();
   s->add_option("--temperature", args->temperature, "0 = greedy")->capture_default_str();
@@ -24,15 +24,15 @@ ac::cli::RegisterCommand reg(15, [](CLI::App& app) {
   s->add_option("--seed", args->seed, "sampling seed")->capture_default_str();
   s->callback([args] {
     ac::LlamaModel m = ac::load_checkpoint(args->model);
-    ac::Tokenizer tok = ac::Tokenizer::from_checkpoint(args->model, m.config.vocab_size);
+    const std::unique_ptr<ac::TextTokenizer> tok = ac::load_tokenizer(args->model, m.config.vocab_size);
     ac::GenerateOptions go;
     go.max_new_tokens = args->max_new_tokens;
     go.temperature = args->temperature;
     go.top_p = args->top_p;
     go.seed = args->seed;
-    std::vector<int64_t> ids = tok.encode(args->prompt, /*bos=*/true);
+    std::vector<int64_t> ids = tok->encode(args->prompt, /*add_special_tokens=*/true);
     for (int64_t t : ac::generate(m, ids, go)) ids.push_back(t);
-    std::printf("%s\n", tok.decode(ids).c_str());
+    std::printf("%s\n", tok->decode(ids, /*skip_special_tokens=*/true).c_str());
   });
 });
 }  // namespace

@@ -3,36 +3,24 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/data_options.h"
 #include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
 #include "importance/importance.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
-#include "io/tokenizer.h"
 #include "model/finite.h"
 
 namespace ac::cli {
 namespace {
 
 struct ImportanceArgs {
-  std::string model, tokens, text, out, aggregation = "mean";
+  std::string model, out, aggregation = "mean";
+  DataArgs data;
   int64_t batch_size = 8, seq_len = 256, max_batches = -1, save_every = 16;
   bool layer_drop_loss = false, resume = false, allow_nonfinite = false;
 };
-
-TokenDataset calibration_data(const ImportanceArgs& a, const LlamaModel& m) {
-  if (a.tokens.empty() == a.text.empty())
-    throw ConfigError("[importance] give exactly one of --tokens and --text");
-  if (!a.tokens.empty()) {
-    TokenDataset d = TokenDataset::load(a.tokens, int32_t(m.config.bos_token_id));
-    d.check_vocab(m.config.vocab_size, "importance", a.model);
-    return d;
-  }
-  Tokenizer tok = Tokenizer::from_checkpoint(a.model, m.config.vocab_size);
-  return TokenDataset(tokenize_text_file(a.text, tok), m.config.vocab_size,
-                      int32_t(m.config.bos_token_id));
-}
 
 void run(const ImportanceArgs& a) {
   if (a.aggregation != "mean" && a.aggregation != "batch_l2")
@@ -41,7 +29,8 @@ void run(const ImportanceArgs& a) {
   check_not_overwriting_input(a.model, a.out, "importance");
   LlamaModel m = load_checkpoint(a.model);
   if (!a.allow_nonfinite) require_finite(m, a.model, "importance", /*allow=*/false);
-  TokenDataset data = calibration_data(a, m);
+  TokenDataset data = load_dataset(a.data.spec(DataSplit::kTrain), a.model, m.config.vocab_size,
+                                   int32_t(m.config.bos_token_id), "importance");
   std::vector<at::Tensor> batches = data.sequential_batches(a.batch_size, a.seq_len, a.max_batches);
   if (batches.empty())
     throw ConfigError(fmt::format("[importance] {} tokens make no window of --seq-len {}",
@@ -66,9 +55,7 @@ RegisterCommand reg(40, [](CLI::App& app) {
                                "by activations on calibration tokens (Minitron)");
   auto a = std::make_shared<ImportanceArgs>();
   s->add_option("--model", a->model, "Checkpoint folder")->required();
-  s->add_option("--tokens", a->tokens, "Calibration token file (data/token_file.h)");
-  s->add_option("--text", a->text, "Calibration UTF-8 text file (tokenized with the model's "
-                                   "tokenizer.bin)");
+  add_data_options(s, a->data, "Calibration data", DataSplit::kTrain)->required();
   s->add_option("--out", a->out, "Output importance.safetensors")->required();
   s->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();
   s->add_option("--seq-len", a->seq_len, "Tokens per sequence")->capture_default_str();

@@ -3,37 +3,41 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/data_options.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
-#include "data/token_file.h"
+#include "data/data_source.h"
 #include "eval/make_tasks.h"
 #include "model/config.h"
 #include "io/checkpoint.h"
-#include "io/tokenizer.h"
+#include "io/text_tokenizer.h"
 
 namespace ac::cli {
 namespace {
 
 struct MakeTasksArgs {
-  std::string model, data, out;
+  std::string model, out;
+  DataArgs data;
   MakeTasksOptions opt;
 };
 
 void run(const MakeTasksArgs& a) {
-  check_not_overwriting_inputs({a.model, a.data}, a.out, "make-tasks");
+  check_not_overwriting_inputs({a.model, a.data.path}, a.out, "make-tasks");
   const fs::path config_path = fs::path(a.model) / "config.json";
   ModelConfig config = config_from_hf_json(read_json_file(config_path), config_path.string());
-  Tokenizer tok = Tokenizer::from_checkpoint(a.model, config.vocab_size);
-  TokenFile data = read_token_file(a.data);
+  const std::unique_ptr<TextTokenizer> tok = load_tokenizer(a.model, config.vocab_size);
+  LoadedData data =
+      load_data(a.data.spec(DataSplit::kHeldout), a.model, config.vocab_size, "make-tasks");
   if (data.vocab_size != 0 && data.vocab_size != config.vocab_size)
     throw ConfigError(msg("make-tasks", "{} was written for vocab_size {}, the model {} has {}",
-                          a.data, data.vocab_size, a.model, config.vocab_size));
-  std::vector<std::string> stories = decode_documents(data.ids, tok);
+                          a.data.path, data.vocab_size, a.model, config.vocab_size));
+  std::vector<std::string> stories = decode_documents(data.ids, *tok);
   StoryTasks tasks = make_story_tasks(stories, a.opt);
   nlohmann::json meta = {{"generator", "autocompress make-tasks"},
-                         {"source", fs::path(a.data).filename().string()},
+                         {"source", fs::path(a.data.path).filename().string()},
+                         {"data_source", data.source},
                          {"seed", a.opt.seed},
                          {"stories", tasks.stories},
                          {"skipped_stories", tasks.skipped_stories}};
@@ -47,10 +51,12 @@ void run(const MakeTasksArgs& a) {
 
 RegisterCommand reg(82, [](CLI::App& app) {
   auto* s = app.add_subcommand("make-tasks", "Cloze and story-ending tasks (JSONL) from "
-                                             "held-out stories");
+                                             "held-out documents");
   auto a = std::make_shared<MakeTasksArgs>();
-  s->add_option("--model", a->model, "Checkpoint folder (config.json, tokenizer.bin)")->required();
-  s->add_option("--data", a->data, "Held-out token file (documents separated by BOS)")->required();
+  s->add_option("--model", a->model, "Checkpoint folder (config.json, tokenizer.json or "
+                                     "tokenizer.bin)")->required();
+  add_data_options(s, a->data, "Held-out documents the tasks are built from",
+                   DataSplit::kHeldout)->required();
   s->add_option("--out", a->out, "Output folder: cloze.jsonl, story_ending.jsonl")->required();
   s->add_option("--seed", a->opt.seed, "Seed of the item choice and the distractors")->required();
   s->add_option("--cloze-items", a->opt.cloze_items, "At most this many cloze items")

@@ -8,8 +8,9 @@
 #include "common/runtime.h"
 #include "data/dataset.h"
 #include "data/token_file.h"
+#include "eval/make_tasks.h"
 #include "io/checkpoint.h"
-#include "io/tokenizer.h"
+#include "io/text_tokenizer.h"
 
 namespace ac::cli {
 namespace {
@@ -22,13 +23,9 @@ struct SampleArgs {
 };
 
 void write_text(const SampleArgs& a, const LlamaModel& m, const std::vector<int32_t>& ids) {
-  Tokenizer tok = Tokenizer::from_checkpoint(a.model, m.config.vocab_size);
+  const std::unique_ptr<TextTokenizer> tok = load_tokenizer(a.model, m.config.vocab_size);
   std::string text;
-  for (auto [b, e] : split_documents(ids, int32_t(m.config.bos_token_id))) {
-    std::vector<int64_t> doc(ids.begin() + b, ids.begin() + e);
-    text += tok.decode(doc);
-    text += "\n\n";
-  }
+  for (const std::string& doc : decode_documents(ids, *tok)) text += doc + "\n\n";
   write_file_atomic(a.text_out, text);
 }
 

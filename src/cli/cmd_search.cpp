@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/data_options.h"
 #include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
@@ -14,7 +15,8 @@
 
 namespace {
 struct SearchArgs {
-  std::string model, importance, scenario, profile, data, train_data, out, method = "minitron";
+  std::string model, importance, scenario, profile, train_data, out, method = "minitron";
+  ac::cli::DataArgs data;
   int64_t seq_len = 256, batches = 1, retrain_top_k = 0, retrain_tokens = 16384;
   ac::SearchSettings settings;
 };
@@ -28,14 +30,14 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--importance", a->importance, "importance.safetensors (autocompress importance)")->required();
   s->add_option("--scenario", a->scenario, "scenario name or path")->required();
   s->add_option("--profile", a->profile, "profile.json of this device (autocompress profile); roofline from the spec when absent");
-  s->add_option("--data", a->data, "calibration token file (ranking, search steps, KL after pruning)")->required();
+  ac::cli::add_data_options(s, a->data, "calibration data (ranking, search steps, KL after pruning)", ac::DataSplit::kTrain)->required();
   s->add_option("--out", a->out, "arch.json to write (with --method both: the autocompress one; minitron's goes to ARCH.minitron.json)")->required();
   s->add_option("--method", a->method, "search method: autocompress (differentiable), minitron (uniform grid) or both side by side")->check(CLI::IsMember({"autocompress", "minitron", "both"}))->capture_default_str();
   s->add_option("--seq-len", a->seq_len, "tokens per calibration window (minitron ranking, KL after pruning)")->capture_default_str();
   s->add_option("--batches", a->batches, "calibration batches of 8 windows for minitron's ranking and the KL after pruning")->capture_default_str();
   s->add_option("--minitron-retrain-top-k", a->retrain_top_k, "minitron: the best K candidates by KL after pruning are each distilled for --minitron-retrain-tokens on --train-data, then ranked again (0 = off)")->capture_default_str();
   s->add_option("--minitron-retrain-tokens", a->retrain_tokens, "minitron: distillation tokens per retrained candidate (batches of 8 x --seq-len; counted as search tokens)")->capture_default_str();
-  s->add_option("--train-data", a->train_data, "training token file of minitron's retraining (required with --minitron-retrain-top-k)");
+  s->add_option("--train-data", a->train_data, "training data of minitron's retraining (required with --minitron-retrain-top-k): a token file or text, read as --data is (--text-field, --split)");
   s->add_option("--safety-margin", st.safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
   CLI::Option* gran = s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods; default: the profile's derived granularity, else the device's)");
   s->add_option("--steps", d.steps, "autocompress: optimisation steps at most")->capture_default_str();
@@ -54,7 +56,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--refine-evaluations", d.refine_evaluations, "autocompress: KL evaluations of the local search after the ranking")->capture_default_str();
   s->callback([a, gran] {
     ac::init_torch_threads();
-    ac::check_not_overwriting_inputs({a->model, a->importance, a->profile, a->data, a->train_data},
+    ac::check_not_overwriting_inputs({a->model, a->importance, a->profile, a->data.path, a->train_data},
                                      a->out, "search");
     a->settings.minitron_batches = a->batches;
     if (a->retrain_top_k > 0) {
@@ -84,10 +86,16 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
       limits = limits.resolve(ac::predict(teacher.config, scenario, p));
     }
     ac::Importance imp = ac::load_importance(a->importance);
-    ac::TokenDataset data = ac::TokenDataset::load(a->data, int32_t(teacher.config.bos_token_id));
+    const int32_t bos = int32_t(teacher.config.bos_token_id);
+    const ac::DataSpec spec = a->data.spec(ac::DataSplit::kTrain);
+    ac::TokenDataset data =
+        ac::load_dataset(spec, a->model, teacher.config.vocab_size, bos, "search");
     std::optional<ac::TokenDataset> train;
-    if (!a->train_data.empty())
-      train = ac::TokenDataset::load(a->train_data, int32_t(teacher.config.bos_token_id));
+    if (!a->train_data.empty()) {
+      ac::DataSpec train_spec = spec;
+      train_spec.path = a->train_data;
+      train = ac::load_dataset(train_spec, a->model, teacher.config.vocab_size, bos, "search");
+    }
     std::vector<ac::SearchOutcome> outcomes;
     for (const std::string& m : ac::search_methods(a->method))
       outcomes.push_back(ac::run_search_method(m, teacher, imp, scenario, p, limits, data,

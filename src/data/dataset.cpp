@@ -1,11 +1,13 @@
 #include "data/dataset.h"
 
+#include <fmt/format.h>
+
 #include <unordered_set>
 
 #include "common/error.h"
 #include "common/progress.h"
+#include "common/runtime.h"
 #include "data/token_file.h"
-#include "io/tokenizer.h"
 #include "model/llama.h"
 
 namespace ac {
@@ -111,17 +113,16 @@ void TokenDataset::check_vocab(int64_t vocab_size, const char* where,
                             vocab_size, model));
 }
 
-std::vector<int32_t> tokenize_text_file(const fs::path& path, const Tokenizer& tokenizer) {
-  std::string text = read_file(path);
-  std::vector<int32_t> out{int32_t(tokenizer.bos_id())};
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t blank = text.find("\n\n", pos);
-    size_t end = blank == std::string::npos ? text.size() : blank + 2;
-    for (int64_t id : tokenizer.encode(text.substr(pos, end - pos), /*bos=*/false))
-      out.push_back(int32_t(id));
-    pos = end;
-  }
+TokenDataset load_dataset(const DataSpec& spec, const fs::path& model_dir, int64_t vocab_size,
+                          int32_t bos_id, const char* where, json* source) {
+  LoadedData d = load_data(spec, model_dir, vocab_size, where);
+  log_info(fmt::format("[{}] data {}", where, d.description));
+  if (d.vocab_size > vocab_size)
+    throw ConfigError(msg(where, "--data {} was written for vocab_size {}, the model {} has {}",
+                          spec.path.string(), d.vocab_size, model_dir.string(), vocab_size));
+  TokenDataset out(std::move(d.ids), vocab_size, bos_id);
+  out.check_vocab(vocab_size, where, model_dir.string());
+  if (source) *source = std::move(d.source);
   return out;
 }
 

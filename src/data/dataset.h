@@ -17,10 +17,11 @@
 #include <vector>
 
 #include "common/fs.h"
+#include "common/json_io.h"
+#include "data/data_source.h"
 
 namespace ac {
 
-class Tokenizer;
 struct LlamaModel;
 
 /// A token stream held in memory (int32 ids), served as packed [B, T] int64 batches.
@@ -76,10 +77,13 @@ std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed);
 /// splitmix64: the 64-bit mixer used to derive independent seeds (Steele et al., 2014).
 uint64_t mix_seed(uint64_t x);
 
-/// Tokenizes a UTF-8 text file into one document: BOS, then the text. The text is encoded in
-/// paragraphs (split after blank lines) so that long books encode in linear time; each
-/// paragraph gets SentencePiece's dummy-prefix space. Throws FormatError if the file is missing.
-std::vector<int32_t> tokenize_text_file(const fs::path& path, const Tokenizer& tokenizer);
+/// A stage's --data (data/data_source.h load_data: a token file, or the `spec.split` part of the
+/// user's text tokenized with `model_dir`'s tokenizer) as a dataset for a model of `vocab_size`
+/// ids whose BOS is `bos_id`; logs what was read. `source`, when given, receives
+/// LoadedData::source for reports. Throws as load_data does, and ConfigError naming the file when
+/// an id does not fit the model's vocabulary.
+TokenDataset load_dataset(const DataSpec& spec, const fs::path& model_dir, int64_t vocab_size,
+                          int32_t bos_id, const char* where, nlohmann::json* source = nullptr);
 
 /// Teacher-sampled corpus (DESIGN.md "The real model on hand": in-domain text is sampled from
 /// the teacher with fixed seeds). Samples `num_sequences` sequences of `seq_len` new tokens

@@ -244,7 +244,7 @@ class CorpusWriter {
 
   void begin_document() {
     const int64_t index = summary_.documents++;
-    out_ = by_document_ && index % every_ == every_ - 1 ? &heldout_ : &train_;
+    out_ = by_document_ && every_ > 0 && index % every_ == every_ - 1 ? &heldout_ : &train_;
     doc_start_ = out_->count();
     if (tok_.adds_bos()) out_->push_back(int32_t(*tok_.bos_id()));
     content_start_ = out_->count();
@@ -353,8 +353,9 @@ void read_jsonl_file(const fs::path& file, CorpusWriter& out, const TextCorpusOp
 
 void check_options(const fs::path& input, const TextTokenizer& tok, const fs::path& train,
                    const fs::path& heldout, const TextCorpusOptions& o) {
-  if (o.heldout_every < 2 || o.max_paragraph_bytes < 16 || o.vocab_size < 0 || o.text_field.empty())
-    throw ConfigError(msg(kWhere, "heldout_every must be >= 2, max_paragraph_bytes >= 16, "
+  if ((o.heldout_every != 0 && o.heldout_every < 2) || o.max_paragraph_bytes < 16 ||
+      o.vocab_size < 0 || o.text_field.empty())
+    throw ConfigError(msg(kWhere, "heldout_every must be 0 or >= 2, max_paragraph_bytes >= 16, "
                           "vocab_size >= 0 and text_field non-empty; found {}, {}, {}, '{}'",
                           o.heldout_every, o.max_paragraph_bytes, o.vocab_size, o.text_field));
   if (o.vocab_size > 0 && tok.vocab_size() > o.vocab_size)
@@ -398,7 +399,7 @@ TextCorpusSummary write_text_corpus(const fs::path& input, const TextTokenizer& 
   for (const fs::path& f : files) documents += count_documents(f);
   const int64_t vocab = options.vocab_size > 0 ? options.vocab_size : tokenizer.vocab_size();
   CorpusWriter out(tokenizer, train_out, heldout_out, vocab, options.heldout_every,
-                   /*split_by_document=*/documents >= options.heldout_every);
+                   /*split_by_document=*/documents >= options.heldout_every);  // always for 0
   for (const fs::path& f : files) {
     if (is_jsonl(f)) read_jsonl_file(f, out, options);
     else read_text_file(f, out, size_t(options.max_paragraph_bytes));
@@ -410,7 +411,8 @@ TextCorpusSummary write_text_corpus(const fs::path& input, const TextTokenizer& 
 
 std::string describe(const TextCorpusSummary& s) {
   auto docs = [](int64_t n) { return fmt::format("{} document{}", n, n == 1 ? "" : "s"); };
-  const std::string rule = s.split_by_document
+  const std::string rule = s.heldout_every == 0 ? "nothing held out"
+                           : s.split_by_document
                                ? fmt::format("every {}th document", s.heldout_every)
                                : fmt::format("the last 1/{} of each document", s.heldout_every);
   return fmt::format("{} ({} empty) from {} file{}: train {}, {} tokens; held-out {} ({}), {} "

@@ -58,6 +58,7 @@ struct TextCorpusOptions {
   /// JSONL: the field that holds each document's text ("text", as datasets' to_json writes).
   std::string text_field = "text";
   /// N of the held-out rule above (>= 2): every Nth document, else the last 1/N of each.
+  /// 0: nothing is held out (every document goes to train; the held-out file is empty).
   int64_t heldout_every = 20;
   /// The vocab_size recorded in both token files (the model's config.json vocab_size); 0 = the
   /// tokenizer's.

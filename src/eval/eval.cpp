@@ -5,7 +5,7 @@
 #include "common/error.h"
 #include "common/progress.h"
 #include "common/runtime.h"
-#include "io/tokenizer.h"
+#include "io/text_tokenizer.h"
 
 namespace ac {
 
@@ -25,23 +25,19 @@ nlohmann::json EvalResult::to_json() const {
   return j;
 }
 
-TokenBytes TokenBytes::from_tokenizer(const Tokenizer& tokenizer) {
+TokenBytes TokenBytes::from_tokenizer(const TextTokenizer& tokenizer) {
   const int64_t V = tokenizer.vocab_size();
   TokenBytes t;
-  t.bos_id = tokenizer.bos_id();
+  t.bos_id = tokenizer.bos_id().value_or(-1);
   t.bytes = at::empty({V}, at::kLong);
   t.leading_space = at::zeros({V}, at::kBool);
   auto bytes = t.bytes.accessor<int64_t, 1>();
   auto space = t.leading_space.accessor<bool, 1>();
+  const bool dummy_prefix = tokenizer.adds_dummy_prefix();
   for (int64_t id = 0; id < V; ++id) {
-    if (id == tokenizer.bos_id() || id == tokenizer.eos_id()) {
-      bytes[id] = 0;  // decode() drops them
-      continue;
-    }
-    // decode_piece after a token that is not BOS: the piece as printed.
-    const std::string p = tokenizer.decode_piece(/*prev=*/tokenizer.eos_id() + 1, id);
+    const std::string p = tokenizer.token_bytes(id);
     bytes[id] = int64_t(p.size());
-    space[id] = !tokenizer.is_byte_token(id) && !p.empty() && p[0] == ' ';
+    space[id] = dummy_prefix && !p.empty() && p[0] == ' ';
   }
   return t;
 }
@@ -52,8 +48,8 @@ int64_t TokenBytes::count(const at::Tensor& targets, const at::Tensor& prev) con
 }
 
 std::optional<TokenBytes> token_bytes_of_checkpoint(const fs::path& dir, int64_t vocab_size) {
-  if (!fs::exists(dir / "tokenizer.bin")) return std::nullopt;
-  return TokenBytes::from_tokenizer(Tokenizer::from_checkpoint(dir, vocab_size));
+  if (!fs::exists(dir / "tokenizer.json") && !fs::exists(dir / "tokenizer.bin")) return std::nullopt;
+  return TokenBytes::from_tokenizer(*load_tokenizer(dir, vocab_size));
 }
 
 namespace {

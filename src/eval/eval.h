@@ -24,23 +24,24 @@
 
 namespace ac {
 
-class Tokenizer;
+class TextTokenizer;
 
-/// UTF-8 bytes each token decodes to, for bits per byte: the bytes Tokenizer::decode_piece
-/// gives (byte-fallback tokens 1, BOS and EOS 0, and a piece's leading space is not counted
-/// after BOS, where SentencePiece's decoder drops the dummy prefix).
+/// UTF-8 bytes each token decodes to, for bits per byte: TextTokenizer::token_bytes
+/// (byte-fallback tokens 1, BOS, EOS and other control tokens 0); with a SentencePiece dummy
+/// prefix, a piece's leading space is not counted after BOS, where the decoder drops it.
 struct TokenBytes {
-  at::Tensor bytes;          // [V] int64: bytes of each piece
-  at::Tensor leading_space;  // [V] bool: the piece starts with ' '
-  int64_t bos_id = 1;
+  at::Tensor bytes;          // [V] int64: bytes of each token
+  at::Tensor leading_space;  // [V] bool: the token carries a dummy-prefix space after BOS
+  int64_t bos_id = 1;        // -1 when the tokenizer has no BOS
 
-  static TokenBytes from_tokenizer(const Tokenizer& tokenizer);
+  static TokenBytes from_tokenizer(const TextTokenizer& tokenizer);
   /// Bytes of `targets` [N] int64, each following the token in `prev` [N] int64.
   int64_t count(const at::Tensor& targets, const at::Tensor& prev) const;
 };
 
-/// TokenBytes of the tokenizer.bin in a checkpoint folder; nullopt when the folder has none.
-/// Throws FormatError as Tokenizer::from_llama2c does.
+/// TokenBytes of a checkpoint folder's tokenizer (io/text_tokenizer.h load_tokenizer); nullopt
+/// when the folder has neither tokenizer.json nor tokenizer.bin. Throws FormatError as
+/// load_tokenizer does.
 std::optional<TokenBytes> token_bytes_of_checkpoint(const fs::path& dir, int64_t vocab_size);
 
 struct EvalOptions {

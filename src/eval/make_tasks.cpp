@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 #include "data/dataset.h"
-#include "io/tokenizer.h"
+#include "io/text_tokenizer.h"
 
 namespace ac {
 
@@ -211,12 +211,21 @@ StoryTasks make_story_tasks(const std::vector<std::string>& texts, const MakeTas
 }
 
 std::vector<std::string> decode_documents(const std::vector<int32_t>& ids,
-                                          const Tokenizer& tokenizer) {
+                                          const TextTokenizer& tokenizer) {
+  const int64_t bos = tokenizer.bos_id().value_or(-1), eos = tokenizer.eos_id().value_or(-1);
   std::vector<std::string> out;
-  for (auto [b, e] : split_documents(ids, int32_t(tokenizer.bos_id()))) {
-    std::string text = tokenizer.decode(std::vector<int64_t>(ids.begin() + b, ids.begin() + e));
+  std::vector<int64_t> doc;
+  auto flush = [&] {
+    std::string text = tokenizer.decode(doc, /*skip_special_tokens=*/true);
     if (!text.empty()) out.push_back(std::move(text));
+    doc.clear();
+  };
+  for (const int32_t id : ids) {
+    if (id == bos && !doc.empty()) flush();
+    doc.push_back(id);
+    if (id == eos) flush();
   }
+  if (!doc.empty()) flush();
   return out;
 }
 

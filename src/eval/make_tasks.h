@@ -24,7 +24,7 @@
 
 namespace ac {
 
-class Tokenizer;
+class TextTokenizer;
 
 /// A sentence of a text: bytes [begin, end).
 struct SentenceSpan {
@@ -57,10 +57,13 @@ struct StoryTasks {
 /// stories or sentences).
 StoryTasks make_story_tasks(const std::vector<std::string>& stories, const MakeTasksOptions& opt);
 
-/// The text of each BOS-separated document of a token stream [N] (Tokenizer::decode; empty
-/// documents dropped). Throws ConfigError on an id outside the tokenizer's vocabulary.
+/// The text of each document of a token stream [N] (TextTokenizer::decode without special
+/// tokens; empty documents dropped). A document starts at a BOS and ends after an EOS
+/// (data/token_file.h framing: BOS-separated llama2.c streams, [BOS] text [EOS] from the user's
+/// text, EOS-terminated for tokenizers without BOS). Throws ConfigError on an id outside the
+/// tokenizer's vocabulary.
 std::vector<std::string> decode_documents(const std::vector<int32_t>& ids,
-                                          const Tokenizer& tokenizer);
+                                          const TextTokenizer& tokenizer);
 
 /// Writes DIR/cloze.jsonl and DIR/story_ending.jsonl, each atomically (DIR is created), with
 /// `meta` in both headers. Returns the two paths.

@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "common/runtime.h"
-#include "io/tokenizer.h"
+#include "io/text_tokenizer.h"
 
 namespace ac {
 
@@ -170,7 +170,7 @@ void write_task_file(const fs::path& path, const Task& task) {
   write_file_atomic(path, out);
 }
 
-std::vector<LoglikelihoodRequest> task_requests(const Task& task, const Tokenizer& tokenizer) {
+std::vector<LoglikelihoodRequest> task_requests(const Task& task, const TextTokenizer& tokenizer) {
   std::vector<LoglikelihoodRequest> out;
   for (const TaskItem& it : task.items) {
     // HFLM._encode_pair: trailing spaces of the context move to the continuation.
@@ -178,10 +178,11 @@ std::vector<LoglikelihoodRequest> task_requests(const Task& task, const Tokenize
     size_t keep = context.find_last_not_of(' ');
     std::string moved = context.substr(keep == std::string::npos ? 0 : keep + 1);
     context.resize(context.size() - moved.size());
-    const std::vector<int64_t> ctx = tokenizer.encode(context, /*bos=*/true);
+    const std::vector<int64_t> ctx = tokenizer.encode(context, /*add_special_tokens=*/true);
     for (const std::string& choice : it.choices) {
       std::vector<int64_t> whole =
-          tokenizer.encode(context + moved + task.target_delimiter + choice, /*bos=*/true);
+          tokenizer.encode(context + moved + task.target_delimiter + choice,
+                           /*add_special_tokens=*/true);
       if (whole.size() <= ctx.size())
         throw FormatError(msg(kWhere, "{}:{}: the choice '{}' adds no token after the context",
                               task.file, it.line, choice));
@@ -274,11 +275,14 @@ TaskResult score_task(const Task& task, const std::vector<LoglikelihoodResult>& 
   return r;
 }
 
-TaskResult evaluate_task(const LlamaModel& model, const Tokenizer& tokenizer, const Task& task,
+TaskResult evaluate_task(const LlamaModel& model, const TextTokenizer& tokenizer, const Task& task,
                          const LoglikelihoodOptions& opt) {
   const double t0 = now_s();
-  if (tokenizer.vocab_size() != model.config.vocab_size)
-    throw ConfigError(msg(kWhere, "task '{}': the tokenizer has {} tokens, the model vocab_size {}",
+  // A model's embedding may have more rows than its tokenizer has ids (Qwen2 pads to a multiple
+  // of 128), never fewer.
+  if (tokenizer.vocab_size() > model.config.vocab_size)
+    throw ConfigError(msg(kWhere, "task '{}': the tokenizer has {} tokens, more than the model's "
+                          "vocab_size {}",
                           task.name, tokenizer.vocab_size(), model.config.vocab_size));
   TaskResult r = score_task(task, loglikelihoods(model, task_requests(task, tokenizer), opt));
   r.wall_s = now_s() - t0;

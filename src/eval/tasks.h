@@ -37,7 +37,7 @@
 
 namespace ac {
 
-class Tokenizer;
+class TextTokenizer;
 
 enum class TaskFormat { kMultipleChoice, kLoglikelihood };
 
@@ -75,7 +75,7 @@ void write_task_file(const fs::path& path, const Task& task);
 /// The task's requests, item by item and choice by choice (so request k of a
 /// multiple-choice task with C choices per item is item k / C when every item has C choices).
 /// Throws FormatError naming the file and line if a choice adds no token to its context.
-std::vector<LoglikelihoodRequest> task_requests(const Task& task, const Tokenizer& tokenizer);
+std::vector<LoglikelihoodRequest> task_requests(const Task& task, const TextTokenizer& tokenizer);
 
 /// A metric's mean over the items and its standard error (NaN when undefined, n < 2).
 struct MetricValue {
@@ -111,7 +111,7 @@ double mean_stderr(const std::vector<double>& x);
 TaskResult score_task(const Task& task, const std::vector<LoglikelihoodResult>& results);
 
 /// task_requests + loglikelihoods + score_task.
-TaskResult evaluate_task(const LlamaModel& model, const Tokenizer& tokenizer, const Task& task,
+TaskResult evaluate_task(const LlamaModel& model, const TextTokenizer& tokenizer, const Task& task,
                          const LoglikelihoodOptions& opt = {});
 
 }  // namespace ac

@@ -38,6 +38,14 @@ class Llama2cTextTokenizer final : public TextTokenizer {
   std::optional<int64_t> bos_id() const override { return tok_.bos_id(); }
   std::optional<int64_t> eos_id() const override { return tok_.eos_id(); }
   bool adds_bos() const override { return true; }
+  std::string token_bytes(int64_t id) const override {
+    if (id < 0 || id >= tok_.vocab_size())
+      throw ConfigError(msg("tokenizer", "token id {} is outside [0, {})", id, tok_.vocab_size()));
+    if (id == tok_.bos_id() || id == tok_.eos_id()) return "";
+    // decode_piece after a token that is not BOS: the piece as printed inside a text.
+    return tok_.decode_piece(/*prev=*/tok_.eos_id() + 1, id);
+  }
+  bool adds_dummy_prefix() const override { return true; }
   std::string kind() const override { return "tokenizer.bin (llama2.c)"; }
   const fs::path& file() const override { return file_; }
 
@@ -60,6 +68,42 @@ class HfTextTokenizer final : public TextTokenizer {
   std::optional<int64_t> bos_id() const override { return optional_id(tok_.bos_id()); }
   std::optional<int64_t> eos_id() const override { return optional_id(tok_.eos_id()); }
   bool adds_bos() const override { return tok_.add_bos() && tok_.bos_id() >= 0; }
+  std::string token_bytes(int64_t id) const override {
+    if (id < 0 || id >= tok_.vocab_size())
+      throw ConfigError(msg("tokenizer", "{}: token id {} is outside [0, {})", file_.string(), id,
+                            tok_.vocab_size()));
+    const std::string& t = tok_.token(id);
+    switch (tok_.token_type(id)) {
+      case HfTokenType::kControl:
+      case HfTokenType::kUnused:
+        return "";
+      case HfTokenType::kUserDefined:  // added tokens are matched, and decoded, as their content
+        return t;
+      case HfTokenType::kByte:  // "<0xNN>"
+        return std::string(1, char(std::stoi(t.substr(3, 2), nullptr, 16)));
+      default:
+        break;
+    }
+    std::string out;
+    if (tok_.kind() == HfModelKind::kByteLevelBpe) {
+      for (size_t i = 0; i < t.size();) {
+        const int b = hf::unicode_to_byte(hf::next_code_point(t, i));
+        if (b >= 0) out += char(b);  // a vocabulary entry outside the table has no bytes
+      }
+      return out;
+    }
+    static const std::string kMetaspace = "\xe2\x96\x81";  // U+2581
+    for (size_t i = 0; i < t.size();) {
+      if (t.compare(i, kMetaspace.size(), kMetaspace) == 0) {
+        out += ' ';
+        i += kMetaspace.size();
+      } else {
+        out += t[i++];
+      }
+    }
+    return out;
+  }
+  bool adds_dummy_prefix() const override { return tok_.kind() == HfModelKind::kSentencePieceBpe; }
   std::string kind() const override {
     return tok_.kind() == HfModelKind::kByteLevelBpe ? "tokenizer.json (byte-level BPE)"
                                                      : "tokenizer.json (SentencePiece-style BPE)";

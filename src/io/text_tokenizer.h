@@ -48,6 +48,17 @@ class TextTokenizer {
   /// tokenizer_config.json add_bos_token, else its post-processor; tokenizer.bin: always).
   /// Document framing (data/text_corpus.h) follows it.
   virtual bool adds_bos() const = 0;
+  /// The bytes token `id` stands for in a decoded text, as if it were neither first nor next to
+  /// a byte piece of the same character: a byte-level token's bytes (GPT-2 table undone), a
+  /// SentencePiece piece with U+2581 as ' ', a byte-fallback token "<0xNN>" as its byte, an
+  /// added token that is not special as its content; "" for BOS, EOS, other control tokens and
+  /// unused ids. Bits per byte (eval/eval.h TokenBytes) count these. Throws ConfigError outside
+  /// [0, vocab_size()).
+  virtual std::string token_bytes(int64_t id) const = 0;
+  /// Whether encode() puts SentencePiece's dummy-prefix space before a text, which decode()
+  /// drops again at the start (tokenizer.bin; SentencePiece-style tokenizer.json). The first
+  /// piece after BOS then carries one space that is not in the text.
+  virtual bool adds_dummy_prefix() const = 0;
   /// A short description: "tokenizer.json (byte-level BPE)", "tokenizer.json
   /// (SentencePiece-style BPE)", "tokenizer.bin (llama2.c)".
   virtual std::string kind() const = 0;

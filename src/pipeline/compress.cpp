@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
+#include "data/data_source.h"
 #include "data/dataset.h"
 #include "data/token_file.h"
 #include "distill/distill.h"
@@ -48,11 +49,13 @@ struct StageTimer {
   }
 };
 
-// Teacher-sampled stories: calibration, training and held-out sets from distinct seeds; held-out
-// documents that also occur in training are removed.
+// Calibration, training and held-out sets: teacher-sampled stories (distinct seeds; held-out
+// documents that also occur in training are removed), an earlier run's token files, or the
+// user's text.
 struct Corpus {
   TokenDataset calibration, train, heldout;
   int64_t overlap_removed = 0;
+  json source;  // report.json "data": where the sets came from
 };
 
 Corpus sample_data(const LlamaModel& teacher, const CompressOptions& opt, const fs::path& dir) {
@@ -72,6 +75,43 @@ Corpus sample_data(const LlamaModel& teacher, const CompressOptions& opt, const 
   c.calibration = TokenDataset(std::move(calib), teacher.config.vocab_size, bos);
   c.train = TokenDataset(std::move(train), teacher.config.vocab_size, bos);
   c.heldout = TokenDataset(std::move(held), teacher.config.vocab_size, bos);
+  c.source = {{"source", "teacher samples"},
+              {"seeds", {opt.seed * 10 + 1, opt.seed * 10 + 2, opt.seed * 10 + 3}},
+              {"temperature", 1.0}, {"top_p", 0.9}};
+  return c;
+}
+
+// The user's text (--data-text), tokenized with the teacher's tokenizer: the train split trains,
+// its first calibration_sequences windows calibrate, the held-out split evaluates.
+Corpus text_data(const LlamaModel& teacher, const CompressOptions& opt, const fs::path& dir) {
+  fs::create_directories(dir);
+  const int64_t V = teacher.config.vocab_size;
+  const int32_t bos = int32_t(teacher.config.bos_token_id);
+  TextData t = tokenize_text_data(opt.data_text, opt.model_dir, V, opt.text_field);
+  for (const auto& [part, n] : {std::pair<const char*, size_t>{"train", t.train.size()},
+                                {"held-out", t.heldout.size()}})
+    if (int64_t(n) < opt.seq_len)
+      throw ConfigError(msg("compress", "--data-text {}: the {} split has {} tokens, less than "
+                            "one window of --seq-len {} ({})", opt.data_text.string(), part, n,
+                            opt.seq_len, describe(t.summary)));
+  const int64_t calib_tokens =
+      std::min<int64_t>(int64_t(t.train.size()), opt.calibration_sequences * opt.seq_len);
+  std::vector<int32_t> calib(t.train.begin(), t.train.begin() + calib_tokens);
+  write_token_file(dir / "calibration.tokens", calib, V);
+  write_token_file(dir / "train.tokens", t.train, V);
+  write_token_file(dir / "heldout.tokens", t.heldout, V);
+  Corpus c;
+  c.source = {{"source", "text"}, {"path", opt.data_text.string()},
+              {"text_field", opt.text_field}, {"tokenizer", t.tokenizer},
+              {"corpus", describe(t.summary)}, {"documents", t.summary.documents},
+              {"files", t.summary.files},
+              {"heldout_rule", t.summary.split_by_document
+                                   ? fmt::format("every {}th document", t.summary.heldout_every)
+                                   : fmt::format("the last 1/{} of each document",
+                                                 t.summary.heldout_every)}};
+  c.calibration = TokenDataset(std::move(calib), V, bos);
+  c.train = TokenDataset(std::move(t.train), V, bos);
+  c.heldout = TokenDataset(std::move(t.heldout), V, bos);
   return c;
 }
 
@@ -121,6 +161,7 @@ Corpus reuse_data(const LlamaModel& teacher, const fs::path& from, const fs::pat
                             sets[i]->vocab_size(), teacher.config.vocab_size));
     write_token_file(dir / kDataFiles[i], sets[i]->ids(), teacher.config.vocab_size);
   }
+  c.source = {{"source", "token files"}, {"path", from.string()}};
   return c;
 }
 
@@ -138,11 +179,17 @@ json run_compress(const CompressOptions& opt) {
   StageTimer timer;
   const double t_start = now_s();
   std::vector<fs::path> inputs{opt.model_dir};
-  for (const fs::path& p : {opt.profile_path, opt.data_dir})
+  for (const fs::path& p : {opt.profile_path, opt.data_dir, opt.data_text})
     if (!p.empty()) inputs.push_back(p);
   check_not_overwriting_inputs(inputs, opt.out_dir, "compress");
   Scenario scenario = find_scenario(opt.scenario);
+  if (!opt.data_dir.empty() && !opt.data_text.empty())
+    throw ConfigError(msg("compress", "give at most one of --data (an earlier run's token files) "
+                          "and --data-text (your text)"));
   if (!opt.data_dir.empty()) check_data_dir(opt.data_dir);
+  if (!opt.data_text.empty() && !fs::exists(opt.data_text))
+    throw ConfigError(msg("compress", "--data-text {}: no such file or folder",
+                          opt.data_text.string()));
   LlamaModel teacher = load_checkpoint(opt.model_dir);
   // Refused before minutes of profiling and sampling (importance and distill would refuse too).
   require_finite(teacher, opt.model_dir.string(), "compress", opt.allow_nonfinite);
@@ -150,6 +197,12 @@ json run_compress(const CompressOptions& opt) {
                        describe(teacher.config), teacher.config.num_parameters(), scenario.name));
   StagingDir out(opt.out_dir);
   timer.done("load");
+  // The user's text is read first: a bad file is refused before minutes of profiling.
+  std::optional<Corpus> text_corpus;
+  if (!opt.data_text.empty()) {
+    text_corpus = text_data(teacher, opt, out.path() / "data");
+    timer.done("tokenize");
+  }
 
   // profile: this device's latency tables at the shapes the search will consider.
   // The latency correction is fitted on real forwards of calibration prunes (profile stage
@@ -168,9 +221,10 @@ json run_compress(const CompressOptions& opt) {
   const Profile* scenario_profile = profile.identity.device == scenario.device ? &profile : nullptr;
   timer.done("profile");
 
-  Corpus data = opt.data_dir.empty() ? sample_data(teacher, opt, out.path() / "data")
-                                     : reuse_data(teacher, opt.data_dir, out.path() / "data");
-  timer.done("sample");
+  Corpus data = text_corpus ? std::move(*text_corpus)
+                : !opt.data_dir.empty() ? reuse_data(teacher, opt.data_dir, out.path() / "data")
+                                        : sample_data(teacher, opt, out.path() / "data");
+  if (!text_corpus) timer.done("sample");
 
   // The teacher measured on this device: relative limits resolve against it. A scenario for
   // another device (a GPU costed by its spec sheet) has nothing here to measure: its costs are
@@ -397,7 +451,8 @@ json run_compress(const CompressOptions& opt) {
                    {"wall_s", dres.wall_s},
                    {"first_loss", dres.loss_curve.empty() ? 0.0 : dres.loss_curve.front()},
                    {"last_loss", dres.loss_curve.empty() ? 0.0 : dres.loss_curve.back()}}},
-      {"data", {{"calibration_tokens", data.calibration.num_tokens()},
+      {"data", {{"source", data.source},
+                {"calibration_tokens", data.calibration.num_tokens()},
                 {"train_tokens", data.train.num_tokens()},
                 {"heldout_tokens", data.heldout.num_tokens()},
                 {"heldout_documents_removed_for_overlap", data.overlap_removed}}},

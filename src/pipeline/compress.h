@@ -2,7 +2,8 @@
 // output folder, which appears only when the whole run succeeded (StagingDir):
 //
 //   profile.json            measured latency tables of this device          (profile)
-//   data/*.tokens           teacher-sampled calibration / training / held-out text
+//   data/*.tokens           calibration / training / held-out tokens: teacher samples, or the
+//                           user's text (--data-text)
 //   importance.safetensors  Minitron activation importance                    (importance)
 //   arch.json               chosen architecture, predicted costs, candidates  (search)
 //   arch_widths.svg         per-layer widths kept vs the parent (arch_trajectory.svg: search steps)
@@ -29,6 +30,11 @@ struct CompressOptions {
   fs::path profile_path;   // reuse a profile.json instead of profiling (must be this device)
   fs::path data_dir;       // reuse calibration/train/heldout.tokens of an earlier run's data/
                            // folder instead of sampling them (empty = sample)
+  fs::path data_text;      // the user's text instead of teacher samples (data/data_source.h:
+                           // a UTF-8 file, JSONL or a folder), tokenized with the teacher's
+                           // tokenizer: train = the train split (calibration = its first
+                           // calibration_sequences windows), held-out = the held-out split
+  std::string text_field = "text";  // JSONL field of data_text
   std::string method = "minitron";      // search: "minitron", "autocompress" or "both" (both:
                                          // autocompress is the main result in model/; minitron's
                                          // architecture is pruned, distilled with the same budget

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/fs.h"
 #include "pipeline/story_tasks.h"
 
 namespace ac {
@@ -165,6 +166,29 @@ std::string render_comparison_md(const json& rows, const std::string& not_measur
 
 }  // namespace
 
+std::string describe_run_data(const json& data) {
+  const json src = data.is_object() ? data.value("source", json::object()) : json::object();
+  const std::string kind = src.is_object() ? src.value("source", std::string()) : std::string();
+  const std::string tokens =
+      fmt::format("{} calibration, {} training and {} held-out tokens",
+                  data.value("calibration_tokens", int64_t(0)), data.value("train_tokens", int64_t(0)),
+                  data.value("heldout_tokens", int64_t(0)));
+  if (kind == "text")
+    return fmt::format("Data: your text `{}`{}, tokenized with {}: {}; held out: {}. {}.",
+                       src.value("path", std::string("?")),
+                       fs::path(src.value("path", std::string())).extension() == ".jsonl"
+                           ? fmt::format(" (JSONL field `{}`)", src.value("text_field", std::string("text")))
+                           : std::string(),
+                       src.value("tokenizer", std::string("?")), src.value("corpus", std::string("?")),
+                       src.value("heldout_rule", std::string("?")), tokens);
+  if (kind == "token files")
+    return fmt::format("Data: the token files of `{}` (an earlier run's data/). {}.",
+                       src.value("path", std::string("?")), tokens);
+  return fmt::format("Data: stories sampled from the teacher (temperature 1, top-p 0.9, fixed "
+                     "seeds; held-out documents that also occur in training removed: {}). {}.",
+                     data.value("heldout_documents_removed_for_overlap", int64_t(0)), tokens);
+}
+
 std::string render_report_md(const json& r) {
   const json& s = r["scenario"];
   const json& t = r["teacher"];
@@ -231,7 +255,8 @@ std::string render_report_md(const json& r) {
                     verdict(c["limits_predicted"]), verdict(c["limits_measured"]));
   if (r.contains("fit")) md += render_fit_md(r["fit"]);
 
-  md += "## Quality on held-out teacher-sampled stories\n\n";
+  md += "## Quality on the held-out data\n\n";
+  if (r.contains("data")) md += describe_run_data(r["data"]) + "\n\n";
   md += "| model | perplexity | bits/byte | KL to teacher (nats/token) | top-1 agreement | top-5 overlap | tokens |\n|---|---|---|---|---|---|---|\n";
   auto q = [&](const char* name, const json& e) {
     md += fmt::format("| {} | {:.3f} | {} | {} | {} | {} | {} |\n", name, num(e, "perplexity"),

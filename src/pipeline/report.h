@@ -6,6 +6,12 @@
 
 namespace ac {
 
+/// One sentence on the data of a run, from report.json "data" (its "source": teacher samples,
+/// an earlier run's token files, or the user's text with the tokenizer and the held-out rule),
+/// e.g. "Data: your text `moby.txt` (JSONL field `text`), tokenized with tokenizer.json
+/// (byte-level BPE): 40 documents ...; held out: every 20th document." Plain text.
+std::string describe_run_data(const nlohmann::json& data);
+
 /// Renders report.json (pipeline/compress.cpp) as Markdown.
 std::string render_report_md(const nlohmann::json& report);
 

@@ -593,6 +593,7 @@ std::string render_report_html(const json& report, const std::vector<json>& arch
   const json& arch = archs.empty() ? json() : archs.front();
   std::string h = page_header(report);
   h += "<h2>Summary</h2>\n" + summary_table(report) + verdict_line(report);
+  if (report.contains("data")) h += "<p>" + escape(describe_run_data(report["data"])) + "</p>\n";
   h += section("layers", "Architecture per layer",
                "Query heads, KV heads and FFN width of every layer: the result (orange) over the original "
                "(grey). Removed parts are marked ×.",

@@ -6,7 +6,7 @@
 #include "common/runtime.h"
 #include "eval/make_tasks.h"
 #include "eval/tasks.h"
-#include "io/tokenizer.h"
+#include "io/text_tokenizer.h"
 
 namespace ac {
 
@@ -15,16 +15,16 @@ nlohmann::json run_story_tasks_stage(const LlamaModel& teacher, const LlamaModel
                                      const StoryTasksStageOptions& opt) {
   using json = nlohmann::json;
   if (opt.max_items <= 0) return {{"skipped", "task items set to 0"}};
-  if (!fs::exists(opt.teacher_dir / "tokenizer.bin"))
-    return {{"skipped", "the teacher folder has no tokenizer.bin"}};
+  if (!fs::exists(opt.teacher_dir / "tokenizer.json") && !fs::exists(opt.teacher_dir / "tokenizer.bin"))
+    return {{"skipped", "the teacher folder has no tokenizer.json or tokenizer.bin"}};
   const double t0 = now_s();
-  Tokenizer tok = Tokenizer::from_checkpoint(opt.teacher_dir, teacher.config.vocab_size);
+  const std::unique_ptr<TextTokenizer> tok = load_tokenizer(opt.teacher_dir, teacher.config.vocab_size);
   MakeTasksOptions mo;
   mo.seed = opt.seed;
   mo.cloze_items = mo.ending_items = opt.max_items;
   StoryTasks st;
   try {
-    st = make_story_tasks(decode_documents(heldout, tok), mo);
+    st = make_story_tasks(decode_documents(heldout, *tok), mo);
   } catch (const ConfigError& e) {  // too few held-out stories: the run still has its report
     return {{"skipped", e.what()}};
   }
@@ -38,8 +38,8 @@ nlohmann::json run_story_tasks_stage(const LlamaModel& teacher, const LlamaModel
     j["files"].push_back((fs::path(opt.files_prefix) / p.filename()).string());
   for (Task& t : tasks) {
     t.file = (fs::path(opt.files_prefix) / (t.name + ".jsonl")).string();
-    j["teacher"].push_back(evaluate_task(teacher, tok, t).to_json());
-    j["compressed"].push_back(evaluate_task(student, tok, t).to_json());
+    j["teacher"].push_back(evaluate_task(teacher, *tok, t).to_json());
+    j["compressed"].push_back(evaluate_task(student, *tok, t).to_json());
     log_info(fmt::format("[compress] task {}: {} items, acc teacher {:.3f}, compressed {:.3f}",
                          t.name, t.items.size(),
                          j["teacher"].back()["metrics"]["acc"]["value"].get<double>(),
