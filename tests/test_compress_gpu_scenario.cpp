@@ -167,3 +167,58 @@ TEST(CompressData, Stories15mOnMobyDickNamesTheDataInTheReport) {
   for (const char* f : {"calibration.tokens", "train.tokens", "heldout.tokens"})
     EXPECT_TRUE(fs::exists(run / "data" / f)) << f;
 }
+
+// A checkpoint whose tokenizer cannot be read: one line naming the file (and the JSON path of an
+// unsupported component), before any profiling, and no output folder.
+TEST(CompressData, BadTokenizerFilesFailAtOnceAndWriteNothing) {
+  TempDir tmp;
+  const fs::path model = ac::test::import_stories15m(tmp.path), run = tmp.path / "run";
+  ASSERT_FALSE(testing::Test::HasFailure());
+  std::ofstream(tmp.path / "story.txt") << "Once upon a time there was a cat.\n";
+  struct Case {
+    const char* what;
+    std::function<void()> make;
+    std::vector<std::string> needles;
+  };
+  const std::string tj = (model / "tokenizer.json").string();
+  const Case cases[] = {
+      {"unsupported pre-tokenizer",
+       [&] {
+         std::ofstream(model / "tokenizer.json")
+             << R"({"version": "1.0", "added_tokens": [], "normalizer": null,
+                   "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
+                   "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})";
+       },
+       {tj, "pre_tokenizer.type", "'Whitespace' is not supported"}},
+      {"truncated tokenizer.json",
+       [&] { std::ofstream(model / "tokenizer.json") << R"({"version": "1.0", "model": {)"; },
+       {tj, "invalid JSON"}},
+      {"tokenizer.model only",
+       [&] {
+         fs::remove(model / "tokenizer.json");
+         fs::remove(model / "tokenizer.bin");
+         std::ofstream(model / "tokenizer.model") << "\x0a\x05piece";
+       },
+       {model.string(), "tokenizer.model", "tokenizer.json"}},
+  };
+  for (const Case& c : cases) {
+    c.make();
+    const fs::path log = tmp.path / "compress.log";
+    const int rc = std::system(fmt::format("{} compress --model {} --scenario cpu-local --out {} "
+                                           "--data-text {} > {} 2>&1", ac::test::cli_bin(),
+                                           model.string(), run.string(),
+                                           (tmp.path / "story.txt").string(), log.string()).c_str());
+    EXPECT_NE(rc, 0) << c.what;
+    const std::string out = slurp(log);
+    size_t errors = 0;
+    for (size_t p = out.find("error:"); p != std::string::npos; p = out.find("error:", p + 1)) ++errors;
+    EXPECT_EQ(errors, 1u) << c.what << ": " << out;
+    const size_t at = out.find("error:");
+    const std::string line = out.substr(at, out.find('\n', at) - at);
+    for (const std::string& n : c.needles) EXPECT_NE(line.find(n), std::string::npos) << c.what << ": " << line;
+    EXPECT_EQ(out.find("[profile]"), std::string::npos) << c.what << ": profiled first: " << out;
+    for (const auto& e : fs::directory_iterator(tmp.path))
+      EXPECT_EQ(e.path().filename().string().rfind("run", 0), std::string::npos)
+          << c.what << " left " << e.path();
+  }
+}

@@ -17,6 +17,7 @@
 #include "hardware/scenario.h"
 #include "importance/importance.h"
 #include "io/checkpoint.h"
+#include "io/text_tokenizer.h"
 #include "model/finite.h"
 #include "pipeline/compare.h"
 #include "pipeline/llamacpp_stage.h"
@@ -195,6 +196,13 @@ json run_compress(const CompressOptions& opt) {
   require_finite(teacher, opt.model_dir.string(), "compress", opt.allow_nonfinite);
   log_info(fmt::format("[compress] teacher {} ({} parameters), scenario {}",
                        describe(teacher.config), teacher.config.num_parameters(), scenario.name));
+  // The tokenizer is read now, so that a bad file is refused before minutes of profiling (the
+  // data, bits per byte, the tasks and the GGUF export read it later).
+  for (const char* f : {"tokenizer.json", "tokenizer.bin", "tokenizer.model"})
+    if (fs::exists(opt.model_dir / f)) {
+      load_tokenizer(opt.model_dir, teacher.config.vocab_size);
+      break;
+    }
   StagingDir out(opt.out_dir);
   timer.done("load");
   // The user's text is read first: a bad file is refused before minutes of profiling.
