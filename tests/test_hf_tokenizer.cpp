@@ -227,6 +227,31 @@ TEST(HfTokenizer, UnsupportedComponentNamesFileAndJsonPath) {
   expect_error<FormatError>([&] { load(j); }, {"model.merges[6]", "'hq' is not in model.vocab"});
 }
 
+// A field of the wrong JSON type is a FormatError naming the field, not nlohmann's type_error
+// (found by fuzz/fuzz_hf_tokenizer.cpp: "merges" as an object crashed the loader).
+TEST(HfTokenizer, FieldsOfTheWrongTypeNameTheField) {
+  const json good = byte_level_json(false, false);
+  struct Case {
+    std::function<void(json&)> edit;
+    std::vector<std::string> words;
+  };
+  const Case cases[] = {
+      {[](json& j) { j["model"]["merges"] = {{"a", "b"}}; }, {"model.merges", "expected an array"}},
+      {[](json& j) { j["model"]["byte_fallback"] = "yes"; }, {"model.byte_fallback", "true or false"}},
+      {[](json& j) { j["model"]["type"] = 3; }, {"model.type", "a string"}},
+      {[](json& j) { j["model"] = json::array(); }, {"model", "expected an object"}},
+      {[](json& j) { j["model"]["vocab"]["zz"] = 227777777; }, {"model.vocab['zz'] = 227777777", "ids must be below"}},
+      {[](json& j) { j["added_tokens"] = "none"; }, {"added_tokens", "expected an array"}},
+      {[](json& j) { j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"use_regex", 1}}; },
+       {"pre_tokenizer.use_regex", "true or false"}},
+  };
+  for (const Case& c : cases) {
+    json j = good;
+    c.edit(j);
+    expect_error<FormatError>([&] { load(j); }, c.words);
+  }
+}
+
 TEST(HfTokenizer, SentencePieceModelOnlyFolderSaysWhatToProvide) {
   TempDir tmp;
   write_file_atomic(tmp.path / "tokenizer.model", "\x0a\x0b not read");

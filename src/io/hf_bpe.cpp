@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "io/hf_components.h"
 #include "io/hf_unicode.h"
 
 namespace ac::hf {
@@ -167,8 +168,9 @@ void check_supported(const json& model, const std::string& file) {
 
 }  // namespace
 
-BpeModel BpeModel::from_json(const json& model, const std::string& file) {
-  const std::string type = model.value("type", std::string("BPE"));
+BpeModel BpeModel::from_json(const json& model, const std::string& file, size_t max_ids) {
+  const hf::JsonPath at{file, "model"};
+  const std::string type = hf::string_field(model, "type", "BPE", at);
   if (type != "BPE")
     throw FormatError(msg("hf_tokenizer", "{}: model.type '{}' is not supported (only BPE)", file,
                           type));
@@ -181,11 +183,15 @@ BpeModel BpeModel::from_json(const json& model, const std::string& file) {
       throw FormatError(msg("hf_tokenizer", "{}: model.vocab['{}'] = {} is not an id", file, token,
                             id.dump()));
     const auto i = size_t(id.get<int32_t>());
+    if (i >= max_ids)
+      throw FormatError(msg("hf_tokenizer", "{}: model.vocab['{}'] = {}: ids must be below {} "
+                            "(the {} entries of model.vocab plus the added tokens)", file, token,
+                            i, max_ids, model["vocab"].size()));
     if (i >= m.tokens_.size()) m.tokens_.resize(i + 1);
     m.tokens_[i] = token;
     m.index_.insert(token, int32_t(i));
   }
-  const json merges = model.value("merges", json::array());
+  const json merges = hf::array_or_empty(model, "merges", at);
   m.merges_.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
     auto parts = merge_parts(merges[i], i, file);
@@ -198,9 +204,9 @@ BpeModel BpeModel::from_json(const json& model, const std::string& file) {
     m.merge_index_.insert(a, b, {int32_t(i), c});
     m.merges_.push_back(std::move(parts));
   }
-  m.byte_fallback_ = model.value("byte_fallback", false);
-  m.fuse_unk_ = model.value("fuse_unk", false);
-  m.ignore_merges_ = model.value("ignore_merges", false);
+  m.byte_fallback_ = hf::bool_field(model, "byte_fallback", false, at);
+  m.fuse_unk_ = hf::bool_field(model, "fuse_unk", false, at);
+  m.ignore_merges_ = hf::bool_field(model, "ignore_merges", false, at);
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     m.unk_id_ = m.index_.find(model["unk_token"].get<std::string>());
     if (m.unk_id_ < 0)

@@ -85,7 +85,9 @@ class BpeModel {
   /// Reads "model" of tokenizer.json. `file` names errors with JSON paths ("model.merges[12]").
   /// Throws FormatError on a malformed vocabulary or merge (a merge whose parts or result are not
   /// in the vocabulary, as the tokenizers library does) and on an unsupported option.
-  static BpeModel from_json(const json& model, const std::string& file);
+  /// `max_ids` bounds the ids of model.vocab (ids may leave holes, which the file's added tokens
+  /// fill; more than that is not a vocabulary, and would cost memory for nothing).
+  static BpeModel from_json(const json& model, const std::string& file, size_t max_ids);
 
   /// Reusable buffers of tokenize().
   struct Scratch {

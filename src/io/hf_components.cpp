@@ -16,6 +16,47 @@ void unsupported(const JsonPath& at, const std::string& what, const std::string&
 
 namespace {
 
+/// `j[key]` when present and not null, after checking that `j` is an object.
+const json* field(const json& j, const char* key, const JsonPath& at) {
+  if (!j.is_object())
+    throw FormatError(msg("hf_tokenizer", "{}: {} is {}, expected an object", at.file, at.path,
+                          j.dump()));
+  const auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+[[noreturn]] void wrong_type(const json& v, const char* key, const char* expected,
+                             const JsonPath& at) {
+  throw FormatError(msg("hf_tokenizer", "{}: {}.{} is {}, expected {}", at.file, at.path, key,
+                        v.dump(), expected));
+}
+
+}  // namespace
+
+bool bool_field(const json& j, const char* key, bool fallback, const JsonPath& at) {
+  const json* v = field(j, key, at);
+  if (!v) return fallback;
+  if (!v->is_boolean()) wrong_type(*v, key, "true or false", at);
+  return v->get<bool>();
+}
+
+std::string string_field(const json& j, const char* key, const std::string& fallback,
+                         const JsonPath& at) {
+  const json* v = field(j, key, at);
+  if (!v) return fallback;
+  if (!v->is_string()) wrong_type(*v, key, "a string", at);
+  return v->get<std::string>();
+}
+
+json array_or_empty(const json& j, const char* key, const JsonPath& at) {
+  const json* v = field(j, key, at);
+  if (!v) return json::array();
+  if (!v->is_array()) wrong_type(*v, key, "an array", at);
+  return *v;
+}
+
+namespace {
+
 using Range = std::pair<uint32_t, uint32_t>;
 
 std::string type_of(const json& j, const JsonPath& at) {
@@ -215,7 +256,7 @@ struct SplitPreTokenizer : PreTokenizer {  // pre_tokenizers/split.rs
   SplitPreTokenizer(const json& j, const JsonPath& at)
       : pattern(j.value("pattern", json()), at.child("pattern")),
         behavior(parse_behavior(j.value("behavior", json()), at.child("behavior"))),
-        invert(j.value("invert", false)) {}
+        invert(bool_field(j, "invert", false, at)) {}
   void pre_tokenize(const Pieces& in, Pieces& out) const override {
     out.clear();
     thread_local std::vector<Range> matches;
@@ -234,7 +275,8 @@ struct ByteLevelPreTokenizer : PreTokenizer {  // pre_tokenizers/byte_level.rs
   bool add_prefix_space, use_regex;
   std::optional<Regex> regex;
   ByteLevelPreTokenizer(const json& j, const JsonPath& at)
-      : add_prefix_space(j.value("add_prefix_space", true)), use_regex(j.value("use_regex", true)) {
+      : add_prefix_space(bool_field(j, "add_prefix_space", true, at)),
+        use_regex(bool_field(j, "use_regex", true, at)) {
     if (use_regex) regex.emplace(kGpt2Pattern, at.file + ": " + at.path + " (GPT-2 pattern)");
   }
   bool byte_level() const override { return true; }
@@ -285,7 +327,7 @@ struct MetaspaceConfig {
       else if (s == "first") scheme = PrependScheme::kFirst;
       else if (s == "never") scheme = PrependScheme::kNever;
       else unsupported(at.child("prepend_scheme"), "'" + s + "'", "always, first, never");
-    } else if (!j.value("add_prefix_space", true)) {
+    } else if (!bool_field(j, "add_prefix_space", true, at)) {
       scheme = PrependScheme::kNever;
     }
   }
@@ -294,7 +336,7 @@ struct MetaspaceConfig {
 struct MetaspacePreTokenizer : PreTokenizer {  // pre_tokenizers/metaspace.rs
   MetaspaceConfig config;
   bool split;
-  MetaspacePreTokenizer(const json& j, const JsonPath& at) : config(j, at), split(j.value("split", true)) {}
+  MetaspacePreTokenizer(const json& j, const JsonPath& at) : config(j, at), split(bool_field(j, "split", true, at)) {}
   void pre_tokenize(const Pieces& in, Pieces& out) const override {
     out.clear();
     thread_local std::string s;
@@ -481,8 +523,8 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j, const JsonPath& at) {
   if (type == "Replace") return std::make_unique<ReplaceNormalizer>(j, at);
   if (type == "Strip") {
     auto n = std::make_unique<StripNormalizer>();
-    n->left = j.value("strip_left", true);
-    n->right = j.value("strip_right", true);
+    n->left = bool_field(j, "strip_left", true, at);
+    n->right = bool_field(j, "strip_right", true, at);
     return n;
   }
   if (type == "Sequence") {
@@ -529,11 +571,11 @@ void add_template(const json& j, const JsonPath& at, PostProcessor& pp) {
     const json& item = single[i];
     const JsonPath here = at.child("single").index(i);
     if (item.contains("Sequence")) {
-      if (item["Sequence"].value("id", std::string()) != "A" || seen_a)
+      if (string_field(item["Sequence"], "id", "", here.child("Sequence")) != "A" || seen_a)
         unsupported(here, item.dump(), "one {\"Sequence\": {\"id\": \"A\"}} in \"single\"");
       seen_a = true;
     } else if (item.contains("SpecialToken")) {
-      const std::string name = item["SpecialToken"].value("id", std::string());
+      const std::string name = string_field(item["SpecialToken"], "id", "", here.child("SpecialToken"));
       if (!specials.contains(name) || !specials[name].contains("ids") || !specials[name]["ids"].is_array())
         throw FormatError(msg("hf_tokenizer", "{}: {} names special token '{}' that {}.special_tokens "
                               "does not define", at.file, here.path, name, at.path));

@@ -26,6 +26,14 @@ struct JsonPath {
 [[noreturn]] void unsupported(const JsonPath& at, const std::string& what,
                               const std::string& supported);
 
+/// `j[key]` as a boolean / string / array, `fallback` when `j` has no such key or it is null.
+/// Throws FormatError naming the file and the JSON path when `j` is not an object or the value
+/// has another type (nlohmann's json::value() would throw its own type_error instead).
+bool bool_field(const json& j, const char* key, bool fallback, const JsonPath& at);
+std::string string_field(const json& j, const char* key, const std::string& fallback,
+                         const JsonPath& at);
+json array_or_empty(const json& j, const char* key, const JsonPath& at);
+
 // ---- normalizers ----
 
 /// A normalizer (tokenizers' Normalizer): rewrites the text of one section in place.

@@ -290,18 +290,18 @@ HfAddedToken parse_added_token(const json& j, const JsonPath& at) {
   HfAddedToken t;
   t.id = j["id"].get<int32_t>();
   t.content = j["content"].get<std::string>();
-  t.special = j.value("special", false);
-  t.lstrip = j.value("lstrip", false);
-  t.rstrip = j.value("rstrip", false);
-  t.single_word = j.value("single_word", false);
-  t.normalized = j.value("normalized", !t.special);
+  t.special = hf::bool_field(j, "special", false, at);
+  t.lstrip = hf::bool_field(j, "lstrip", false, at);
+  t.rstrip = hf::bool_field(j, "rstrip", false, at);
+  t.single_word = hf::bool_field(j, "single_word", false, at);
+  t.normalized = hf::bool_field(j, "normalized", !t.special, at);
   return t;
 }
 
 /// The added tokens with the ids the tokenizers library gives them (the model's id when the
 /// content is in the vocabulary, else the next free id); a file id that disagrees is an error.
 void load_added_tokens(const json& tok, const std::string& file, HfTokenizer::Impl& im) {
-  const json list = tok.value("added_tokens", json::array());
+  const json list = hf::array_or_empty(tok, "added_tokens", {file, "(root)"});
   const int64_t model_size = int64_t(im.model.tokens().size());
   int64_t max_added = -1;
   for (size_t i = 0; i < list.size(); ++i) {
@@ -345,9 +345,13 @@ std::string chat_template_of(const json& config) {
   const json& c = config["chat_template"];
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array() || c.empty()) return "";
+  // A list of {"name", "template"}; anything else is not a template this tool can name.
   for (const json& t : c)
-    if (t.value("name", std::string()) == "default") return t.value("template", std::string());
-  return c[0].value("template", std::string());
+    if (t.is_object() && t.contains("name") && t["name"] == "default" && t.contains("template") &&
+        t["template"].is_string())
+      return t["template"].get<std::string>();
+  return c[0].is_object() && c[0].contains("template") && c[0]["template"].is_string()
+             ? c[0]["template"].get<std::string>() : "";
 }
 
 void load_config(const json& config, HfTokenizer& tok, HfTokenizer::Impl& im) {
@@ -373,6 +377,18 @@ void load_config(const json& config, HfTokenizer& tok, HfTokenizer::Impl& im) {
 }  // namespace
 
 HfTokenizer HfTokenizer::from_json(const json& tok, const json& config, const std::string& file) {
+  // Every field is type-checked where it is read (hf::bool_field and the like); this is the
+  // backstop for a shape no check foresaw: still one typed error naming the file.
+  try {
+    return from_json_checked(tok, config, file);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(msg("hf_tokenizer", "{}: not a tokenizer.json this tool reads: {}", file,
+                          e.what()));
+  }
+}
+
+HfTokenizer HfTokenizer::from_json_checked(const json& tok, const json& config,
+                                           const std::string& file) {
   if (!tok.is_object() || !tok.contains("model"))
     throw FormatError(msg("hf_tokenizer", "{}: no \"model\": not a tokenizer.json", file));
   for (const char* key : {"truncation", "padding"})
@@ -380,7 +396,10 @@ HfTokenizer HfTokenizer::from_json(const json& tok, const json& config, const st
       hf::unsupported({file, key}, tok[key].dump(), "null (encode whole texts, no padding)");
   auto im = std::make_shared<Impl>();
   im->file = file;
-  im->model = hf::BpeModel::from_json(tok["model"], file);
+  const json& model = tok["model"];
+  const size_t max_ids = (model.is_object() && model.contains("vocab") ? model["vocab"].size() : 0) +
+                         hf::array_or_empty(tok, "added_tokens", {file, "(root)"}).size();
+  im->model = hf::BpeModel::from_json(model, file, max_ids);
   im->normalizer = hf::make_normalizer(tok.value("normalizer", json()), {file, "normalizer"});
   im->pre_tokenizer = hf::make_pre_tokenizer(tok.value("pre_tokenizer", json()), {file, "pre_tokenizer"});
   im->post = hf::make_post_processor(tok.value("post_processor", json()), {file, "post_processor"});

@@ -119,6 +119,8 @@ class HfTokenizer {
 
  private:
   explicit HfTokenizer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  static HfTokenizer from_json_checked(const json& tokenizer, const json& config,
+                                       const std::string& file);
   std::shared_ptr<Impl> impl_;
 };
 
