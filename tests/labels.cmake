@@ -29,6 +29,9 @@ set(_ac_label_rules
   client "^CompressData\\.Stories15mOnMobyDick"
   client "^HubCheckpoint\\."
   client "^HfTokenizerParity\\."
+  client "^GgufTokenizer\\."
+  client "^GgufVocab\\.RealTokenizers"
+  client "^LlamaCppStage\\.RunsOnATokenizerJsonCheckpoint$"
   client "^TextCorpus\\.Llama3ParagraphIdsEqualTheWholeText$"
   client "^LlamaCppStage\\.MeasuresTpot"
   client "^ReportHtml\\.(EveryPlotOfTheFixtureRun|CompressOnTheCpuScenario)"
@@ -47,6 +50,7 @@ set(_ac_label_rules
   slow   "^HubCheckpoint\\.Compress"
   slow   "^ReportHtml\\.CompressOnTheCpuScenario"
   slow   "^HfTokenizerParity\\.(Llama2|Qwen3)StateOfTheUnion$"
+  slow   "^LlamaCppStage\\.RunsOnATokenizerJsonCheckpoint$"
 )
 
 if(NOT DEFINED autocompress_tests_TESTS)

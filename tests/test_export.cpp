@@ -28,6 +28,7 @@ namespace ac {
 namespace {
 using json = nlohmann::json;
 using test::TempDir;
+using test::expect_error;
 
 std::string bytes_of(const fs::path& p) { return read_file(p); }
 
@@ -508,12 +509,17 @@ TEST(Export, SpecialTokensMustBeOneIdEach) {
   ModelConfig c = ModelConfig::uniform(300, 32, 1, LayerConfig{2, 2, 16, 64});
   const fs::path src = write_checkpoint(tmp.path / "src", LlamaModel{c, random_weights(c, 1)});
   EXPECT_NO_THROW(check_special_tokens(c, src));
+  // A tokenizer.json whose </s> is id 5.
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"a", 2}, {"b", 3}, {"c", 4}, {"</s>", 5}};
   write_json_file(src / "tokenizer.json",
-                  {{"added_tokens", {{{"id", 0}, {"content", "<unk>"}},
-                                     {{"id", 1}, {"content", "<s>"}},
-                                     {{"id", 5}, {"content", "</s>"}}}}});
+                  {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()},
+                              {"unk_token", "<unk>"}, {"byte_fallback", false}}},
+                   {"added_tokens", {{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+                                     {{"id", 1}, {"content", "<s>"}, {"special", true}},
+                                     {{"id", 5}, {"content", "</s>"}, {"special", true}}}}});
   write_json_file(src / "special_tokens_map.json", {{"bos_token", "<s>"}, {"eos_token", "</s>"}});
-  EXPECT_THROW(check_special_tokens(c, src), ConfigError);  // </s> is 5, config says 2
+  expect_error<ConfigError>([&] { check_special_tokens(c, src); },
+                            {"tokenizer.json", "eos_token '</s>'", "is id 5, expected id 2"});
   c.bos_token_id = 3;
   fs::remove(src / "tokenizer.json");
   EXPECT_THROW(check_special_tokens(c, src), ConfigError);  // tokenizer.bin's BOS is 1
@@ -554,21 +560,6 @@ TEST(Stories15M, GgufExportImportsBackIdentically) {
     EXPECT_EQ(ta.encode(text, true), tb.encode(text, true)) << text;
 }
 
-/// Runs tests/llamacpp/run.mjs on a GGUF; returns its JSON.
-json run_llamacpp(const fs::path& gguf, const std::string& text,
-                  const std::vector<int64_t>& prompt, int n, const fs::path& out) {
-  const fs::path dir = test::source_dir() / "tests/llamacpp";
-  if (!fs::exists(dir / "node_modules/node-llama-cpp"))
-    throw std::runtime_error("tests/llamacpp/node_modules is missing: run scripts/setup_node.sh");
-  const std::string ids = fmt::format("{}", fmt::join(prompt, ","));
-  const std::string cmd = fmt::format("node '{}' '{}' '{}' {} {} > '{}' 2> '{}.err'",
-                                      (dir / "run.mjs").string(), gguf.string(), text, ids, n,
-                                      out.string(), out.string());
-  if (std::system(cmd.c_str()) != 0)
-    throw std::runtime_error("llama.cpp run failed: " + cmd + "\n" + read_file(out.string() + ".err"));
-  return json::parse(read_file(out));
-}
-
 void expect_llamacpp_matches(const LlamaModel& m, const fs::path& gguf, const Tokenizer& tok,
                              const fs::path& tmp, const char* label) {
   const std::string text = "Once upon a time";
@@ -576,7 +567,7 @@ void expect_llamacpp_matches(const LlamaModel& m, const fs::path& gguf, const To
   GenerateOptions g;
   g.max_new_tokens = 20;
   const std::vector<int64_t> ours = generate(m, prompt, g);
-  const json r = run_llamacpp(gguf, text, prompt, 20, tmp / (std::string(label) + ".json"));
+  const json r = test::run_llamacpp(gguf, text, prompt, 20, tmp / (std::string(label) + ".json"));
   const auto theirs = r["continuation"].get<std::vector<int64_t>>();
   std::printf("%s: ours    %s\n%s: llama.cpp %s (%s, %d threads, TPOT %.3f ms)\n", label,
               tok.decode(ours).c_str(), label, r["text"].get<std::string>().c_str(),

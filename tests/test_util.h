@@ -1,14 +1,21 @@
-// Helpers shared by the tests: temporary folders, the stories15M cache, the python reference.
+// Helpers shared by the tests: temporary folders, the stories15M cache, the python reference,
+// llama.cpp through node-llama-cpp.
 #pragma once
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/fs.h"
+#include "common/json_io.h"
 #include "test_paths.h"
 #include "test_support.h"
 
@@ -51,6 +58,24 @@ inline fs::path import_stories15m(const fs::path& dir) {
   run_or_fail(cli_bin() + " import llama2c " + (src / "model.bin").string() + " " +
               (src / "tokenizer.bin").string() + " --out " + model.string() + " > /dev/null");
   return model;
+}
+
+/// Runs tests/llamacpp/run.mjs on a GGUF: llama.cpp's tokenization of `text` and its greedy
+/// continuation (`n` tokens) of `prompt` (ids, BOS included when wanted); returns its JSON, also
+/// left in `out`. Throws std::runtime_error with run.mjs's stderr when the run fails or
+/// node-llama-cpp is not installed (scripts/setup_node.sh).
+inline nlohmann::json run_llamacpp(const fs::path& gguf, const std::string& text,
+                                   const std::vector<int64_t>& prompt, int n, const fs::path& out) {
+  const fs::path dir = source_dir() / "tests/llamacpp";
+  if (!fs::exists(dir / "node_modules/node-llama-cpp"))
+    throw std::runtime_error("tests/llamacpp/node_modules is missing: run scripts/setup_node.sh");
+  const std::string ids = fmt::format("{}", fmt::join(prompt, ","));
+  const std::string cmd = fmt::format("node '{}' '{}' '{}' {} {} > '{}' 2> '{}.err'",
+                                      (dir / "run.mjs").string(), gguf.string(), text, ids, n,
+                                      out.string(), out.string());
+  if (std::system(cmd.c_str()) != 0)
+    throw std::runtime_error("llama.cpp run failed: " + cmd + "\n" + read_file(out.string() + ".err"));
+  return nlohmann::json::parse(read_file(out));
 }
 
 }  // namespace ac::test

@@ -3,10 +3,13 @@
 #include <fmt/ranges.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "export/gguf_vocab.h"
+#include "io/hf_tokenizer.h"
 #include "io/tokenizer.h"
 
 namespace ac {
@@ -155,47 +158,67 @@ void check_text_is_one_id(const std::vector<std::string>& tokens, const std::str
                           fmt::join(ids, ", "), want_id));
 }
 
+std::string check_llama2c_special_tokens(const ModelConfig& c, const fs::path& dir) {
+  const std::string file = (dir / "tokenizer.bin").string();
+  const GgufVocab v = vocab_from_tokenizer(Tokenizer::from_llama2c(file, c.vocab_size));
+  if (v.bos_id != c.bos_token_id || v.eos_id != c.eos_token_id)
+    throw ConfigError(msg("export", "{}: bos/eos ids {}/{} differ from config.json's {}/{}",
+                          file, v.bos_id, v.eos_id, c.bos_token_id, c.eos_token_id));
+  check_text_is_one_id(v.tokens, "bos_token", v.tokens[size_t(v.bos_id)], v.bos_id, file);
+  check_text_is_one_id(v.tokens, "eos_token", v.tokens[size_t(v.eos_id)], v.eos_id, file);
+  check_text_is_one_id(v.tokens, "unk_token", v.tokens[size_t(v.unk_id)], v.unk_id, file);
+  for (const auto& [role, text] : special_texts(dir)) {
+    const int64_t id = role == "bos_token" ? v.bos_id : role == "eos_token" ? v.eos_id : v.unk_id;
+    check_text_is_one_id(v.tokens, role, text, id, file);
+  }
+  return "tokenizer.bin: <unk>/<s>/</s> are exactly one token each, at the ids of config.json";
+}
+
+/// config.json's EOS ids: eos_token_id, or every id of its list form (Llama 3.1 names three).
+std::set<int64_t> config_eos_ids(const ModelConfig& c) {
+  std::set<int64_t> ids = {c.eos_token_id};
+  if (c.extra.contains("eos_token_id") && c.extra["eos_token_id"].is_array())
+    for (const json& id : c.extra["eos_token_id"]) ids.insert(id.get<int64_t>());
+  return ids;
+}
+
+std::string check_hf_special_tokens(const ModelConfig& c, const fs::path& dir) {
+  const std::string file = (dir / "tokenizer.json").string();
+  const HfTokenizer tok = HfTokenizer::from_folder(dir);
+  if (tok.vocab_size() > c.vocab_size)
+    throw ConfigError(msg("export", "{}: the tokenizer has ids up to {} but config.json's "
+                          "vocab_size is {}", file, tok.vocab_size() - 1, c.vocab_size));
+  const std::set<int64_t> eos = config_eos_ids(c);
+  if (tok.bos_id() >= 0 && tok.bos_id() != c.bos_token_id)
+    throw ConfigError(msg("export", "{}: the BOS token is id {}, config.json's bos_token_id is {}",
+                          file, tok.bos_id(), c.bos_token_id));
+  if (tok.eos_id() >= 0 && !eos.count(tok.eos_id()))
+    throw ConfigError(msg("export", "{}: the EOS token is id {}, config.json's eos_token_id is "
+                          "{}", file, tok.eos_id(), fmt::join(eos, " / ")));
+  for (const auto& [role, text] : special_texts(dir)) {
+    const std::optional<int64_t> id = tok.token_to_id(text);
+    std::string expected;
+    if (role == "bos_token" && (!id || *id != c.bos_token_id))
+      expected = fmt::format("id {} (config.json bos_token_id)", c.bos_token_id);
+    else if (role == "eos_token" && (!id || !eos.count(*id)))
+      expected = fmt::format("id {} (config.json eos_token_id)", fmt::join(eos, " / "));
+    else if (!id)
+      expected = "one token";
+    if (!expected.empty())
+      throw ConfigError(msg("export", "{}: {} '{}' of special_tokens_map.json is {}, expected {}",
+                            file, role, text, id ? fmt::format("id {}", *id) : "no token",
+                            expected));
+  }
+  return "tokenizer.json: BOS / EOS and each special token of special_tokens_map.json are one "
+         "token each, at the ids of config.json";
+}
+
 }  // namespace
 
 std::vector<std::string> check_special_tokens(const ModelConfig& c, const fs::path& dir) {
   std::vector<std::string> notes;
-  const auto texts = special_texts(dir);
-  const std::map<std::string, int64_t> want = {
-      {"bos_token", c.bos_token_id}, {"eos_token", c.eos_token_id}};
-  if (fs::exists(dir / "tokenizer.bin")) {
-    const Tokenizer tok = Tokenizer::from_checkpoint(dir, c.vocab_size);
-    const GgufVocab v = vocab_from_tokenizer(tok);
-    const std::string file = (dir / "tokenizer.bin").string();
-    if (v.bos_id != c.bos_token_id || v.eos_id != c.eos_token_id)
-      throw ConfigError(msg("export", "{}: bos/eos ids {}/{} differ from config.json's {}/{}",
-                            file, v.bos_id, v.eos_id, c.bos_token_id, c.eos_token_id));
-    check_text_is_one_id(v.tokens, "bos_token", v.tokens[size_t(v.bos_id)], v.bos_id, file);
-    check_text_is_one_id(v.tokens, "eos_token", v.tokens[size_t(v.eos_id)], v.eos_id, file);
-    check_text_is_one_id(v.tokens, "unk_token", v.tokens[size_t(v.unk_id)], v.unk_id, file);
-    for (const auto& [role, text] : texts) {
-      const int64_t id = role == "bos_token" ? v.bos_id : role == "eos_token" ? v.eos_id : v.unk_id;
-      check_text_is_one_id(v.tokens, role, text, id, file);
-    }
-    notes.push_back("tokenizer.bin: <unk>/<s>/</s> are exactly one token each, at the ids of "
-                    "config.json");
-  }
-  if (fs::exists(dir / "tokenizer.json")) {
-    const json t = read_json_file(dir / "tokenizer.json");
-    std::map<std::string, std::vector<int64_t>> ids;
-    for (const json& a : t.value("added_tokens", json::array()))
-      ids[a.value("content", "")].push_back(a.value("id", int64_t(-1)));
-    for (const auto& [role, text] : texts) {
-      auto w = want.find(role);
-      const auto& found = ids[text];
-      if (found.size() != 1 || (w != want.end() && found[0] != w->second))
-        throw ConfigError(msg("export", "{}: {} '{}' is added token(s) [{}], expected exactly "
-                              "one{}", (dir / "tokenizer.json").string(), role, text,
-                              fmt::join(found, ", "),
-                              w != want.end() ? fmt::format(" with id {}", w->second) : ""));
-    }
-    notes.push_back("tokenizer.json: each special token of special_tokens_map.json is one added "
-                    "token with config.json's id");
-  }
+  if (fs::exists(dir / "tokenizer.bin")) notes.push_back(check_llama2c_special_tokens(c, dir));
+  if (fs::exists(dir / "tokenizer.json")) notes.push_back(check_hf_special_tokens(c, dir));
   if (notes.empty()) notes.push_back("no tokenizer files: special tokens not checked");
   return notes;
 }

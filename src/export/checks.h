@@ -45,9 +45,11 @@ void check_decilm_loadable(const ModelConfig& c);
 void check_config_agrees_with_tensors(const ModelConfig& c, const nlohmann::json& config_json,
                                       const TensorMap& tensors, const std::string& file);
 
-/// Checks the special tokens of a checkpoint folder: config bos/eos ids equal the vocabulary's
-/// (tokenizer.bin: GGUF form from vocab_from_tokenizer; tokenizer.json: "added_tokens"); each
-/// special text from special_tokens_map.json is exactly one token with that id.
+/// Checks the special tokens of a checkpoint folder against config.json, for each tokenizer file
+/// present: tokenizer.bin (its GGUF form, vocab_from_tokenizer): bos/eos ids equal config.json's
+/// and <unk>/<s>/</s> are one token each; tokenizer.json (io/hf_tokenizer.h): ids below
+/// vocab_size, its BOS / EOS (tokenizer_config.json) at config.json's bos_token_id / one of its
+/// eos_token_id. Each text of special_tokens_map.json is one token with that id.
 /// Returns the notes for the report (what was checked). Throws ConfigError on a mismatch.
 std::vector<std::string> check_special_tokens(const ModelConfig& c, const fs::path& dir);
 

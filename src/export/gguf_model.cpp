@@ -9,6 +9,7 @@
 #include "common/json_io.h"
 #include "io/checkpoint.h"
 #include "io/llama2c.h"
+#include "io/tokenizer.h"
 
 namespace ac {
 using json = nlohmann::json;
@@ -77,11 +78,19 @@ void check_exportable(const LlamaModel& m, const GgufVocab& v) {
     throw ConfigError(msg("export gguf", "layer 0 has no attention: llama.cpp reads the head size "
                           "only from layer 0's head count (llama-model.cpp load_hparams), so a "
                           "deci GGUF needs attention in layer 0"));
-  if (int64_t(v.tokens.size()) != c.vocab_size || v.scores.size() != v.tokens.size() ||
-      v.types.size() != v.tokens.size())
+  const bool scores_ok =
+      v.scores.size() == v.tokens.size() || (v.model == "gpt2" && v.scores.empty());
+  if (int64_t(v.tokens.size()) != c.vocab_size || !scores_ok || v.types.size() != v.tokens.size())
     throw ConfigError(msg("export gguf", "the vocabulary has {} tokens, {} scores, {} types; the "
                           "model's vocab_size is {}", v.tokens.size(), v.scores.size(),
                           v.types.size(), c.vocab_size));
+  if (v.model != "llama" && v.model != "gpt2")
+    throw ConfigError(msg("export gguf", "tokenizer model '{}': 'llama' (SentencePiece) and "
+                          "'gpt2' (byte-level BPE) are written", v.model));
+  if (v.model == "gpt2" && (v.pre.empty() || v.merges.empty()))
+    throw ConfigError(msg("export gguf", "a 'gpt2' vocabulary needs tokenizer.ggml.pre and "
+                          "merges (llama.cpp falls back to a different pre-tokenizer or refuses "
+                          "the file)"));
   if (c.rope_scaling && c.rope_scaling->rope_type != "linear" &&
       c.rope_scaling->rope_type != "llama3" && c.rope_scaling->rope_type != "default")
     throw ConfigError(msg("export gguf", "rope_scaling type '{}' has no GGUF form here",
@@ -89,9 +98,10 @@ void check_exportable(const LlamaModel& m, const GgufVocab& v) {
   // Every special token must be exactly one id whose text is unique in the vocabulary.
   std::map<std::string, int64_t> count;
   for (const auto& t : v.tokens) ++count[t];
-  for (auto [name, id] : {std::pair<const char*, int64_t>{"bos", v.bos_id},
-                          {"eos", v.eos_id}, {"unknown", v.unk_id}}) {
-    if (id < 0 || id >= c.vocab_size)
+  for (auto [name, id] : {std::pair<const char*, int64_t>{"bos", v.bos_id}, {"eos", v.eos_id},
+                          {"unknown", v.unk_id}, {"padding", v.pad_id}}) {
+    if (id < 0) continue;  // none named: the key is not written
+    if (id >= c.vocab_size)
       throw ConfigError(msg("export gguf", "{} token id {} outside [0, {})", name, id,
                             c.vocab_size));
     if (count[v.tokens[size_t(id)]] != 1)
@@ -99,6 +109,29 @@ void check_exportable(const LlamaModel& m, const GgufVocab& v) {
                             "vocabulary: it must encode to exactly one id", name,
                             v.tokens[size_t(id)], id, count[v.tokens[size_t(id)]]));
   }
+}
+
+/// tokenizer.ggml.* and tokenizer.chat_template (gguf-py GGUFWriter add_tokenizer_model,
+/// add_tokenizer_pre, add_token_list, add_token_scores, add_token_types, add_token_merges,
+/// SpecialVocab.add_to_gguf); absent values (-1 ids, no scores or merges) are not written.
+void add_vocab_metadata(const GgufVocab& v, GgufMetadata& kv) {
+  kv.push_back({"tokenizer.ggml.model", GgufValue::str(v.model)});
+  if (!v.pre.empty()) kv.push_back({"tokenizer.ggml.pre", GgufValue::str(v.pre)});
+  kv.push_back({"tokenizer.ggml.tokens", GgufValue::str_array(v.tokens)});
+  if (!v.scores.empty())
+    kv.push_back({"tokenizer.ggml.scores",
+                  GgufValue::f32_array(std::vector<double>(v.scores.begin(), v.scores.end()))});
+  kv.push_back({"tokenizer.ggml.token_type", GgufValue::i32_array(v.types)});
+  if (!v.merges.empty()) kv.push_back({"tokenizer.ggml.merges", GgufValue::str_array(v.merges)});
+  for (auto [key, id] : {std::pair<const char*, int64_t>{"tokenizer.ggml.bos_token_id", v.bos_id},
+                         {"tokenizer.ggml.eos_token_id", v.eos_id},
+                         {"tokenizer.ggml.unknown_token_id", v.unk_id},
+                         {"tokenizer.ggml.padding_token_id", v.pad_id}})
+    if (id >= 0) kv.push_back({key, GgufValue::u32(id)});
+  kv.push_back({"tokenizer.ggml.add_bos_token", GgufValue::boolean(v.add_bos)});
+  kv.push_back({"tokenizer.ggml.add_eos_token", GgufValue::boolean(v.add_eos)});
+  if (!v.chat_template.empty())
+    kv.push_back({"tokenizer.chat_template", GgufValue::str(v.chat_template)});
 }
 
 GgufMetadata model_metadata(const ModelConfig& c, const GgufVocab& v, const GgufExportOptions& o,
@@ -142,16 +175,7 @@ GgufMetadata model_metadata(const ModelConfig& c, const GgufVocab& v, const Gguf
     kv.push_back({a + ".rope.scaling.type", GgufValue::str("linear")});
     kv.push_back({a + ".rope.scaling.factor", GgufValue::f32(c.rope_scaling->factor)});
   }
-  std::vector<double> scores(v.scores.begin(), v.scores.end());
-  kv.push_back({"tokenizer.ggml.model", GgufValue::str("llama")});
-  kv.push_back({"tokenizer.ggml.tokens", GgufValue::str_array(v.tokens)});
-  kv.push_back({"tokenizer.ggml.scores", GgufValue::f32_array(scores)});
-  kv.push_back({"tokenizer.ggml.token_type", GgufValue::i32_array(v.types)});
-  kv.push_back({"tokenizer.ggml.bos_token_id", GgufValue::u32(v.bos_id)});
-  kv.push_back({"tokenizer.ggml.eos_token_id", GgufValue::u32(v.eos_id)});
-  kv.push_back({"tokenizer.ggml.unknown_token_id", GgufValue::u32(v.unk_id)});
-  kv.push_back({"tokenizer.ggml.add_bos_token", GgufValue::boolean(v.add_bos)});
-  kv.push_back({"tokenizer.ggml.add_eos_token", GgufValue::boolean(v.add_eos)});
+  add_vocab_metadata(v, kv);
   kv.push_back({"autocompress.hf_config", GgufValue::str(config_to_hf_json(c).dump())});
   if (!ffn_free.empty())
     kv.push_back({"autocompress.ffn_free_layers", GgufValue::i32_array(ffn_free)});
@@ -228,33 +252,6 @@ at::Tensor llama3_rope_factors(const ModelConfig& c, int64_t head_dim) {
   return f;
 }
 
-GgufVocab vocab_from_tokenizer(const Tokenizer& tok) {
-  GgufVocab v;
-  v.bos_id = tok.bos_id();
-  v.eos_id = tok.eos_id();
-  v.unk_id = tok.unk_id();
-  for (int64_t id = 0; id < tok.vocab_size(); ++id) {
-    uint8_t byte = 0;
-    std::string text;
-    GgufTokenType type = GgufTokenType::NORMAL;
-    if (id == v.unk_id) {
-      text = "<unk>", type = GgufTokenType::UNKNOWN;
-    } else if (id == v.bos_id) {
-      text = "<s>", type = GgufTokenType::CONTROL;
-    } else if (id == v.eos_id) {
-      text = "</s>", type = GgufTokenType::CONTROL;
-    } else if (tok.is_byte_token(id, &byte)) {
-      text = fmt::format("<0x{:02X}>", byte), type = GgufTokenType::BYTE;
-    } else {
-      text = replace_all(tok.piece(id), " ", kSpace);
-    }
-    v.tokens.push_back(text);
-    v.scores.push_back(tok.score(id));
-    v.types.push_back(int64_t(type));
-  }
-  return v;
-}
-
 std::string llama2c_tokenizer_bytes(const GgufVocab& v, const std::string& file) {
   const int64_t V = int64_t(v.tokens.size());
   if (V <= kLastByte)
@@ -299,36 +296,50 @@ void write_model_gguf(const fs::path& path, const LlamaModel& m, const GgufVocab
 
 namespace {
 
+/// A string array key, or FormatError.
+std::vector<std::string> string_array(const GgufFile& g, const char* key) {
+  const GgufValue* v = g.find(key);
+  if (!v || !v->is_array || v->type != GgufType::STRING)
+    throw FormatError(msg("import gguf", "{}: {} missing or not a string array", g.file(), key));
+  return v->strings;
+}
+
 GgufVocab read_vocab(const GgufFile& g) {
-  if (g.get_string("tokenizer.ggml.model") != "llama")
-    throw FormatError(msg("import gguf", "{}: tokenizer.ggml.model is '{}'; only 'llama' "
-                          "(SentencePiece) is read", g.file(),
-                          g.get_string("tokenizer.ggml.model")));
   GgufVocab v;
-  const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
+  v.model = g.get_string("tokenizer.ggml.model");
+  if (v.model != "llama" && v.model != "gpt2")
+    throw FormatError(msg("import gguf", "{}: tokenizer.ggml.model is '{}'; 'llama' "
+                          "(SentencePiece) and 'gpt2' (byte-level BPE) are read", g.file(), v.model));
+  const bool spm = v.model == "llama";
+  v.pre = g.find("tokenizer.ggml.pre") ? g.get_string("tokenizer.ggml.pre") : "";
+  v.tokens = string_array(g, "tokenizer.ggml.tokens");
+  const size_t V = v.tokens.size();
   const GgufValue* scores = g.find("tokenizer.ggml.scores");
   const GgufValue* types = g.find("tokenizer.ggml.token_type");
-  if (!tokens || !tokens->is_array || tokens->type != GgufType::STRING)
-    throw FormatError(msg("import gguf", "{}: tokenizer.ggml.tokens missing or not a string "
-                          "array", g.file()));
-  v.tokens = tokens->strings;
-  const size_t V = v.tokens.size();
-  if (!scores || scores->floats.size() != V || !types || types->ints.size() != V)
-    throw FormatError(msg("import gguf", "{}: tokenizer.ggml.scores / token_type must have {} "
-                          "elements (one per token)", g.file(), V));
-  v.scores.assign(scores->floats.begin(), scores->floats.end());
+  if ((spm || scores) && (!scores || scores->floats.size() != V))
+    throw FormatError(msg("import gguf", "{}: tokenizer.ggml.scores must have {} elements (one "
+                          "per token{})", g.file(), V, spm ? "; a 'llama' vocabulary needs them" : ""));
+  if (!types || types->ints.size() != V)
+    throw FormatError(msg("import gguf", "{}: tokenizer.ggml.token_type must have {} elements (one "
+                          "per token)", g.file(), V));
+  if (scores) v.scores.assign(scores->floats.begin(), scores->floats.end());
   v.types = types->ints;
-  // Every special id must index the vocabulary: they are looked up in `tokens` on import.
-  auto token_id = [&](const char* key, std::optional<int64_t> fallback) {
-    const int64_t id = g.find(key) || !fallback ? g.get_int(key) : *fallback;
+  if (!spm) v.merges = string_array(g, "tokenizer.ggml.merges");  // llama.cpp requires them
+  // Every special id must index the vocabulary: they are looked up in `tokens` on import. An
+  // absent id takes llama.cpp's default for a 'llama' vocabulary (llama-vocab.cpp: bos 1, eos 2,
+  // unk 0) and is "none" (-1) otherwise.
+  auto token_id = [&](const char* key, int64_t spm_default) {
+    if (!g.find(key)) return spm ? spm_default : int64_t(-1);
+    const int64_t id = g.get_int(key);
     if (id < 0 || id >= int64_t(V))
       throw FormatError(msg("import gguf", "{}: {} = {} is outside the vocabulary [0, {})",
                             g.file(), key, id, V));
     return id;
   };
-  v.bos_id = token_id("tokenizer.ggml.bos_token_id", std::nullopt);
-  v.eos_id = token_id("tokenizer.ggml.eos_token_id", std::nullopt);
+  v.bos_id = token_id("tokenizer.ggml.bos_token_id", 1);
+  v.eos_id = token_id("tokenizer.ggml.eos_token_id", 2);
   v.unk_id = token_id("tokenizer.ggml.unknown_token_id", 0);
+  v.pad_id = token_id("tokenizer.ggml.padding_token_id", -1);
   auto flag = [&](const char* key, bool fallback) {
     const GgufValue* f = g.find(key);
     if (!f) return fallback;
@@ -336,8 +347,9 @@ GgufVocab read_vocab(const GgufFile& g) {
       throw FormatError(msg("import gguf", "{}: {} must be one bool", g.file(), key));
     return f->ints[0] != 0;
   };
-  v.add_bos = flag("tokenizer.ggml.add_bos_token", v.add_bos);
-  v.add_eos = flag("tokenizer.ggml.add_eos_token", v.add_eos);
+  v.add_bos = flag("tokenizer.ggml.add_bos_token", spm);
+  v.add_eos = flag("tokenizer.ggml.add_eos_token", false);
+  if (g.find("tokenizer.chat_template")) v.chat_template = g.get_string("tokenizer.chat_template");
   return v;
 }
 
@@ -476,8 +488,8 @@ GgufModel read_model_gguf(const fs::path& path) {
   ModelConfig c = config_from_keys(g, a, V, &ffn_free);
   merge_hf_config(g, c);
   c.attention_bias = g.has_tensor("blk.0.attn_q.bias");
-  c.bos_token_id = out.vocab.bos_id;
-  c.eos_token_id = out.vocab.eos_id;
+  if (out.vocab.bos_id >= 0) c.bos_token_id = out.vocab.bos_id;
+  if (out.vocab.eos_id >= 0) c.eos_token_id = out.vocab.eos_id;
   try {
     c.validate("import gguf");
   } catch (const ConfigError& e) {
@@ -499,6 +511,11 @@ GgufModel read_model_gguf(const fs::path& path) {
 void import_gguf(const fs::path& gguf, const fs::path& out_dir) {
   check_not_overwriting_input(gguf, out_dir, "import gguf");
   const GgufModel g = read_model_gguf(gguf);
+  if (g.vocab.model != "llama")
+    throw ConfigError(msg("import gguf", "{}: tokenizer.ggml.model is '{}' (byte-level BPE): the "
+                          "imported checkpoint carries llama2.c's tokenizer.bin, which holds "
+                          "only SentencePiece ('llama') vocabularies", gguf.string(),
+                          g.vocab.model));
   const std::string tok_bytes = llama2c_tokenizer_bytes(g.vocab, gguf.string());
   StagingDir staging(out_dir);
   save_checkpoint(staging.path(), g.model);

@@ -15,10 +15,18 @@
 //   rope_scaling "linear": {arch}.rope.scaling.type = "linear", .rope.scaling.factor f32;
 //   rope_scaling "llama3": tensor rope_freqs.weight [Hd/2] F32 (convert_hf_to_gguf.py
 //     LlamaModel.generate_extra_tensors: the factor that divides each RoPE frequency);
-//   tokenizer.ggml.model = "llama" (SentencePiece), .tokens (str[V]; spaces as U+2581, byte
-//     tokens as "<0xNN>"), .scores (f32[V]), .token_type (i32[V]: 1 normal, 2 unknown,
-//     3 control, 6 byte), .bos_token_id / .eos_token_id / .unknown_token_id u32,
-//     .add_bos_token / .add_eos_token bool;
+//   the vocabulary (export/gguf_vocab.h says how each tokenizer file maps to it; gguf-py
+//   constants.py Keys.Tokenizer, llama.cpp llama-vocab.cpp llama_vocab::impl::load):
+//     tokenizer.ggml.model str: "llama" (SentencePiece: tokenizer.bin, Llama 2 tokenizer.json)
+//       or "gpt2" (byte-level BPE: Llama 3, Qwen2, Qwen3 tokenizer.json);
+//     .pre str: "default" (llama), "llama-bpe" / "qwen2" (gpt2: the pre-tokenizer regex);
+//     .tokens str[V] (llama: spaces as U+2581, byte tokens "<0xNN>"; gpt2: byte-to-unicode
+//       form, added tokens raw; "[PAD{id}]" for ids no token has);
+//     .scores f32[V] (llama only); .token_type i32[V] (1 normal, 2 unknown, 3 control,
+//       4 user-defined, 5 unused, 6 byte); .merges str[] "left right" (gpt2 only);
+//     .bos_token_id / .eos_token_id / .unknown_token_id / .padding_token_id u32 (each only
+//       when the tokenizer names it); .add_bos_token / .add_eos_token bool;
+//     tokenizer.chat_template str (when the tokenizer has one);
 //   autocompress.hf_config str: our config.json (restores every field on import; llama.cpp
 //     ignores it); autocompress.ffn_free_layers i32[]: see below.
 //
@@ -56,27 +64,10 @@
 
 #include "common/fs.h"
 #include "export/gguf.h"
-#include "io/tokenizer.h"
+#include "export/gguf_vocab.h"
 #include "model/llama.h"
 
 namespace ac {
-
-/// SentencePiece token types (llama.h enum llama_token_type / gguf-py TokenType).
-enum class GgufTokenType : int64_t { NORMAL = 1, UNKNOWN = 2, CONTROL = 3, BYTE = 6 };
-
-/// The vocabulary as GGUF holds it (tokenizer.ggml.*).
-struct GgufVocab {
-  std::vector<std::string> tokens;  // [V] text pieces, U+2581 for spaces, "<0xNN>" for bytes
-  std::vector<float> scores;        // [V]
-  std::vector<int64_t> types;       // [V] GgufTokenType values
-  int64_t bos_id = 1, eos_id = 2, unk_id = 0;
-  bool add_bos = true, add_eos = false;
-};
-
-/// From our llama2.c tokenizer: ids unk/bos/eos become "<unk>", "<s>", "</s>" (UNKNOWN,
-/// CONTROL), ids 3..258 "<0xNN>" (BYTE, hex upper case as llama.cpp looks them up), every
-/// other piece has ' ' replaced by U+2581 (NORMAL).
-GgufVocab vocab_from_tokenizer(const Tokenizer& tok);
 
 /// The inverse, as llama2.c's tokenizer.bin bytes (U+2581 -> ' ', byte tokens kept as
 /// "<0xNN>", which Tokenizer reads). Throws FormatError if the vocabulary does not have
@@ -104,12 +95,15 @@ struct GgufModel {
 /// Reads a llama/deci GGUF (F32/F16/BF16 tensors). Config values come from the standard keys;
 /// autocompress.hf_config, when present, restores the fields GGUF has no key for (extra,
 /// rope_scaling parameters, architecture) and must agree with the standard keys.
+/// The vocabulary is read as written (tokenizer.ggml.model "llama" or "gpt2"); a special id the
+/// file lacks is llama.cpp's default for "llama" (bos 1, eos 2, unk 0) and -1 for "gpt2".
 /// Throws FormatError naming the file and key/tensor on anything missing or inconsistent.
 GgufModel read_model_gguf(const fs::path& path);
 
 /// `autocompress import gguf`: writes a checkpoint folder atomically (config.json,
 /// model.safetensors, tokenizer.bin, tokenizer_config.json, special_tokens_map.json,
-/// generation_config.json).
+/// generation_config.json). Throws ConfigError for a "gpt2" (byte-level BPE) vocabulary:
+/// llama2.c's tokenizer.bin holds only SentencePiece vocabularies.
 void import_gguf(const fs::path& gguf, const fs::path& out_dir);
 
 /// llama.cpp's row order for q/k (HF rotate-half -> interleaved pairs); rows [n_heads*Hd] of a

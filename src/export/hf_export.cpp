@@ -4,9 +4,9 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "export/gguf_vocab.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
-#include "io/tokenizer.h"
 
 namespace ac {
 using json = nlohmann::json;
@@ -108,14 +108,10 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
   }
   r.checks.push_back("special tokens: " + fmt::format("{}", fmt::join(
                                               check_special_tokens(m.config, model_dir), "; ")));
+  // The vocabulary is read before anything is written: a tokenizer llama.cpp cannot reproduce is
+  // one error and no output.
   GgufVocab vocab;
-  if (opt.gguf) {
-    if (!fs::exists(model_dir / "tokenizer.bin"))
-      throw ConfigError(msg("export gguf", "{}: no tokenizer.bin: the GGUF must carry the "
-                            "tokenizer (SentencePiece vocabularies from llama2.c's tokenizer.bin "
-                            "are supported)", model_dir.string()));
-    vocab = vocab_from_tokenizer(Tokenizer::from_checkpoint(model_dir, m.config.vocab_size));
-  }
+  if (opt.gguf) vocab = vocab_from_checkpoint(model_dir, m.config.vocab_size);
 
   StagingDir staging(out_dir);
   json exported = config_to_hf_json(m.config);

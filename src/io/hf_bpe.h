@@ -112,6 +112,7 @@ class BpeModel {
   int32_t find(std::string_view token) const { return index_.find(token); }
   int32_t unk_id() const { return unk_id_; }
   bool byte_fallback() const { return byte_fallback_; }
+  bool ignore_merges() const { return ignore_merges_; }
   /// The id of "<0xNN>" for byte b, or -1.
   int32_t byte_id(uint8_t b) const { return byte_ids_[b]; }
 

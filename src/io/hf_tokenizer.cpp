@@ -127,6 +127,7 @@ std::string config_token(const json& config, const char* key) {
 
 struct HfTokenizer::Impl {
   std::string file;
+  json normalizer_json, pre_tokenizer_json;
   hf::BpeModel model;
   std::unique_ptr<hf::Normalizer> normalizer;
   std::unique_ptr<hf::PreTokenizer> pre_tokenizer;
@@ -400,8 +401,10 @@ HfTokenizer HfTokenizer::from_json_checked(const json& tok, const json& config,
   const size_t max_ids = (model.is_object() && model.contains("vocab") ? model["vocab"].size() : 0) +
                          hf::array_or_empty(tok, "added_tokens", {file, "(root)"}).size();
   im->model = hf::BpeModel::from_json(model, file, max_ids);
-  im->normalizer = hf::make_normalizer(tok.value("normalizer", json()), {file, "normalizer"});
-  im->pre_tokenizer = hf::make_pre_tokenizer(tok.value("pre_tokenizer", json()), {file, "pre_tokenizer"});
+  im->normalizer_json = tok.value("normalizer", json());
+  im->pre_tokenizer_json = tok.value("pre_tokenizer", json());
+  im->normalizer = hf::make_normalizer(im->normalizer_json, {file, "normalizer"});
+  im->pre_tokenizer = hf::make_pre_tokenizer(im->pre_tokenizer_json, {file, "pre_tokenizer"});
   im->post = hf::make_post_processor(tok.value("post_processor", json()), {file, "post_processor"});
   im->decoder = hf::make_decoder(tok.value("decoder", json()), {file, "decoder"});
   load_added_tokens(tok, file, *im);
@@ -469,6 +472,11 @@ const std::vector<std::pair<std::string, std::string>>& HfTokenizer::merges() co
 }
 const std::vector<HfAddedToken>& HfTokenizer::added_tokens() const { return impl_->added; }
 HfModelKind HfTokenizer::kind() const { return impl_->kind; }
+bool HfTokenizer::ignore_merges() const { return impl_->model.ignore_merges(); }
+bool HfTokenizer::byte_fallback() const { return impl_->model.byte_fallback(); }
+const json& HfTokenizer::normalizer_json() const { return impl_->normalizer_json; }
+const json& HfTokenizer::pre_tokenizer_json() const { return impl_->pre_tokenizer_json; }
+const std::string& HfTokenizer::file() const { return impl_->file; }
 int64_t HfTokenizer::bos_id() const { return impl_->bos; }
 int64_t HfTokenizer::eos_id() const { return impl_->eos; }
 int64_t HfTokenizer::pad_id() const { return impl_->pad; }

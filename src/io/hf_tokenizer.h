@@ -100,6 +100,16 @@ class HfTokenizer {
   const std::vector<std::pair<std::string, std::string>>& merges() const;
   const std::vector<HfAddedToken>& added_tokens() const;
   HfModelKind kind() const;
+  /// model.ignore_merges and model.byte_fallback of tokenizer.json (false when absent).
+  bool ignore_merges() const;
+  bool byte_fallback() const;
+  /// tokenizer.json's "normalizer" and "pre_tokenizer" objects as read (null when absent), for
+  /// writers that must name the pipeline in another format (GGUF's tokenizer.ggml.pre,
+  /// export/gguf_vocab.h) and so compare it exactly.
+  const json& normalizer_json() const;
+  const json& pre_tokenizer_json() const;
+  /// The file the tokenizer was read from (errors name it).
+  const std::string& file() const;
 
   /// BOS / EOS / padding / unknown ids, -1 when the files name none. BOS and EOS come from
   /// tokenizer_config.json's bos_token / eos_token, BOS else from the post-processor's template.

@@ -12,7 +12,7 @@
 #include "hardware/data_dir.h"
 #include "hardware/engine.h"
 #include "hardware/measure.h"
-#include "io/tokenizer.h"
+#include "io/text_tokenizer.h"
 
 namespace ac {
 
@@ -71,13 +71,23 @@ json run_llamacpp_stage(const LlamaModel& teacher, const LlamaModel& compressed,
   }
   const int64_t P = opt.prompt_tokens > 0 ? opt.prompt_tokens : scenario.workload.prompt_tokens;
   const int64_t N = opt.output_tokens > 0 ? opt.output_tokens : scenario.workload.output_tokens;
-  // The prompt: the tokenized opening of a story, repeated to P tokens after BOS.
-  const Tokenizer tok = Tokenizer::from_checkpoint(opt.tokenizer_dir, teacher.config.vocab_size);
-  std::vector<int64_t> words = tok.encode("Once upon a time, there was a little girl named Lily. "
-                                          "She loved to play outside in the park.", false);
-  std::vector<int64_t> prompt{tok.bos_id()};
+  // The prompt: the opening of a story in the checkpoint's own tokenizer, repeated to P tokens,
+  // after BOS when the tokenizer starts a text with one.
+  const auto tok = load_tokenizer(opt.tokenizer_dir, teacher.config.vocab_size);
+  const std::vector<int64_t> words = tok->encode("Once upon a time, there was a little girl named "
+                                                 "Lily. She loved to play outside in the park.",
+                                                 /*add_special_tokens=*/false);
+  std::vector<int64_t> prompt;
+  if (tok->adds_bos() && tok->bos_id()) prompt.push_back(*tok->bos_id());
   for (size_t i = 0; int64_t(prompt.size()) < P; ++i) prompt.push_back(words[i % words.size()]);
-  const GgufVocab vocab = vocab_from_tokenizer(tok);
+  GgufVocab vocab;
+  try {
+    vocab = vocab_from_checkpoint(opt.tokenizer_dir, teacher.config.vocab_size);
+  } catch (const ConfigError& e) {  // a tokenizer llama.cpp cannot reproduce: say so, go on
+    r["reason"] = e.what();
+    log_warn(std::string("[compress] llama.cpp TPOT not measured: ") + e.what());
+    return r;
+  }
 
   // llama.cpp runs here, on this CPU, whatever device the scenario targets: the prediction it is
   // checked against is llama.cpp on this CPU with the f32 GGUF written below.

@@ -18,7 +18,8 @@ namespace ac {
 
 /// Options of the stage.
 struct LlamaCppStageOptions {
-  fs::path tokenizer_dir;    // checkpoint folder whose tokenizer.bin goes into the GGUF
+  fs::path tokenizer_dir;    // checkpoint folder whose tokenizer (tokenizer.json or
+                             // tokenizer.bin, export/gguf_vocab.h) goes into the GGUF
   fs::path work_dir;         // scratch folder for the GGUF files (removed after the stage)
   int64_t prompt_tokens = 0; // prompt length; 0 = the scenario's prompt_tokens
   int64_t output_tokens = 0; // decoded tokens timed; 0 = the scenario's output_tokens
@@ -33,7 +34,10 @@ struct LlamaCppStageOptions {
 /// TPOT in milliseconds per output token at batch 1 (llama.cpp's own decode loop, timed by
 /// run.mjs between the first and the last streamed token). The prediction uses the scenario's
 /// device and workload with the engine replaced by `llama.cpp` and the same profile.
-/// Throws only on errors of our own (a GGUF that cannot be written).
+/// The prompt is a story's opening in the checkpoint's own tokenizer (BOS first when the
+/// tokenizer adds one). A tokenizer llama.cpp cannot reproduce (vocab_from_checkpoint's
+/// ConfigError) is a reason not to run, like a missing client. Throws only on errors of our own
+/// (a GGUF that cannot be written) and on an unreadable tokenizer (load_tokenizer).
 nlohmann::json run_llamacpp_stage(const LlamaModel& teacher, const LlamaModel& compressed,
                                   const Scenario& scenario, const Profile* profile,
                                   const LlamaCppStageOptions& opt);

@@ -9,11 +9,33 @@
 // spinning: on a machine whose cores are busy with other work, more than one thread can make
 // each token take a scheduler time slice (hundreds of ms) instead of milliseconds.
 //
-// Used by tests/test_export.cpp (LlamaCpp.*) and for the TPOT figure of the export report.
+//   node run.mjs MODEL.gguf --texts=FILE
+//
+// FILE is a JSON array of strings; prints {"llama_cpp": release, "ids": [[...], ...]}: each text
+// tokenized by llama.cpp's tokenizer from the GGUF alone (model.tokenize: llama_tokenize with
+// add_special false, so no BOS, and parse_special true, so that the text of an added token is
+// that token, as in Hugging Face's tokenizers). No context is created.
+//
+// Used by tests/test_export.cpp (LlamaCpp.*), tests/test_gguf_tokenizer.cpp (GgufTokenizer.*) and
+// for the TPOT figure of the export report.
+import fs from "node:fs";
 import os from "node:os";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
-const [modelPath, promptText, promptIds, nText, threadsText, contextText] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const textsArg = args.find((a) => a.startsWith("--texts="));
+if (textsArg) {
+    const [modelPath] = args.filter((a) => !a.startsWith("--"));
+    const texts = JSON.parse(fs.readFileSync(textsArg.slice("--texts=".length), "utf8"));
+    const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
+    const model = await llama.loadModel({modelPath});
+    const ids = texts.map((t) => model.tokenize(t, true));
+    console.log(JSON.stringify({llama_cpp: llama.llamaCppRelease, ids}));
+    await model.dispose();
+    await llama.dispose();
+    process.exit(0);
+}
+const [modelPath, promptText, promptIds, nText, threadsText, contextText] = args;
 if (!modelPath || promptIds === undefined || !nText) {
     console.error("usage: node run.mjs MODEL.gguf PROMPT_TEXT PROMPT_IDS N_TOKENS");
     process.exit(2);
