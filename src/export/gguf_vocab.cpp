@@ -48,21 +48,30 @@ std::string known_pres() {
   return s;
 }
 
+/// j[key] when it is a string, else "" (the tokenizer loaded already, so the fields are checked;
+/// an absent or null one reads as its default here).
+std::string str_or_empty(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+bool flag_or(const json& j, const char* key, bool fallback) {
+  return j.is_object() && j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+}
+
 /// The Split regex of Sequence[Split(Regex, Isolated), ByteLevel(no prefix space, no regex)],
 /// the only byte-level shape llama.cpp's BPE pre-tokenizers have; "" for any other shape.
 std::string byte_level_split_regex(const json& pre) {
-  if (!pre.is_object() || pre.value("type", "") != "Sequence") return "";
-  const json list = pre.value("pretokenizers", json::array());
+  if (!pre.is_object() || str_or_empty(pre, "type") != "Sequence") return "";
+  const json list = pre.contains("pretokenizers") && pre["pretokenizers"].is_array() ? pre["pretokenizers"] : json::array();
   if (list.size() != 2) return "";
   const json& split = list[0];
   const json& bl = list[1];
   if (!split.is_object() || !bl.is_object()) return "";
-  if (split.value("type", "") != "Split" || split.value("behavior", "") != "Isolated" ||
-      split.value("invert", false) || !split.contains("pattern") ||
+  if (str_or_empty(split, "type") != "Split" || str_or_empty(split, "behavior") != "Isolated" ||
+      flag_or(split, "invert", false) || !split.contains("pattern") ||
       !split["pattern"].contains("Regex") || !split["pattern"]["Regex"].is_string())
     return "";
-  if (bl.value("type", "") != "ByteLevel" || bl.value("add_prefix_space", true) ||
-      bl.value("use_regex", true))
+  if (str_or_empty(bl, "type") != "ByteLevel" || flag_or(bl, "add_prefix_space", true) ||
+      flag_or(bl, "use_regex", true))
     return "";
   return split["pattern"]["Regex"].get<std::string>();
 }
@@ -85,7 +94,7 @@ std::string byte_level_pre(const HfTokenizer& tok) {
                           "would tokenize differently", tok.file(), tok.ignore_merges(),
                           found->name, found->ignore_merges));
   const json& norm = tok.normalizer_json();
-  const bool nfc = norm.is_object() && norm.value("type", "") == "NFC";
+  const bool nfc = norm.is_object() && str_or_empty(norm, "type") == "NFC";
   if (!norm.is_null() && !(nfc && found->nfc_allowed))
     throw ConfigError(msg("export gguf", "{}: normalizer {} with pre-tokenizer '{}': llama.cpp "
                           "runs no normalizer there{}", tok.file(), norm.dump(), found->name,
@@ -107,9 +116,9 @@ void check_sentencepiece_pipeline(const HfTokenizer& tok) {
       {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]})");
   const bool prepend_replace = norm == legacy && pre.is_null();
   const bool metaspace = norm.is_null() && pre.is_object() &&
-                         pre.value("type", "") == "Metaspace" && pre.value("replacement", "") == kSpace && !pre.value("split", true) &&
-                         (pre.value("prepend_scheme", "") == "always" ||
-                          pre.value("prepend_scheme", "") == "first");
+                         str_or_empty(pre, "type") == "Metaspace" && str_or_empty(pre, "replacement") == kSpace && !flag_or(pre, "split", true) &&
+                         (str_or_empty(pre, "prepend_scheme") == "always" ||
+                          str_or_empty(pre, "prepend_scheme") == "first");
   if (!prepend_replace && !metaspace)
     throw ConfigError(msg("export gguf", "{}: normalizer {} and pre_tokenizer {}: llama.cpp's "
                           "SentencePiece tokenizer (tokenizer.ggml.model 'llama') reproduces "
