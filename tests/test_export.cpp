@@ -4,6 +4,7 @@
 // special-token checks, `import gguf`, and the real client: llama.cpp (node-llama-cpp 3.21.1)
 // runs our GGUF exports of stories15M and of a pruned heterogeneous stories15M and continues a
 // prompt greedily with exactly our tokens.
+#include <functional>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -310,16 +311,36 @@ TEST(GgufModel, Llama3RopeFactorsMatchTheConverterFormula) {
   EXPECT_FLOAT_EQ(f[7].item<float>(), 8.0f);  // wavelen 2*pi*5e5^(14/16) >> 16
 }
 
-TEST(GgufModel, RefusesWhatLlamaCppCannotRun) {
+// llama.cpp takes the head size from layer 0's head count: an attention-free layer 0 is written
+// as one zero head (gguf_model.h) and read back as attention-free, with the same logits.
+TEST(GgufModel, Layer0WithoutAttentionIsOneZeroHeadAndReadsBack) {
   ModelConfig c = deci_config();
   c.layers[0] = no_attn(c.layers[0]);
+  const LlamaModel m{c, random_weights(c, 1)};
+  TempDir tmp;
+  write_model_gguf(tmp.path / "x.gguf", m, synthetic_vocab(300));
+  GgufFile g(tmp.path / "x.gguf");
+  const int64_t L = c.num_layers();
+  EXPECT_EQ(g.get_int_or_array("deci.attention.head_count", L)[0], 1);
+  EXPECT_EQ(g.get_int_or_array("deci.attention.head_count_kv", L)[0], 1);
+  EXPECT_EQ(g.get_int_or_array("autocompress.attention_free_layers", 1), (std::vector<int64_t>{0}));
+  EXPECT_TRUE(g.has_tensor("blk.0.attn_output.weight"));
+  const GgufModel back = read_model_gguf(tmp.path / "x.gguf");
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    EXPECT_TRUE(back.model.config.layers[i] == c.layers[i]) << "layer " << i;
+  EXPECT_EQ(max_diff(logits(back.model), logits(m)), 0.0);
+}
+
+TEST(GgufModel, RefusesWhatLlamaCppCannotRun) {
+  ModelConfig c = deci_config();
+  c.layers[3].head_dim = c.layers[0].head_dim / 2;  // GGUF has one attention.key_length
   const LlamaModel m{c, random_weights(c, 1)};
   TempDir tmp;
   try {
     write_model_gguf(tmp.path / "x.gguf", m, synthetic_vocab(300));
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("layer 0 has no attention"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("one attention.key_length"), std::string::npos);
   }
   GgufVocab dup = synthetic_vocab(300);
   dup.tokens[299] = "<s>";  // BOS text twice: not exactly one id
@@ -598,7 +619,9 @@ TEST(LlamaCpp, RunsStories15MGgufWithOurGreedyContinuation) {
                 ", there was a little girl named Lily. She loved to play outside", 0), 0u);
 }
 
-TEST(LlamaCpp, RunsPrunedHeterogeneousDeciGguf) {
+/// Prunes stories15M to `edit` of its config, exports the GGUF and checks llama.cpp's greedy
+/// continuation against ours.
+void expect_pruned_runs_in_llamacpp(const std::function<void(ModelConfig&)>& edit, const char* label) {
   init_torch_threads();
   TempDir tmp;
   const fs::path ckpt = stories15m_checkpoint();
@@ -610,10 +633,7 @@ TEST(LlamaCpp, RunsPrunedHeterogeneousDeciGguf) {
                                            "Lily. She loved to play outside.", true)).view({1, -1});
   const Importance imp = compute_importance(parent, {calib}, io);
   ModelConfig target = parent.config;     // D 288, H = G = 6, Hd 48, F 768, L 6
-  target.layers[1].num_attention_heads = target.layers[1].num_key_value_heads = 3;
-  target.layers[2] = no_attn(target.layers[2]);   // attention removed
-  target.layers[3] = no_ffn(target.layers[3]);    // FFN removed (attention kept)
-  target.layers[4].intermediate_size = 512;       // FFN narrowed
+  edit(target);
   const LlamaModel pruned = prune_model(parent, imp, target);
   save_checkpoint_atomic(tmp.path / "pruned", pruned, ckpt);
   ExportOptions opt;
@@ -621,7 +641,23 @@ TEST(LlamaCpp, RunsPrunedHeterogeneousDeciGguf) {
   opt.gguf = true;
   export_model(tmp.path / "pruned", tmp.path / "out", opt);
   EXPECT_EQ(GgufFile(tmp.path / "out/model.gguf").get_string("general.architecture"), "deci");
-  expect_llamacpp_matches(pruned, tmp.path / "out/model.gguf", tok, tmp.path, "pruned-deci");
+  expect_llamacpp_matches(pruned, tmp.path / "out/model.gguf", tok, tmp.path, label);
+}
+
+TEST(LlamaCpp, RunsPrunedHeterogeneousDeciGguf) {
+  expect_pruned_runs_in_llamacpp([](ModelConfig& t) {
+    t.layers[1].num_attention_heads = t.layers[1].num_key_value_heads = 3;
+    t.layers[2] = no_attn(t.layers[2]);   // attention removed
+    t.layers[3] = no_ffn(t.layers[3]);    // FFN removed (attention kept)
+    t.layers[4].intermediate_size = 512;  // FFN narrowed
+  }, "pruned-deci");
+}
+
+TEST(LlamaCpp, RunsADeciGgufWhoseLayer0HasNoAttention) {
+  expect_pruned_runs_in_llamacpp([](ModelConfig& t) {
+    t.layers[0] = no_attn(t.layers[0]);  // written as one zero head (gguf_model.h)
+    t.layers[5] = no_ffn(t.layers[5]);
+  }, "layer0-attention-free");
 }
 
 }  // namespace

@@ -74,10 +74,6 @@ int64_t common_head_dim(const ModelConfig& c) {
 void check_exportable(const LlamaModel& m, const GgufVocab& v) {
   const ModelConfig& c = m.config;
   c.validate("export gguf");
-  if (!c.layers[0].has_attention())
-    throw ConfigError(msg("export gguf", "layer 0 has no attention: llama.cpp reads the head size "
-                          "only from layer 0's head count (llama-model.cpp load_hparams), so a "
-                          "deci GGUF needs attention in layer 0"));
   const bool scores_ok =
       v.scores.size() == v.tokens.size() || (v.model == "gpt2" && v.scores.empty());
   if (int64_t(v.tokens.size()) != c.vocab_size || !scores_ok || v.types.size() != v.tokens.size())
@@ -135,7 +131,7 @@ void add_vocab_metadata(const GgufVocab& v, GgufMetadata& kv) {
 }
 
 GgufMetadata model_metadata(const ModelConfig& c, const GgufVocab& v, const GgufExportOptions& o,
-                            const std::vector<int64_t>& ffn_free) {
+                            const std::vector<int64_t>& ffn_free, bool layer0_stub) {
   const std::string a = uses_llama_arch(c) ? "llama" : "deci";
   const int64_t Hd = common_head_dim(c);
   GgufMetadata kv = {
@@ -157,8 +153,9 @@ GgufMetadata model_metadata(const ModelConfig& c, const GgufVocab& v, const Gguf
     std::vector<int64_t> H, G, F;
     for (size_t i = 0; i < c.layers.size(); ++i) {
       const LayerConfig& l = c.layers[i];
-      H.push_back(l.has_attention() ? l.num_attention_heads : 0);
-      G.push_back(l.has_attention() ? l.num_key_value_heads : 0);
+      const bool attn_stub = i == 0 && layer0_stub;
+      H.push_back(l.has_attention() ? l.num_attention_heads : attn_stub ? 1 : 0);
+      G.push_back(l.has_attention() ? l.num_key_value_heads : attn_stub ? 1 : 0);
       const bool stub = std::count(ffn_free.begin(), ffn_free.end(), int64_t(i)) > 0;
       F.push_back(l.has_ffn() ? l.intermediate_size : stub ? 1 : 0);
     }
@@ -179,11 +176,13 @@ GgufMetadata model_metadata(const ModelConfig& c, const GgufVocab& v, const Gguf
   kv.push_back({"autocompress.hf_config", GgufValue::str(config_to_hf_json(c).dump())});
   if (!ffn_free.empty())
     kv.push_back({"autocompress.ffn_free_layers", GgufValue::i32_array(ffn_free)});
+  if (layer0_stub)
+    kv.push_back({"autocompress.attention_free_layers", GgufValue::i32_array({0})});
   return kv;
 }
 
 std::vector<GgufTensorOut> model_tensors(const LlamaModel& m, GgmlType dtype,
-                                         const std::vector<int64_t>& ffn_free) {
+                                         const std::vector<int64_t>& ffn_free, bool layer0_stub) {
   const ModelConfig& c = m.config;
   const ModelWeights& w = m.weights;
   auto out = [dtype](std::string name, const at::Tensor& t) {
@@ -197,6 +196,18 @@ std::vector<GgufTensorOut> model_tensors(const LlamaModel& m, GgmlType dtype,
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const LayerConfig& l = c.layers[size_t(i)];
     const LayerWeights& lw = w.layers[size_t(i)];
+    if (i == 0 && layer0_stub) {
+      // One head whose attn_output is zero: adds exactly 0 (see the header: llama.cpp takes
+      // the head size from layer 0's head count).
+      const int64_t D = c.hidden_size, Hd = common_head_dim(c);
+      ts.push_back(out(blk(i, "attn_norm.weight"), at::ones({D})));
+      for (const char* name : {"attn_q.weight", "attn_k.weight", "attn_v.weight"})
+        ts.push_back(out(blk(i, name), at::zeros({Hd, D})));
+      ts.push_back(out(blk(i, "attn_output.weight"), at::zeros({D, Hd})));
+      if (c.attention_bias)
+        for (const char* name : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
+          ts.push_back(out(blk(i, name), at::zeros({Hd})));
+    }
     if (l.has_attention())
       for (const Role& r : kAttnRoles) {
         const at::Tensor& t = lw.*r.member;
@@ -287,8 +298,10 @@ void write_model_gguf(const fs::path& path, const LlamaModel& m, const GgufVocab
   for (int64_t i = 0; i < m.config.num_layers(); ++i)
     if (m.config.layers[size_t(i)].has_attention() && !m.config.layers[size_t(i)].has_ffn())
       ffn_free.push_back(i);
-  write_gguf(path, model_metadata(m.config, vocab, opt, ffn_free),
-             model_tensors(m, opt.dtype, ffn_free));
+  // A deci file whose layer 0 has no attention gets a one-head stub there (the header says why).
+  const bool layer0_stub = !uses_llama_arch(m.config) && !m.config.layers[0].has_attention();
+  write_gguf(path, model_metadata(m.config, vocab, opt, ffn_free, layer0_stub),
+             model_tensors(m, opt.dtype, ffn_free, layer0_stub));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -376,10 +389,14 @@ ModelConfig config_from_keys(const GgufFile& g, const std::string& a, int64_t V,
   if (g.find("autocompress.ffn_free_layers"))
     *ffn_free = g.get_int_or_array("autocompress.ffn_free_layers",
                                    int64_t(g.find("autocompress.ffn_free_layers")->size()));
+  std::vector<int64_t> attn_free;
+  if (g.find("autocompress.attention_free_layers"))
+    attn_free = g.get_int_or_array("autocompress.attention_free_layers",
+                                   int64_t(g.find("autocompress.attention_free_layers")->size()));
   for (int64_t i = 0; i < L; ++i) {
     LayerConfig l;
     l.head_dim = Hd;
-    l.attention_no_op = H[size_t(i)] == 0;
+    l.attention_no_op = H[size_t(i)] == 0 || std::count(attn_free.begin(), attn_free.end(), i);
     if (!l.attention_no_op) l.num_attention_heads = H[size_t(i)], l.num_key_value_heads = G[size_t(i)];
     l.ffn_no_op = F[size_t(i)] == 0 || std::count(ffn_free->begin(), ffn_free->end(), i);
     if (!l.ffn_no_op) l.intermediate_size = F[size_t(i)];
@@ -452,6 +469,12 @@ ModelWeights read_weights(const GgufFile& g, const ModelConfig& c) {
                                         l.num_key_value_heads).view({kv});
         lw.v_bias = get_f32(g, blk(i, "attn_v.bias"), {kv});
       }
+    }
+    if (!l.has_attention() && g.has_tensor(blk(i, "attn_output.weight"))) {
+      const int64_t hd = common_head_dim(c);
+      if (get_f32(g, blk(i, "attn_output.weight"), {D, hd}).abs().max().item<float>() != 0)
+        throw FormatError(msg("import gguf", "{}: layer {} is listed in autocompress."
+                              "attention_free_layers but its attn_output is not zero", g.file(), i));
     }
     if (l.has_ffn()) {
       const int64_t F = l.intermediate_size;

@@ -28,7 +28,7 @@
 //       when the tokenizer names it); .add_bos_token / .add_eos_token bool;
 //     tokenizer.chat_template str (when the tokenizer has one);
 //   autocompress.hf_config str: our config.json (restores every field on import; llama.cpp
-//     ignores it); autocompress.ffn_free_layers i32[]: see below.
+//     ignores it); autocompress.ffn_free_layers, autocompress.attention_free_layers i32[]: see below.
 //
 // Tensors (torch shape; GGUF stores ne reversed, e.g. attn_q [H*Hd, D] has ne {D, H*Hd}):
 //   token_embd.weight [V, D]         model.embed_tokens
@@ -52,8 +52,11 @@
 //     n_ff == 0 (dropping the attention output), so such a layer is written with a width-1 FFN
 //     whose ffn_down is zero (adds exactly 0) and listed in autocompress.ffn_free_layers;
 //     our reader turns it back into an FFN-free layer;
-//   - layer 0 without attention: llama.cpp reads the head size only when layer 0 has heads;
-//     export throws ConfigError;
+//   - layer 0 without attention: llama.cpp takes the head size from layer 0's head count
+//     (llama-model.cpp load_hparams: key_length is read only when n_head(0) > 0), so layer 0 is
+//     written with one head (q/k/v [Hd, D] and attn_output [D, Hd], all zero: adds exactly 0)
+//     and listed in autocompress.attention_free_layers; our reader turns it back into an
+//     attention-free layer;
 //   - one head_dim for all layers (key_length is global).
 #pragma once
 #include <cstdint>
@@ -80,7 +83,7 @@ struct GgufExportOptions {
 };
 
 /// Writes `m` with its vocabulary. Throws ConfigError when llama.cpp cannot express the model
-/// (layer 0 without attention, several head_dims, vocab size != V, rope type other than
+/// (several head_dims, vocab size != V, rope type other than
 /// default / linear / llama3) or when a special token is not exactly one id.
 void write_model_gguf(const fs::path& path, const LlamaModel& m, const GgufVocab& vocab,
                       const GgufExportOptions& opt = {});
