@@ -322,22 +322,6 @@ TEST(GgufVocab, RealTokenizersGetLlamaCppsNames) {
 
 // ---- llama.cpp ----
 
-/// Ids of each text from llama.cpp's tokenizer reading `gguf` (run.mjs --texts).
-std::vector<Ids> llamacpp_tokenize(const fs::path& gguf, const std::vector<std::string>& texts,
-                                   const fs::path& tmp) {
-  const fs::path dir = test::source_dir() / "tests/llamacpp";
-  if (!fs::exists(dir / "node_modules/node-llama-cpp"))
-    throw std::runtime_error("tests/llamacpp/node_modules is missing: run scripts/setup_node.sh");
-  write_file_atomic(tmp / "texts.json", json(texts).dump());
-  const std::string cmd = fmt::format("node '{}' '{}' --texts='{}' > '{}' 2> '{}'",
-                                      (dir / "run.mjs").string(), gguf.string(),
-                                      (tmp / "texts.json").string(), (tmp / "ids.json").string(),
-                                      (tmp / "ids.err").string());
-  if (std::system(cmd.c_str()) != 0)
-    throw std::runtime_error("run.mjs --texts failed: " + cmd + "\n" + read_file(tmp / "ids.err"));
-  return read_json_file(tmp / "ids.json")["ids"].get<std::vector<Ids>>();
-}
-
 /// Why llama.cpp, for a reason of its own, tokenizes `text` otherwise than the tokenizers library
 /// does; "" when it must tokenize it the same.
 std::string llamacpp_differs_because(const HfTokenizer& tok, const std::string& text) {
@@ -391,7 +375,7 @@ void expect_llamacpp_parity(const std::string& family, int64_t vocab_size) {
   const size_t n_moby = texts.size();
   for (auto& h : test::hard_cases_of(read_file(test::source_dir() / "tests/tokenizers/hard_cases.txt")))
     texts.push_back(std::move(h));
-  const std::vector<Ids> theirs = llamacpp_tokenize(gguf, texts, m.tmp.path);
+  const std::vector<Ids> theirs = test::llamacpp_tokenize(gguf, texts, m.tmp.path);
   ASSERT_EQ(theirs.size(), texts.size());
   size_t compared = 0, identical = 0, excluded = 0, reported = 0;
   for (size_t i = 0; i < texts.size(); ++i) {

@@ -4,7 +4,10 @@
 //     RoPE, and `autocompress tokenize` gives Llama 3's own ids for a known text;
 //   CompressOnAGpuScenarioWithText: `compress --data-text` (Moby Dick) on a spec-derived GPU
 //     scenario (predicted only): the report names the data and the tokenizer, the result is
-//     smaller, meets the limit by the cost model, and carries the tokenizer files byte for byte.
+//     smaller, meets the limit by the cost model, and carries the tokenizer files byte for byte;
+//   CompressOnTheCpuThenItsGgufRunsInLlamaCpp: the same on this CPU (profiled and measured, the
+//     native engine as cpu-local, TPOT at most 0.9 x the teacher's) at small budgets; `export --format gguf` of the result loads in llama.cpp, which
+//     tokenizes the hard cases as ours and continues a prompt greedily as our engine does.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -12,7 +15,10 @@
 
 #include "common/json_io.h"
 #include "hub_checkpoint.h"
+#include "common/runtime.h"
 #include "io/checkpoint.h"
+#include "io/hf_tokenizer.h"
+#include "model/llama.h"
 #include "test_util.h"
 
 using namespace ac;
@@ -114,6 +120,64 @@ TEST(HubCheckpoint, CompressOnAGpuScenarioWithText) {
   EXPECT_EQ(out.config.rope_scaling->raw["rope_type"], "llama3");
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     EXPECT_EQ(slurp(run / "model" / f), slurp(dir / f)) << f;
+}
+
+TEST(HubCheckpoint, CompressOnTheCpuThenItsGgufRunsInLlamaCpp) {
+  init_torch_threads();
+  TempDir tmp;
+  const fs::path dir = tmp.path / "hub", run = tmp.path / "run", out = tmp.path / "export";
+  ac::test::write_hub_checkpoint(dir);
+  ASSERT_TRUE(fs::exists(ac::test::moby_dick_file())) << "run scripts/setup_tokenizers.sh";
+  ASSERT_FALSE(testing::Test::HasFailure());
+  const std::string book = slurp(ac::test::moby_dick_file());
+  const fs::path text = tmp.path / "moby-dick-60k.txt";
+  write_file_atomic(text, book.substr(0, book.find("\n\n", 60000) + 2));
+  // This CPU and the native engine as cpu-local, at shorter prompts and outputs, with a limit a
+  // Llama 3 vocabulary leaves room for: its [128256, 256] head is most of each decode step.
+  const fs::path scenario = tmp.path / "cpu-hub.json";
+  write_json_file(scenario, {{"name", "cpu-hub"}, {"device", "cpu"}, {"engine", "native"},
+                             {"workload", {{"prompt_tokens", 32}, {"output_tokens", 32},
+                                           {"batch_size", 1}, {"weight_dtype", "fp32"},
+                                           {"kv_cache_dtype", "fp32"}, {"tensor_parallel", 1}}},
+                             {"limits", {{"tpot_ms", {{"fraction_of_teacher", 0.9}}}}}});
+  const int rc = std::system(fmt::format(
+      "AC_QUIET=1 {0} compress --model {1} --scenario {6} --method autocompress --out {2} "
+      "--data-text {3} --seq-len 32 --calibration-sequences 8 --distill-tokens 512 "
+      "--distill-batch 2 --task-items 0 --fit-attempts 1 > {4} 2>&1 && "
+      "AC_QUIET=1 {0} export --model {2}/model --out {5} --format gguf >> {4} 2>&1",
+      ac::test::cli_bin(), dir.string(), run.string(), text.string(),
+      (tmp.path / "compress.log").string(), out.string(), scenario.string()).c_str());
+  ASSERT_EQ(rc, 0) << slurp(tmp.path / "compress.log");
+  const json r = parse_json_text(slurp(run / "report.json"), "report.json");
+  EXPECT_EQ(r["data"]["source"]["source"], "text");
+  EXPECT_LT(r["compressed"]["parameters"].get<int64_t>(), r["teacher"]["parameters"].get<int64_t>());
+  EXPECT_TRUE(r["llama_cpp"].value("ran", false)) << r["llama_cpp"].dump();
+
+  // The exported GGUF in llama.cpp: the hard cases tokenize as ours, greedy decoding as ours.
+  const fs::path gguf = out / "model.gguf";
+  const HfTokenizer tok = HfTokenizer::from_folder(run / "model");
+  const std::vector<std::string> texts = ac::test::hard_cases_of(
+      slurp(ac::test::source_dir() / "tests/tokenizers/hard_cases.txt"));
+  const auto theirs = ac::test::llamacpp_tokenize(gguf, texts, tmp.path);
+  ASSERT_EQ(theirs.size(), texts.size());
+  size_t identical = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const bool same = tok.encode(texts[i], /*add_special_tokens=*/false) == theirs[i];
+    identical += same;
+    EXPECT_TRUE(same) << "hard case " << i << ": " << texts[i].substr(0, 120);
+  }
+  std::printf("[hub] compressed model's GGUF: %zu/%zu hard cases tokenized as ours by llama.cpp\n",
+              identical, texts.size());
+  const LlamaModel m = load_checkpoint(run / "model");
+  const std::string prompt_text = "Call me Ishmael. Some years ago";
+  const std::vector<int64_t> prompt = tok.encode(prompt_text, /*add_special_tokens=*/true);
+  GenerateOptions g;
+  g.max_new_tokens = 16;
+  const std::vector<int64_t> ours = generate(m, prompt, g);
+  const json lc = ac::test::run_llamacpp(gguf, prompt_text, prompt, 16, tmp.path / "greedy.json");
+  EXPECT_EQ(lc["continuation"].get<std::vector<int64_t>>(), ours);
+  std::printf("[hub] greedy: ours %s\n[hub] greedy: llama.cpp %s\n", tok.decode(ours, false).c_str(),
+              lc["text"].get<std::string>().c_str());
 }
 
 }  // namespace

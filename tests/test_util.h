@@ -78,4 +78,20 @@ inline nlohmann::json run_llamacpp(const fs::path& gguf, const std::string& text
   return nlohmann::json::parse(read_file(out));
 }
 
+/// Ids of each text from llama.cpp's tokenizer reading `gguf` (run.mjs --texts).
+inline std::vector<std::vector<int64_t>> llamacpp_tokenize(const fs::path& gguf, const std::vector<std::string>& texts,
+                                   const fs::path& tmp) {
+  const fs::path dir = source_dir() / "tests/llamacpp";
+  if (!fs::exists(dir / "node_modules/node-llama-cpp"))
+    throw std::runtime_error("tests/llamacpp/node_modules is missing: run scripts/setup_node.sh");
+  write_file_atomic(tmp / "texts.json", nlohmann::json(texts).dump());
+  const std::string cmd = fmt::format("node '{}' '{}' --texts='{}' > '{}' 2> '{}'",
+                                      (dir / "run.mjs").string(), gguf.string(),
+                                      (tmp / "texts.json").string(), (tmp / "ids.json").string(),
+                                      (tmp / "ids.err").string());
+  if (std::system(cmd.c_str()) != 0)
+    throw std::runtime_error("run.mjs --texts failed: " + cmd + "\n" + read_file(tmp / "ids.err"));
+  return nlohmann::json::parse(read_file(tmp / "ids.json"))["ids"].get<std::vector<std::vector<int64_t>>>();
+}
+
 }  // namespace ac::test
