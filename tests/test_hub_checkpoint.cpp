@@ -42,6 +42,28 @@ std::string output_of(const std::string& cmd) {
   return out;
 }
 
+/// The opening of Moby Dick, at least `bytes` long and cut after a paragraph, written to `dir`.
+fs::path moby_dick_opening(const fs::path& dir, size_t bytes) {
+  const std::string book = slurp(ac::test::moby_dick_file());
+  const fs::path text = dir / fmt::format("moby-dick-{}.txt", bytes);
+  write_file_atomic(text, book.substr(0, book.find("\n\n", bytes) + 2));
+  return text;
+}
+
+/// A scenario file `dir`/NAME.json: batch 1, `tokens` prompt and output tokens, weights and KV
+/// cache in `dtype`, one limit: TPOT at most `fraction` of the teacher's.
+fs::path write_tpot_scenario(const fs::path& dir, const std::string& name, const std::string& device,
+                             const std::string& engine, int64_t tokens, const std::string& dtype,
+                             double fraction) {
+  const fs::path path = dir / (name + ".json");
+  write_json_file(path, {{"name", name}, {"device", device}, {"engine", engine},
+                         {"workload", {{"prompt_tokens", tokens}, {"output_tokens", tokens},
+                                       {"batch_size", 1}, {"weight_dtype", dtype},
+                                       {"kv_cache_dtype", dtype}, {"tensor_parallel", 1}}},
+                         {"limits", {{"tpot_ms", {{"fraction_of_teacher", fraction}}}}}});
+  return path;
+}
+
 // Writes the checkpoint into $AC_HUB_CHECKPOINT_OUT and stops (to try the CLI on it by hand).
 TEST(HubCheckpoint, WriteForManualUse) {
   const char* out = std::getenv("AC_HUB_CHECKPOINT_OUT");
@@ -79,16 +101,10 @@ TEST(HubCheckpoint, CompressOnAGpuScenarioWithText) {
   ASSERT_FALSE(testing::Test::HasFailure());
   // The book's first 100 KB (cut after a paragraph): held out, its last 5% is about 1,200 tokens,
   // which the three evaluations over a 128256-token vocabulary score in seconds.
-  const std::string book = slurp(ac::test::moby_dick_file());
-  const fs::path text = tmp.path / "moby-dick-100k.txt";
-  write_file_atomic(text, book.substr(0, book.find("\n\n", 100000) + 2));
+  const fs::path text = moby_dick_opening(tmp.path, 100000);
   // A GeForce running llama.cpp, costed by its spec sheet: TPOT at most 0.8 x the teacher's.
-  const fs::path scenario = tmp.path / "rtx5070-hub.json";
-  write_json_file(scenario, {{"name", "rtx5070-hub"}, {"device", "rtx-5070"}, {"engine", "llama.cpp"},
-                             {"workload", {{"prompt_tokens", 128}, {"output_tokens", 128},
-                                           {"batch_size", 1}, {"weight_dtype", "fp16"},
-                                           {"kv_cache_dtype", "fp16"}, {"tensor_parallel", 1}}},
-                             {"limits", {{"tpot_ms", {{"fraction_of_teacher", 0.8}}}}}});
+  const fs::path scenario = write_tpot_scenario(tmp.path, "rtx5070-hub", "rtx-5070", "llama.cpp",
+                                                128, "fp16", 0.8);
   const int rc = std::system(fmt::format(
       "AC_QUIET=1 {} compress --model {} --scenario {} --method autocompress --out {} "
       "--data-text {} --seq-len 64 --calibration-sequences 8 --distill-tokens 2048 "
@@ -129,17 +145,10 @@ TEST(HubCheckpoint, CompressOnTheCpuThenItsGgufRunsInLlamaCpp) {
   ac::test::write_hub_checkpoint(dir);
   ASSERT_TRUE(fs::exists(ac::test::moby_dick_file())) << "run scripts/setup_tokenizers.sh";
   ASSERT_FALSE(testing::Test::HasFailure());
-  const std::string book = slurp(ac::test::moby_dick_file());
-  const fs::path text = tmp.path / "moby-dick-60k.txt";
-  write_file_atomic(text, book.substr(0, book.find("\n\n", 60000) + 2));
+  const fs::path text = moby_dick_opening(tmp.path, 60000);
   // This CPU and the native engine as cpu-local, at shorter prompts and outputs, with a limit a
   // Llama 3 vocabulary leaves room for: its [128256, 256] head is most of each decode step.
-  const fs::path scenario = tmp.path / "cpu-hub.json";
-  write_json_file(scenario, {{"name", "cpu-hub"}, {"device", "cpu"}, {"engine", "native"},
-                             {"workload", {{"prompt_tokens", 32}, {"output_tokens", 32},
-                                           {"batch_size", 1}, {"weight_dtype", "fp32"},
-                                           {"kv_cache_dtype", "fp32"}, {"tensor_parallel", 1}}},
-                             {"limits", {{"tpot_ms", {{"fraction_of_teacher", 0.9}}}}}});
+  const fs::path scenario = write_tpot_scenario(tmp.path, "cpu-hub", "cpu", "native", 32, "fp32", 0.9);
   const int rc = std::system(fmt::format(
       "AC_QUIET=1 {0} compress --model {1} --scenario {6} --method autocompress --out {2} "
       "--data-text {3} --seq-len 32 --calibration-sequences 8 --distill-tokens 512 "
