@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "pipeline/measured_fit.h"
+#include "synthetic_measure.h"
 #include "test_util.h"
 
 using namespace ac;
@@ -71,7 +72,13 @@ struct FakeDevice {
     };
     cb.predict = [](const ModelConfig& c) { return tpot(c.hidden_size / 10.0); };
     cb.measure = [this](const ModelConfig& c) {
-      return std::make_pair(tpot(28.8), tpot(slowdown * c.hidden_size / 10.0 + overhead_ms));
+      // Three paired rounds without noise: every round measures the same.
+      PairedRounds r;
+      for (int i = 0; i < 3; ++i) {
+        r.teacher.push_back(test::synthetic_request(100, 28.8));
+        r.student.push_back(test::synthetic_request(50, slowdown * c.hidden_size / 10.0 + overhead_ms));
+      }
+      return r;
     };
     return cb;
   }
@@ -150,4 +157,41 @@ TEST(MeasuredFit, NothingUnderTheTightenedLimitKeepsThePreviousAttempt) {
   // Nothing at all under the scenario's own limits: the search's error, unchanged.
   dev.infeasible_below_ms = 100;
   EXPECT_THROW(fit_to_measurement(scenario, first, dev.callbacks(), 3, 0.02), InfeasibleError);
+}
+
+TEST(MeasuredFit, ALimitNotYetCertainCountsAsBrokenAndTightensByTheIntervalsUpperEnd) {
+  // The candidate's per-round TPOT ratio to the teacher straddles the limit 0.6: rounds at
+  // 0.57, 0.60, 0.63 (geometric mean 0.5995, inside the limit by the mean alone).
+  int searches = 0;
+  FitCallbacks cb;
+  cb.search = [&](const Limits& l) {
+    ++searches;
+    return FakeDevice::config(*l.tpot_ms >= 17.0 ? 168 : 144);
+  };
+  cb.predict = [](const ModelConfig& c) { return FakeDevice::tpot(c.hidden_size / 10.0); };
+  cb.measure = [](const ModelConfig& c) {
+    PairedRounds r;
+    const std::vector<double> ratio = c.hidden_size == 168 ? std::vector<double>{0.57, 0.60, 0.63}
+                                                           : std::vector<double>{0.50, 0.51, 0.52};
+    for (double u : ratio) {
+      r.teacher.push_back(test::synthetic_request(100, 28.8));
+      r.student.push_back(test::synthetic_request(50, u * 28.8));
+    }
+    return r;
+  };
+  const Limits scenario = relative_tpot(0.6);
+  std::vector<FitAttempt> a =
+      fit_to_measurement(scenario, scenario.resolve(FakeDevice::tpot(28.8)), cb, 3, 0.0);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(searches, 2);
+  ASSERT_EQ(a[0].verdict.limits.size(), 1u);
+  const MeasuredLimit& l = a[0].verdict.limits[0];
+  EXPECT_EQ(l.status, MeasuredLimit::Status::uncertain);
+  EXPECT_LT(l.ratio, 1.0);  // the mean alone would have passed it
+  EXPECT_NE(a[0].broken.find("not yet certain"), std::string::npos) << a[0].broken;
+  // Tightened by the interval's upper end, not by the (favourable) mean.
+  EXPECT_NEAR(*a[1].search_limits.tpot_ms, 17.28 / l.ratio_high, 1e-9);
+  EXPECT_EQ(a[1].config.hidden_size, 144);
+  EXPECT_EQ(a[1].broken, "");
+  EXPECT_EQ(a[1].to_json()["verdict"]["limits"][0]["status"], "holds");
 }

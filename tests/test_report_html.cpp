@@ -273,6 +273,19 @@ TEST(ReportHtml, CompressOnTheCpuScenarioWritesAReportChromiumRenders) {
       "--distill-batch 2 --task-items 0 > {} 2>&1", bin, model.string(), run.string(),
       (tmp.path / "compress.log").string()));
   ASSERT_TRUE(fs::exists(run / "report.md"));
+  // The measured verdict on paired rounds, with its interval, in report.json and report.md.
+  const nlohmann::json report = nlohmann::json::parse(read_file(run / "report.json"));
+  const nlohmann::json& verdict = report["compressed"]["measured_verdict"];
+  ASSERT_TRUE(verdict.is_object()) << report["compressed"].dump();
+  EXPECT_GE(verdict["rounds"].get<int>(), 5);
+  ASSERT_EQ(verdict["limits"].size(), 1u);  // cpu-local: TPOT <= 0.6 x the teacher
+  const nlohmann::json& tpot = verdict["limits"][0];
+  EXPECT_EQ(tpot["name"], "tpot_ms");
+  const double lo = tpot["ratio_ci95"][0].get<double>(), hi = tpot["ratio_ci95"][1].get<double>();
+  EXPECT_LE(lo, tpot["ratio"].get<double>());
+  EXPECT_GE(hi, tpot["ratio"].get<double>());
+  EXPECT_EQ(tpot["status"] == "holds", report["compressed"]["limits_measured"] == "");
+  EXPECT_NE(read_file(run / "report.md").find("| tpot_ms | 0.6 x teacher |"), std::string::npos);
   const std::string html = read_file(run / "report.html");
   for (const char* p : {"layers", "cost", "pareto", "distill"}) EXPECT_FALSE(svg_of(html, p).empty()) << p;
   EXPECT_NE(html.find("predicted from profile"), std::string::npos);  // the CPU's costs

@@ -23,6 +23,7 @@ void run(const CalibrateArgs& a) {
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.out, "calibrate");
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.samples, "calibrate");
   ac::Profile p = ac::load_profile(a.profile);
+  ac::use_profile_gemm_backend(p);  // the GEMM library its tables were timed with
   ac::check_profile_is_this_machine(p);
   ac::ModelConfig base = a.base.empty() ? ac::stories15m_shape() : ac::read_architecture(a.base);
   const double t0 = ac::now_s();

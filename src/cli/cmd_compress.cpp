@@ -34,6 +34,8 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--safety-margin", o->safety_margin, "search against limits x (1 - margin)")->capture_default_str();
   s->add_option("--fit-attempts", o->fit_attempts, "searches at most, while the searched architecture measured beside the teacher (before distillation) breaks a limit: each next one under the limit tightened by the measured overshoot (1 = measure once, 0 = skip)")->check(CLI::Range(0, 10))->capture_default_str();
   s->add_option("--fit-margin", o->fit_margin, "a tightened limit is the measured overshoot plus this margin")->check(CLI::Range(0.0, 0.49))->capture_default_str();
+  s->add_option("--measure-rounds", o->measure.min_rounds, "paired rounds (teacher and compressed model, one request each) measured at least, before distillation and after")->check(CLI::Range(2, 1000))->capture_default_str();
+  s->add_option("--max-measure-rounds", o->measure.max_rounds, "paired rounds at most, added while a measured limit's 95% interval straddles it or is wider than +-2%")->check(CLI::Range(2, 1000))->capture_default_str();
   s->add_flag("--allow-nonfinite", o->allow_nonfinite, "run even if the teacher has NaN/Inf weights (refused by default)");
   s->callback([o, model, out, profile, data, data_text] {
     o->model_dir = *model;

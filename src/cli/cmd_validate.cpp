@@ -24,6 +24,7 @@ void run(const ValidateArgs& a) {
   ac::check_not_overwriting_inputs(inputs, a.out, "validate");
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile p = ac::load_profile(a.profile);
+  ac::use_profile_gemm_backend(p);  // the GEMM library its tables were timed with
   std::vector<ac::ModelConfig> archs;
   for (const auto& m : a.models) archs.push_back(ac::read_architecture(m));
   const ac::ModelConfig base = a.base.empty() ? ac::stories15m_shape() : ac::read_architecture(a.base);

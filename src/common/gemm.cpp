@@ -7,6 +7,9 @@
 #endif
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <limits>
 #include <cstdlib>
 #include <string>
 
@@ -15,22 +18,105 @@
 
 namespace ac {
 
-GemmBackend gemm_backend() {
-  static const GemmBackend backend = [] {
+namespace {
+
+// AC_GEMM's backend, or nullopt when unset. Read once.
+const std::optional<GemmBackend>& env_backend() {
+  static const std::optional<GemmBackend> backend = []() -> std::optional<GemmBackend> {
     const char* v = std::getenv("AC_GEMM");
     const std::string s = v ? v : "";
-#ifdef AC_WITH_DNNL
-    if (s.empty() || s == "onednn") return GemmBackend::OneDnn;
-#else
-    // A build without oneDNN (CMake did not find it: scripts/build_cuda.sh's GPU image).
-    if (s.empty()) return GemmBackend::OpenBlas;
+    if (s.empty()) return std::nullopt;
+#ifndef AC_WITH_DNNL
     if (s == "onednn")
       throw ConfigError("AC_GEMM=onednn, but this build has no oneDNN (libdnnl-dev): unset AC_GEMM");
 #endif
+    if (s == "onednn") return GemmBackend::OneDnn;
     if (s == "openblas") return GemmBackend::OpenBlas;
     throw ConfigError(fmt::format("AC_GEMM: expected onednn or openblas, found '{}'", s));
   }();
   return backend;
+}
+
+#ifdef AC_WITH_DNNL
+constexpr GemmBackend kDefaultBackend = GemmBackend::OneDnn;
+#else
+// A build without oneDNN (CMake did not find it: scripts/build_cuda.sh's GPU image).
+constexpr GemmBackend kDefaultBackend = GemmBackend::OpenBlas;
+#endif
+std::atomic<int> g_backend{int(kDefaultBackend)};
+
+}  // namespace
+
+GemmBackend gemm_backend() {
+  if (const auto& e = env_backend()) return *e;
+  return GemmBackend(g_backend.load(std::memory_order_relaxed));
+}
+
+void set_gemm_backend(GemmBackend b) {
+#ifndef AC_WITH_DNNL
+  if (b == GemmBackend::OneDnn) return;  // nothing to switch to
+#endif
+  g_backend.store(int(b), std::memory_order_relaxed);
+}
+
+const char* gemm_backend_name(GemmBackend b) {
+  return b == GemmBackend::OneDnn ? "onednn" : "openblas";
+}
+
+std::string GemmChoice::to_string() const {
+  if (forced) return fmt::format("{} (AC_GEMM, or the only one in this build)", gemm_backend_name(backend));
+  return fmt::format("{} (measured: oneDNN {:.1f} ms, OpenBLAS {:.1f} ms)",
+                     gemm_backend_name(backend), onednn_ms, openblas_ms);
+}
+
+GemmChoice choose_gemm_backend(const std::vector<GemmShape>& shapes, int rounds) {
+  if (shapes.empty() || rounds < 1)
+    throw ConfigError(msg("gemm", "choose_gemm_backend: expected shapes and rounds >= 1, found "
+                                  "{} shapes and rounds {}", shapes.size(), rounds));
+  GemmChoice c;
+#ifndef AC_WITH_DNNL
+  c.backend = GemmBackend::OpenBlas;
+  c.forced = true;
+  return c;
+#endif
+  if (const auto& e = env_backend()) {
+    c.backend = *e;
+    c.forced = true;
+    return c;
+  }
+  at::NoGradGuard no_grad;
+  std::vector<std::array<at::Tensor, 3>> ops;  // {c, a, b} per shape
+  for (const GemmShape& s : shapes)
+    ops.push_back({at::empty({s.M, s.N}), at::randn({s.M, s.K}), at::randn({s.K, s.N})});
+  auto time_ms = [&](GemmBackend b) {
+    const double t0 = now_s();
+    for (auto& o : ops) gemm_out(o[0], o[1], o[2], 0.0f, b);
+    return (now_s() - t0) * 1e3;
+  };
+  time_ms(GemmBackend::OneDnn);  // warm-up: first-touch pages, library initialisation
+  time_ms(GemmBackend::OpenBlas);
+  c.onednn_ms = c.openblas_ms = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < rounds; ++r) {  // alternating: a drift of the machine hits both
+    c.onednn_ms = std::min(c.onednn_ms, time_ms(GemmBackend::OneDnn));
+    c.openblas_ms = std::min(c.openblas_ms, time_ms(GemmBackend::OpenBlas));
+  }
+  c.backend = c.openblas_ms < c.onednn_ms ? GemmBackend::OpenBlas : GemmBackend::OneDnn;
+  set_gemm_backend(c.backend);
+  return c;
+}
+
+std::vector<GemmShape> training_step_gemm_shapes(int64_t D, int64_t F, int64_t V, int64_t M) {
+  M = std::min<int64_t>(M, 256);
+  return {{M, D, D}, {D, D, M},    // attention projections: forward, weight gradient
+          {M, F, D}, {F, D, M},    // FFN up / gate
+          {M, D, F}, {D, F, M},    // FFN down
+          {M, V, D}, {V, D, M}};   // head
+}
+
+std::optional<GemmBackend> gemm_backend_of_description(const std::string& d) {
+  if (d.rfind("oneDNN", 0) == 0) return GemmBackend::OneDnn;
+  if (d.rfind("OpenBLAS through", 0) == 0) return GemmBackend::OpenBlas;
+  return std::nullopt;
 }
 
 std::string gemm_description() {

@@ -11,16 +11,55 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace ac {
 
 /// The library that runs fp32 GEMMs: oneDNN's sgemm (the default) or OpenBLAS through at::mm.
 enum class GemmBackend { OneDnn, OpenBlas };
 
-/// The backend in use: AC_GEMM=onednn (default) or openblas, read once per process.
+/// The backend in use: AC_GEMM=onednn or openblas when set (read once per process), else the
+/// last set_gemm_backend (by choose_gemm_backend or a profile's), else oneDNN.
 /// Throws ConfigError naming AC_GEMM on any other value.
 GemmBackend gemm_backend();
+
+/// Makes `b` the process's backend from now on, unless AC_GEMM names one (which wins).
+void set_gemm_backend(GemmBackend b);
+
+/// "onednn" or "openblas".
+const char* gemm_backend_name(GemmBackend b);
+
+/// One GEMM shape: c [M, N] = a [M, K] @ b [K, N].
+struct GemmShape {
+  int64_t M, N, K;
+};
+
+/// The measured choice of a GEMM library for this CPU (which of oneDNN and OpenBLAS is faster
+/// depends on the CPU and its vector width: measured, not assumed).
+struct GemmChoice {
+  GemmBackend backend = GemmBackend::OneDnn;
+  double onednn_ms = 0, openblas_ms = 0;  // the shapes' summed time, the best of the rounds
+  bool forced = false;  // AC_GEMM named the backend: nothing was timed
+  std::string to_string() const;  // e.g. "onednn (measured: oneDNN 41.2 ms, OpenBLAS 55.0 ms)"
+};
+
+/// Times both backends on `shapes` (fp32, random operands, both in `rounds` alternating
+/// rounds after one warm-up; the best round of each), and makes the faster the process's
+/// backend (set_gemm_backend). With AC_GEMM set, times nothing and returns that backend with
+/// forced = true. In a build without oneDNN, returns OpenBLAS (forced). Throws ConfigError when
+/// `shapes` is empty or rounds < 1.
+GemmChoice choose_gemm_backend(const std::vector<GemmShape>& shapes, int rounds = 3);
+
+/// The shapes of a training step's linear layers of a Llama model with hidden size D, FFN width
+/// F and vocabulary V on M tokens (M capped at 256: the choice, not the step, is timed): the
+/// forward x w^T and the weight gradient dy^T x of the attention, FFN and head projections.
+std::vector<GemmShape> training_step_gemm_shapes(int64_t D, int64_t F, int64_t V, int64_t M);
+
+/// The backend a profile's GEMM tables were measured with, from its gemm_description() text
+/// ("oneDNN ..." or "OpenBLAS through at::mm ..."), or nullopt for another text.
+std::optional<GemmBackend> gemm_backend_of_description(const std::string& description);
 
 /// "oneDNN v2.6.3 sgemm" or "OpenBLAS through at::mm", followed by "; " and
 /// blas_description() (common/runtime.h). Recorded in profiles: GEMM tables measured with

@@ -336,6 +336,18 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
   double t0 = now_s();
   Profile p;
   DeviceSpec cpu = detect_cpu();
+  if (!opt.gpu) {
+    // The GEMM library for this CPU, chosen on the training step's shapes of the largest model
+    // profiled (distillation is where a run spends its time); the tables are timed with it.
+    const ModelConfig& big = *std::max_element(
+        shapes.begin(), shapes.end(),
+        [](const ModelConfig& a, const ModelConfig& b) { return a.num_parameters() < b.num_parameters(); });
+    int64_t F = 0;
+    for (const LayerConfig& l : big.layers) F = std::max(F, l.intermediate_size);
+    const GemmChoice gc = choose_gemm_backend(
+        training_step_gemm_shapes(big.hidden_size, std::max<int64_t>(F, 1), big.vocab_size, 256));
+    log_info("[profile] GEMM library: " + gc.to_string());
+  }
   p.identity = {"cpu", cpu.display_name, cpu.cores, init_torch_threads(), cpu.isa, TORCH_VERSION,
                 today_utc(), timer_kind(), gemm_description()};
   p.workload = workload;
@@ -387,6 +399,15 @@ void apply_profile(DeviceSpec& device, const Profile& profile) {
   device.peak_flops["fp32"] = SpecValue{profile.gemm_peak_flops, "profile", false};
   device.gemm_efficiency = SpecValue{1.0, "profile (peak is the best measured GEMM)", false};
   device.bandwidth_efficiency = SpecValue{1.0, "profile (measured copy bandwidth)", false};
+}
+
+}  // namespace ac
+
+namespace ac {
+
+void use_profile_gemm_backend(const Profile& profile) {
+  if (profile.identity.device != "cpu") return;
+  if (const auto b = gemm_backend_of_description(profile.identity.blas)) set_gemm_backend(*b);
 }
 
 }  // namespace ac

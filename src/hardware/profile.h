@@ -168,6 +168,12 @@ void apply_profile(DeviceSpec& device, const Profile& profile);
 /// Reads / writes a profile JSON file. load_profile throws FormatError naming the file and
 /// field on a malformed file.
 Profile load_profile(const fs::path& path);
+
+/// Makes the GEMM library a CPU profile's tables were measured with (identity.blas,
+/// gemm_backend_of_description) the process's backend, so that what runs is what was timed;
+/// run_profile chose it by measurement (choose_gemm_backend). A GPU profile, or a description
+/// of no known backend, changes nothing.
+void use_profile_gemm_backend(const Profile& profile);
 void save_profile(const fs::path& path, const Profile& profile);
 
 }  // namespace ac

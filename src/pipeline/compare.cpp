@@ -55,15 +55,26 @@ nlohmann::json run_method_for_comparison(const SearchOutcome& o, const CompareCo
   const nlohmann::json tasks = run_story_tasks_stage(*ctx.teacher, student, ctx.heldout->ids(), topt);
   fs::create_directories(model_dir);
   save_checkpoint(model_dir, student, ctx.teacher_dir);
+  // Measured beside the teacher in paired rounds, as the main result: the same protocol and
+  // the same verdict for every row of the comparison.
   std::optional<Measurement> measured;
+  std::optional<PairedVerdict> verdict;
   if (ctx.not_measured.empty()) {
     const c10::Device dev = measurement_device(*ctx.scenario);
-    measured = measure_native(LlamaModel{student.config, to_device(student.config, student.weights, dev)},
-                              ctx.scenario->workload, ctx.measure_repeats);
+    const PairedRounds rounds = measure_paired(
+        LlamaModel{ctx.teacher->config, to_device(ctx.teacher->config, ctx.teacher->weights, dev)},
+        LlamaModel{student.config, to_device(student.config, student.weights, dev)},
+        ctx.scenario->workload, ctx.scenario->limits, ctx.measure);
+    measured = rounds.student_pooled();
+    verdict = judge_paired(rounds, ctx.scenario->limits);
   }
   CostEstimate predicted = predict(student.config, *ctx.scenario, ctx.profile);
   nlohmann::json row = comparison_row(o, student.config, predicted, measured ? &*measured : nullptr,
                                       after_prune, eval, d, ctx, model_name);
+  if (verdict) {
+    row["limits_measured"] = verdict->failures();
+    row["measured_verdict"] = verdict->to_json();
+  }
   row["tasks"] = tasks;
   return row;
 }

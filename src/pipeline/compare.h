@@ -10,6 +10,7 @@
 #include "distill/distill.h"
 #include "eval/eval.h"
 #include "hardware/measure.h"
+#include "hardware/paired_measure.h"
 #include "hardware/profile.h"
 #include "pipeline/story_tasks.h"
 #include "search/outcome.h"
@@ -28,7 +29,8 @@ struct CompareContext {
   Limits search_limits;  // resolved against the teacher's prediction (what the search met)
   DistillOptions distill;  // the main run's options (budget, batch, lr, seed); log_path replaced
   EvalOptions eval;
-  int measure_repeats = 3;
+  PairedOptions measure;  // each method's model is measured beside the teacher in paired
+                          // rounds (hardware/paired_measure.h)
   std::string not_measured;  // non-empty: the scenario cannot be measured here (why), and no
                              // method's model is measured (not_measurable_reason)
   fs::path teacher_dir;  // tokenizer files copied into each saved model

@@ -187,6 +187,10 @@ json run_compress(const CompressOptions& opt) {
   if (!opt.data_dir.empty() && !opt.data_text.empty())
     throw ConfigError(msg("compress", "give at most one of --data (an earlier run's token files) "
                           "and --data-text (your text)"));
+  if (opt.measure.min_rounds < 2 || opt.measure.max_rounds < opt.measure.min_rounds)
+    throw ConfigError(msg("compress", "--measure-rounds {} and --max-measure-rounds {}: expected "
+                          "2 <= measure-rounds <= max-measure-rounds", opt.measure.min_rounds,
+                          opt.measure.max_rounds));
   if (!opt.data_dir.empty()) check_data_dir(opt.data_dir);
   if (!opt.data_text.empty() && !fs::exists(opt.data_text))
     throw ConfigError(msg("compress", "--data-text {}: no such file or folder",
@@ -222,6 +226,7 @@ json run_compress(const CompressOptions& opt) {
   Profile profile = opt.profile_path.empty()
                         ? run_profile({teacher.config}, profiled_workload(scenario), profile_options)
                         : load_profile(opt.profile_path);
+  use_profile_gemm_backend(profile);  // the GEMM library its tables were timed with
   save_profile(out.path() / "profile.json", profile);
   // The scenario's costs come from this profile only when it targets this device; a GPU
   // scenario is costed by the roofline of its spec (the profile still serves the llama.cpp
@@ -244,7 +249,7 @@ json run_compress(const CompressOptions& opt) {
     const c10::Device dev = measurement_device(scenario);
     teacher_measured = measure_native(
         LlamaModel{teacher.config, to_device(teacher.config, teacher.weights, dev)},
-        scenario.workload, opt.measure_repeats, /*show_progress=*/true);
+        scenario.workload, opt.measure.min_rounds, /*show_progress=*/true);
   }
   else
     log_warn("[compress] costs are predicted only, nothing is measured: " + not_measured);
@@ -321,10 +326,8 @@ json run_compress(const CompressOptions& opt) {
           candidate->config.layers != c.layers)
         throw InternalError("[compress] the fit to the measurement asked for an architecture "
                             "other than the searched candidate");
-      log_info("[compress] measuring the teacher and the searched architecture in interleaved rounds");
-      std::vector<Measurement> both =
-          measure_models_interleaved({&teacher, &*candidate}, scenario.workload, opt.measure_repeats);
-      return std::make_pair(both[0].as_estimate(), both[1].as_estimate());
+      log_info("[compress] measuring the teacher and the searched architecture in paired rounds");
+      return measure_paired(teacher, *candidate, scenario.workload, scenario.limits, opt.measure);
     };
     fit_attempts = fit_to_measurement(scenario.limits, search_limits, cb, opt.fit_attempts,
                                       opt.fit_margin);
@@ -381,17 +384,24 @@ json run_compress(const CompressOptions& opt) {
                                     "same logits (max diff {})", roundtrip));
   timer.done("export");
 
-  // The student and the teacher again, in the same interleaved rounds: the measured check of a
-  // relative limit ("0.6 x the teacher's TPOT") compares two measurements of the same minutes,
-  // not one taken before the search with one taken after it (this VM's speed moves by up to 20%
-  // between minutes). The limits are resolved again against this teacher measurement.
+  // The student and the teacher again, in paired rounds (hardware/paired_measure.h): every
+  // limit is judged on the per-round ratios with a 95% interval, so that a machine's drift
+  // between minutes cannot flip the verdict. The fit loop's rounds of the same architecture
+  // (its latency does not depend on the weights' values) are pooled with these. The limits are
+  // resolved again against the pooled teacher.
   std::optional<Measurement> student_measured;
+  std::optional<PairedVerdict> measured_verdict;
   if (not_measured.empty()) {
-    log_info("[compress] measuring the teacher and the compressed model in interleaved rounds");
-    std::vector<Measurement> both =
-        measure_models_interleaved({&teacher, &student}, scenario.workload, opt.measure_repeats);
-    teacher_measured = both[0];
-    student_measured = both[1];
+    PairedRounds prior;
+    if (!fit_attempts.empty() && describe(fitted_attempt(fit_attempts).config) == describe(student.config))
+      prior = fitted_attempt(fit_attempts).rounds;
+    log_info(fmt::format("[compress] measuring the teacher and the compressed model in paired "
+                         "rounds ({} from the fit before distillation)", prior.rounds()));
+    const PairedRounds rounds =
+        measure_paired(teacher, student, scenario.workload, scenario.limits, opt.measure, prior);
+    teacher_measured = rounds.teacher_pooled();
+    student_measured = rounds.student_pooled();
+    measured_verdict = judge_paired(rounds, scenario.limits);
     limits = scenario.limits.resolve(teacher_measured->as_estimate());
   }
   CostEstimate student_predicted = predict(student.config, scenario, scenario_profile);
@@ -406,7 +416,7 @@ json run_compress(const CompressOptions& opt) {
 
   // The other methods' architectures: same distillation budget and data, same held-out set.
   CompareContext cmp{&teacher, &imp, &scenario, scenario_profile, &data.train, &data.heldout,
-                     limits, search_limits, dopt, eo, opt.measure_repeats, not_measured,
+                     limits, search_limits, dopt, eo, opt.measure, not_measured,
                      opt.model_dir};
   cmp.tasks = task_opt;  // the same tasks for every method
   json comparison = json::array();
@@ -414,6 +424,10 @@ json run_compress(const CompressOptions& opt) {
                                       student_measured ? &*student_measured : nullptr,
                                       pruned_eval, student_eval, dres, cmp, "model"));
   comparison.back()["tasks"] = tasks;
+  if (measured_verdict) {
+    comparison.back()["limits_measured"] = measured_verdict->failures();
+    comparison.back()["measured_verdict"] = measured_verdict->to_json();
+  }
   for (size_t i = 1; i < searches.size(); ++i) {
     const std::string& m = searches[i].method;
     comparison.push_back(run_method_for_comparison(searches[i], cmp, out.path() / ("model-" + m),
@@ -443,9 +457,10 @@ json run_compress(const CompressOptions& opt) {
                       {"predicted", student_predicted.to_json()},
                       {"measured", student_measured ? student_measured->to_json() : json(nullptr)},
                       {"limits_predicted", check_limits(student_predicted, search_limits)},
-                      {"limits_measured", student_measured
-                                              ? json(check_limits(student_measured->as_estimate(), limits))
-                                              : json(nullptr)},
+                      {"limits_measured", measured_verdict ? json(measured_verdict->failures())
+                                                           : json(nullptr)},
+                      {"measured_verdict", measured_verdict ? measured_verdict->to_json()
+                                                            : json(nullptr)},
                       {"eval_after_prune", pruned_eval.to_json()},
                       {"eval", student_eval.to_json()}}},
       {"search", {{"method", search.method},

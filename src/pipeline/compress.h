@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/fs.h"
+#include "hardware/paired_measure.h"
 
 namespace ac {
 
@@ -59,7 +60,9 @@ struct CompressOptions {
   int64_t minitron_retrain_tokens = 0;
   double distill_hidden_loss_weight = 0;  // hidden-state loss weight (distill/hidden_loss.h; 0 = off)
   double safety_margin = 0.05;           // the search meets limits x (1 - margin) by the model
-  int measure_repeats = 3;               // measured runs (teacher and student in interleaved rounds)
+  PairedOptions measure;                 // rounds of the paired measurement of teacher and
+                                         // student (hardware/paired_measure.h): the fit loop's
+                                         // and the final check's
   int fit_attempts = 3;                  // fit to the measurement (pipeline/measured_fit.h): the
                                          // searched architecture is measured before distillation
                                          // and searched again under tightened limits while a

@@ -21,6 +21,7 @@ json FitAttempt::to_json() const {
   j["teacher_measured"] = teacher_measured.to_json();
   j["measured"] = measured.to_json();
   j["limits"] = limits.to_json();
+  j["verdict"] = verdict.to_json();
   j["broken"] = broken;
   return j;
 }
@@ -81,12 +82,15 @@ std::vector<FitAttempt> fit_to_measurement(const Limits& scenario_limits,
       break;
     }
     a.predicted = cb.predict(a.config);
-    std::tie(a.teacher_measured, a.measured) = cb.measure(a.config);
+    a.rounds = cb.measure(a.config);
+    a.teacher_measured = a.rounds.teacher_pooled().as_estimate();
+    a.measured = a.rounds.student_pooled().as_estimate();
     a.limits = scenario_limits.resolve(a.teacher_measured);
-    a.broken = check_limits(a.measured, a.limits);
+    a.verdict = judge_paired(a.rounds, scenario_limits);
+    a.broken = a.verdict.failures();
     log_info(fmt::format("[fit] attempt {}: {} measured: {}", i + 1, describe(a.config),
                          a.broken.empty() ? "every limit holds" : a.broken));
-    const std::vector<LimitSlack> slack = limit_slack(a.measured, a.limits);
+    const std::vector<LimitSlack> slack = a.verdict.conservative_slack();
     attempts.push_back(std::move(a));
     if (attempts.back().broken.empty()) break;
     search_limits = tighten_search_limits(search_limits, slack, margin);

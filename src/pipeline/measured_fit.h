@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hardware/cost_model.h"
+#include "hardware/paired_measure.h"
 #include "hardware/scenario.h"
 #include "model/config.h"
 
@@ -29,9 +30,13 @@ struct FitAttempt {
   Limits search_limits;    // absolute limits the search held predictions to
   ModelConfig config;      // the search's result
   CostEstimate predicted;  // cost model
-  CostEstimate teacher_measured, measured;  // the teacher and the candidate, same rounds
+  CostEstimate teacher_measured, measured;  // the teacher and the candidate, pooled over rounds
   Limits limits;           // scenario limits resolved against teacher_measured
-  std::string broken;      // check_limits(measured, limits); "" = every measured limit holds
+  PairedVerdict verdict;   // every limit judged on the paired rounds (hardware/paired_measure.h)
+  std::string broken;      // verdict.failures(): "" = every measured limit holds with 95%
+                           // confidence; a limit "not yet certain" counts as broken
+  PairedRounds rounds;     // the measured rounds (not written to JSON): the final check of the
+                           // same architecture pools them with its own
   std::string search_error;  // set when this attempt's search found nothing (InfeasibleError):
                              // config/measurements are then empty and the loop stopped
 
@@ -39,11 +44,12 @@ struct FitAttempt {
 };
 
 /// What the loop needs from its caller. `search` returns the candidate for absolute limits
-/// (and may throw InfeasibleError when nothing meets them); `measure` returns {teacher,
-/// candidate} measured in the same rounds; `predict` the cost model's estimate of a config.
+/// (and may throw InfeasibleError when nothing meets them); `measure` returns the teacher and
+/// the candidate measured in the same rounds (measure_paired); `predict` the cost model's
+/// estimate of a config.
 struct FitCallbacks {
   std::function<ModelConfig(const Limits& search_limits)> search;
-  std::function<std::pair<CostEstimate, CostEstimate>(const ModelConfig& candidate)> measure;
+  std::function<PairedRounds(const ModelConfig& candidate)> measure;
   std::function<CostEstimate(const ModelConfig& config)> predict;
 };
 
@@ -58,8 +64,10 @@ Limits tighten_search_limits(const Limits& search_limits,
                              const std::vector<LimitSlack>& measured_slack, double margin);
 
 /// Runs search -> measure up to `max_attempts` times (see the file comment) and returns every
-/// attempt in order. The last one with a config is the result: the first that holds every
-/// measured limit, or the last tried. A search that finds nothing under tightened limits
+/// attempt in order. Each attempt's limits are judged on its paired rounds (judge_paired); a
+/// limit broken or not yet certain is tightened by the unfavourable end of its 95% interval
+/// (PairedVerdict::conservative_slack). The last attempt with a config is the result: the first
+/// that holds every measured limit, or the last tried. A search that finds nothing under tightened limits
 /// (InfeasibleError) ends the loop and is recorded as an attempt with search_error set; on the
 /// first attempt it is rethrown (nothing meets the scenario at all). `scenario_limits` may be
 /// relative (resolved per attempt against the teacher measured in that attempt's rounds).

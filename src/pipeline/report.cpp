@@ -14,10 +14,55 @@ double num(const json& j, const char* k) { return j.contains(k) && j[k].is_numbe
 
 std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1 << 20)); }
 
-// A limits verdict: "" = met, a string = what broke, null = not measured.
-std::string verdict(const json& v) {
+}  // namespace
+
+std::string limits_verdict_text(const json& v) {
   if (!v.is_string()) return "not measured";
-  return v.get<std::string>().empty() ? "met" : "BROKEN — " + v.get<std::string>();
+  const std::string s = v.get<std::string>();
+  if (s.empty()) return "met";
+  size_t clauses = 1, uncertain = 0;
+  for (size_t i = s.find("; "); i != std::string::npos; i = s.find("; ", i + 2)) ++clauses;
+  for (size_t i = s.find("not yet certain"); i != std::string::npos;
+       i = s.find("not yet certain", i + 1))
+    ++uncertain;
+  return (uncertain == clauses ? "NOT YET CERTAIN — " : "BROKEN — ") + s;
+}
+
+namespace {
+
+std::string verdict(const json& v) { return limits_verdict_text(v); }
+
+// The measured verdict of each limit with its 95% interval (PairedVerdict::to_json).
+std::string render_measured_verdict_md(const json& v) {
+  if (!v.is_object() || !v.contains("limits") || v["limits"].empty()) return "";
+  std::string md = fmt::format(
+      "Measured limits, judged on {} paired rounds (teacher and compressed model measured in "
+      "the same round, the order alternating): the ratio is the compressed model's figure over "
+      "its limit in each round (for the throughput minimum, the limit over the figure), its "
+      "geometric mean over the rounds and the 95% confidence interval of that mean. A limit "
+      "holds when the whole interval is at or below 1; an interval that straddles 1 is not yet "
+      "certain and counts as not met.\n\n"
+      "| limit | as written | limit | measured | ratio | 95% CI | verdict |\n"
+      "|---|---|---|---|---|---|---|\n",
+      v.value("rounds", 0));
+  for (const json& l : v["limits"]) {
+    const std::string name = l.value("name", std::string("?"));
+    const bool bytes = name == "peak_memory_bytes";
+    auto val = [&](double x) { return bytes ? mib(x) : fmt::format("{:.3f}", x); };
+    const json& ci = l["ratio_ci95"];
+    const std::string interval =
+        ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number()
+            ? fmt::format("{:.3f}–{:.3f}", ci[0].get<double>(), ci[1].get<double>())
+            : std::string("—");
+    const std::string written =
+        l["fraction_of_teacher"].is_number()
+            ? fmt::format("{} x teacher", l["fraction_of_teacher"].get<double>())
+            : std::string("absolute");
+    md += fmt::format("| {} | {} | {} | {} | {:.3f} | {} | {} |\n", name, written,
+                      val(num(l, "limit")), val(num(l, "value")), num(l, "ratio"), interval,
+                      l.value("status", std::string("?")));
+  }
+  return md + "\n";
 }
 
 std::string pct_err(double predicted, double measured) {
@@ -253,6 +298,7 @@ std::string render_report_md(const json& r) {
         "time (the same uncontended statistic); the median request's is in the row below it.\n";
   md += fmt::format("\nEvery limit, by the cost model: **{}**. Measured: **{}**.\n\n",
                     verdict(c["limits_predicted"]), verdict(c["limits_measured"]));
+  if (c.contains("measured_verdict")) md += render_measured_verdict_md(c["measured_verdict"]);
   if (r.contains("fit")) md += render_fit_md(r["fit"]);
 
   md += "## Quality on the held-out data\n\n";

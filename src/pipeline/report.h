@@ -12,6 +12,11 @@ namespace ac {
 /// (byte-level BPE): 40 documents ...; held out: every 20th document." Plain text.
 std::string describe_run_data(const nlohmann::json& data);
 
+/// A limits verdict of report.json ("limits_predicted" / "limits_measured"): "met" for "",
+/// "not measured" for null, "NOT YET CERTAIN — ..." when every clause is a limit whose 95%
+/// interval straddles it (PairedVerdict::failures), else "BROKEN — ...". Plain text.
+std::string limits_verdict_text(const nlohmann::json& verdict);
+
 /// Renders report.json (pipeline/compress.cpp) as Markdown.
 std::string render_report_md(const nlohmann::json& report);
 

@@ -532,7 +532,7 @@ std::string verdict_line(const json& r) {
     const json* v = find(r, {"compressed", key});
     if (v && v->is_null()) return std::string("not measured");
     if (!v || !v->is_string()) return std::string("unknown");
-    return v->get<std::string>().empty() ? std::string("met") : "BROKEN: " + v->get<std::string>();
+    return limits_verdict_text(*v);
   };
   return fmt::format("<p class=\"verdict\">Limits by the cost model: <b>{}</b>. Measured: <b>{}</b>.</p>\n",
                      escape(verdict("limits_predicted")), escape(verdict("limits_measured")));
