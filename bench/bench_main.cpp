@@ -15,12 +15,16 @@
 #include <torch/torch.h>
 
 #include <immintrin.h>
+#ifdef AC_WITH_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
 
+#include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
 #include "common/cpu_allocator.h"
@@ -151,6 +155,19 @@ nlohmann::json gemm_shapes_json(int64_t tokens, const std::vector<int64_t>& dims
           {"rounds", rounds - 1}, {"shapes", rows}};
 }
 
+/// The widest ISA oneDNN's kernels use in this process (after ONEDNN_MAX_CPU_ISA): "avx512",
+/// "avx2" or "older", with dnnl_cpu_isa_t's value; "" in a build without oneDNN.
+std::string onednn_isa() {
+#ifdef AC_WITH_DNNL
+  const unsigned isa = unsigned(dnnl_get_effective_cpu_isa());
+  // dnnl_types.h: each ISA's value holds the bits of the ones it extends (avx2 0x7, avx512_core 0x27).
+  const char* name = (isa & 0x20u) ? "avx512" : (isa & 0x7u) == 0x7u ? "avx2" : "older";
+  return fmt::format("{} (dnnl_cpu_isa 0x{:x})", name, isa);
+#else
+  return "";
+#endif
+}
+
 /// Which kernels this process runs: the hand-written kernels' ISA (common/simd.h) and whether
 /// AC_CPU_ISA chose it, the fused KL's row kernel, the GEMM library with OpenBLAS's core, and
 /// the libraries' ISA caps as the environment sets them ("" when unset).
@@ -161,6 +178,7 @@ nlohmann::json kernels_json() {
           {"cpu_isa", isa_name(cpu_isa())},
           {"fused_kl", fused_kl_kernel_name()},
           {"gemm", gemm_description()},
+          {"onednn_isa", onednn_isa()},
           {"ONEDNN_MAX_CPU_ISA", env("ONEDNN_MAX_CPU_ISA")},
           {"ATEN_CPU_CAPABILITY", env("ATEN_CPU_CAPABILITY")},
           {"OPENBLAS_CORETYPE", env("OPENBLAS_CORETYPE")}};
@@ -349,5 +367,10 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   ac::ensure_fast_blas_kernels();
-  return ac::run(argc, argv);
+  try {
+    return ac::run(argc, argv);
+  } catch (const ac::Error& e) {  // e.g. a bad AC_CPU_ISA or AC_GEMM: one line, not a crash
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
 }

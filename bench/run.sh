@@ -48,8 +48,9 @@ import json, sys
 k = json.load(sys.stdin)["kernels"]
 forced = " (forced by AC_CPU_ISA; the CPU has %s)" % k["cpu_isa"] if k["isa_forced"] else ""
 caps = ", ".join(f"{n}={k[n]}" for n in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if k[n])
-isa, kl, gemm = k["isa"], k["fused_kl"], k["gemm"]
+isa, kl, gemm, dnnl = k["isa"], k["fused_kl"], k["gemm"], k.get("onednn_isa", "")
 print(f"kernels: hand-written {isa}{forced} | fused KL {kl} | GEMM {gemm}"
+      + (f" | oneDNN ISA {dnnl}" if dnnl else "")
       + (f" | caps {caps}" if caps else ""))'
 
 peak=$($py - "$threads" <<'EOF'
