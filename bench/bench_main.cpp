@@ -15,11 +15,16 @@
 #include <torch/torch.h>
 
 #include <immintrin.h>
+#ifdef AC_WITH_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
+#include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
 #include "common/cpu_allocator.h"
@@ -85,9 +90,10 @@ __attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iters) {
 #undef AC_FMA_CHAINS
 
 /// The fp32 FMA peak of `threads` cores running at once (one chain loop per thread), GFLOP/s,
-/// best of `rounds`; `isa` receives "avx512" or "avx2" (the widest this CPU has).
+/// best of `rounds`; `isa` receives "avx512" or "avx2": the kernels' ISA (kernel_isa(), so
+/// AC_CPU_ISA=avx2 measures the AVX2 peak that an AVX2 machine's kernels can reach).
 double measured_fp32_peak(int threads, int rounds, std::string& isa) {
-  const bool wide = cpu_has_avx512();
+  const bool wide = kernel_isa() == CpuIsa::avx512;
   isa = wide ? "avx512" : "avx2";
   const int64_t iters = 50'000'000;
   // Wall time of all threads together (a thread that ran while another waited for a core
@@ -149,6 +155,35 @@ nlohmann::json gemm_shapes_json(int64_t tokens, const std::vector<int64_t>& dims
           {"rounds", rounds - 1}, {"shapes", rows}};
 }
 
+/// The widest ISA oneDNN's kernels use in this process (after ONEDNN_MAX_CPU_ISA): "avx512",
+/// "avx2" or "older", with dnnl_cpu_isa_t's value; "" in a build without oneDNN.
+std::string onednn_isa() {
+#ifdef AC_WITH_DNNL
+  const unsigned isa = unsigned(dnnl_get_effective_cpu_isa());
+  // dnnl_types.h: each ISA's value holds the bits of the ones it extends (avx2 0x7, avx512_core 0x27).
+  const char* name = (isa & 0x20u) ? "avx512" : (isa & 0x7u) == 0x7u ? "avx2" : "older";
+  return fmt::format("{} (dnnl_cpu_isa 0x{:x})", name, isa);
+#else
+  return "";
+#endif
+}
+
+/// Which kernels this process runs: the hand-written kernels' ISA (common/simd.h) and whether
+/// AC_CPU_ISA chose it, the fused KL's row kernel, the GEMM library with OpenBLAS's core, and
+/// the libraries' ISA caps as the environment sets them ("" when unset).
+nlohmann::json kernels_json() {
+  auto env = [](const char* name) { const char* v = std::getenv(name); return std::string(v ? v : ""); };
+  return {{"isa", isa_name(kernel_isa())},
+          {"isa_forced", kernel_isa_forced()},
+          {"cpu_isa", isa_name(cpu_isa())},
+          {"fused_kl", fused_kl_kernel_name()},
+          {"gemm", gemm_description()},
+          {"onednn_isa", onednn_isa()},
+          {"ONEDNN_MAX_CPU_ISA", env("ONEDNN_MAX_CPU_ISA")},
+          {"ATEN_CPU_CAPABILITY", env("ATEN_CPU_CAPABILITY")},
+          {"OPENBLAS_CORETYPE", env("OPENBLAS_CORETYPE")}};
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"autocompress_bench"};
   std::string which;
@@ -181,7 +216,8 @@ int run(int argc, char** argv) {
     std::string isa;
     const double g = measured_fp32_peak(at::get_num_threads(), 3, isa);
     std::cout << nlohmann::json{{"which", which}, {"gflops_per_s", g}, {"isa", isa},
-                                {"threads", at::get_num_threads()}, {"blas", blas_description()}}.dump()
+                                {"threads", at::get_num_threads()}, {"blas", blas_description()},
+                                {"kernels", kernels_json()}}.dump()
               << std::endl;
     return 0;
   }
@@ -319,7 +355,8 @@ int run(int argc, char** argv) {
                       {"flops_per_step", flops},
                       {"gflops_per_s", flops / med / 1e9},
                       {"threads", at::get_num_threads()},
-                      {"breakdown", breakdown}};
+                      {"breakdown", breakdown},
+                      {"kernels", kernels_json()}};
   if (train_peak_bytes >= 0) j["train_peak_bytes"] = train_peak_bytes;
   std::cout << j.dump() << std::endl;
   return 0;
@@ -330,5 +367,10 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   ac::ensure_fast_blas_kernels();
-  return ac::run(argc, argv);
+  try {
+    return ac::run(argc, argv);
+  } catch (const ac::Error& e) {  // e.g. a bad AC_CPU_ISA or AC_GEMM: one line, not a crash
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
 }

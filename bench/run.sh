@@ -13,6 +13,11 @@
 # /proc/cpuinfo (cores x MHz x FLOP/cycle: 64 with AVX-512 = 2 FMA units x 16 lanes x 2, 32
 # with AVX2+FMA; an upper bound that a VM's cores need not reach).
 # usage: bench/run.sh [train|importance|gemm|all] [ROUNDS]   (builds build/ first if needed)
+# AC_CPU_ISA=avx2 bench/run.sh ... runs what an AVX2 + FMA machine (AMD EPYC Zen 3) runs on an
+# AVX-512 one, on both sides: our hand-written kernels at AVX2 (common/simd.h), and for ours and
+# PyTorch eager alike oneDNN (ONEDNN_MAX_CPU_ISA=AVX2), PyTorch's own kernels
+# (ATEN_CPU_CAPABILITY=avx2) and OpenBLAS (OPENBLAS_CORETYPE=Haswell); the FMA peak is then the
+# AVX2 one. BUILD_DIR picks another build folder (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}
@@ -22,21 +27,40 @@ bench=$build/autocompress_bench
 [ -x "$bench" ] || { echo "build $bench first (scripts/build.sh)" >&2; exit 1; }
 threads=${AC_NUM_THREADS:-$(nproc)}
 py=/usr/bin/python3
+case "${AC_CPU_ISA:-}" in
+  ""|avx512) ;;
+  avx2|scalar)
+    export ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell ;;
+  *) echo "AC_CPU_ISA=$AC_CPU_ISA: expected avx512, avx2 or scalar" >&2; exit 2 ;;
+esac
 # The same OpenBLAS kernels on both sides: ours re-executes itself with OPENBLAS_CORETYPE set when
 # OpenBLAS does not know this CPU (common/runtime.h, ensure_fast_blas_kernels); PyTorch eager
 # gets the core ours reports.
+peak_json=$(AC_QUIET=1 "$bench" peak)
 if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  core=$(AC_QUIET=1 "$bench" peak | $py -c 'import json,sys; b=json.load(sys.stdin)["blas"]; print(b.split(" core ")[-1] if " core " in b else "")')
+  core=$(echo "$peak_json" | $py -c 'import json,sys; b=json.load(sys.stdin)["blas"]; print(b.split(" core ")[-1] if " core " in b else "")')
   [ -n "$core" ] && export OPENBLAS_CORETYPE=$core
 fi
 echo "BLAS kernels: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset, OpenBLAS default}"
+# Which kernels ran (autocompress_bench's "kernels", bench_main.cpp kernels_json).
+echo "$peak_json" | $py -c '
+import json, sys
+k = json.load(sys.stdin)["kernels"]
+forced = " (forced by AC_CPU_ISA; the CPU has %s)" % k["cpu_isa"] if k["isa_forced"] else ""
+caps = ", ".join(f"{n}={k[n]}" for n in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY") if k[n])
+isa, kl, gemm, dnnl = k["isa"], k["fused_kl"], k["gemm"], k.get("onednn_isa", "")
+print(f"kernels: hand-written {isa}{forced} | fused KL {kl} | GEMM {gemm}"
+      + (f" | oneDNN ISA {dnnl}" if dnnl else "")
+      + (f" | caps {caps}" if caps else ""))'
 
 peak=$($py - "$threads" <<'EOF'
-import re, sys, time, torch
+import os, re, sys, time, torch
 threads = int(sys.argv[1])
 flags = open("/proc/cpuinfo").read()
 mhz = max(float(m) for m in re.findall(r"cpu MHz\s*:\s*([\d.]+)", flags))
 per_cycle = 64 if " avx512f" in flags else (32 if " fma" in flags else 8)
+if os.environ.get("AC_CPU_ISA") in ("avx2", "scalar"):  # capped at AVX2 + FMA
+    per_cycle = min(per_cycle, 32)
 theory = threads * mhz * 1e6 * per_cycle
 torch.set_num_threads(threads)
 a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
@@ -48,7 +72,7 @@ print(f"{theory / 1e9:.1f} {best / 1e9:.1f} {mhz:.0f} {per_cycle}")
 EOF
 )
 read -r peak_theory peak_gemm mhz per_cycle <<<"$peak"
-fma_peak() { AC_NUM_THREADS=$threads AC_QUIET=1 "$bench" peak | $py -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["gflops_per_s"])'; }
+fma_peak() { AC_NUM_THREADS=$threads echo "$peak_json" | $py -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["gflops_per_s"])'; }
 peak_fma=$(fma_peak)
 echo "threads $threads | fp32 peak: measured FMA $peak_fma GFLOP/s, best 2048^3 GEMM in torch $peak_gemm GFLOP/s, nominal $peak_theory GFLOP/s ($threads x $mhz MHz x $per_cycle FLOP/cycle)"
 

@@ -12,6 +12,9 @@
 #include <optional>
 #include <vector>
 
+#include "common/error.h"
+#include "common/simd.h"
+
 namespace ac {
 
 bool release_free_memory() {
@@ -53,17 +56,33 @@ std::string best_openblas_core() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return "";
 }
-}  // namespace
 
-void ensure_fast_blas_kernels() {
-  if (std::getenv("OPENBLAS_CORETYPE")) return;
-  if (const char* keep = std::getenv("AC_KEEP_BLAS_CORE"); keep && keep[0] == '1') return;
-  const std::optional<std::string> core = openblas_core();
-  if (!core) return;  // not OpenBLAS
-  for (const char* fast : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
-    if (strcasecmp(core->c_str(), fast) == 0) return;
-  const std::string want = best_openblas_core();
-  if (want.empty()) return;
+// AC_CPU_ISA below AVX-512 (common/simd.h): the libraries' kernels are capped at AVX2 too, so
+// that a run here executes what an AVX2 machine executes. Each library reads its variable once,
+// at its first use: this runs before any. Returns whether the cap applies.
+bool cap_libraries_at_avx2() {
+  bool forced = false;
+  CpuIsa isa = cpu_isa();
+  try {
+    isa = kernel_isa();
+    forced = kernel_isa_forced();
+  } catch (const ConfigError&) {
+    return false;  // a bad AC_CPU_ISA: the first kernel that runs reports it
+  }
+  if (!forced || isa == CpuIsa::avx512) return false;
+  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX2", /*overwrite=*/0);
+  ::setenv("ATEN_CPU_CAPABILITY", "avx2", /*overwrite=*/0);
+  return true;
+}
+
+bool is_avx512_core(const char* name) {
+  for (const char* wide : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (strcasecmp(name, wide) == 0) return true;
+  return false;
+}
+
+// Re-executes this program with OPENBLAS_CORETYPE=core (returns only if the exec failed).
+void reexec_with_openblas_core(const std::string& core) {
   // The arguments as the kernel holds them: NUL-separated in /proc/self/cmdline.
   std::FILE* f = std::fopen("/proc/self/cmdline", "rb");
   if (!f) return;
@@ -75,9 +94,36 @@ void ensure_fast_blas_kernels() {
   for (size_t i = 0; i < all.size(); i += std::strlen(&all[i]) + 1) args.push_back(&all[i]);
   if (args.empty()) return;
   args.push_back(nullptr);
-  ::setenv("OPENBLAS_CORETYPE", want.c_str(), 1);
+  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  const std::string saved = before ? before : "";
+  ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
   ::execv("/proc/self/exe", args.data());
-  ::unsetenv("OPENBLAS_CORETYPE");  // exec failed: carry on with OpenBLAS's choice
+  // exec failed: carry on with OpenBLAS's choice
+  if (before) ::setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+  else ::unsetenv("OPENBLAS_CORETYPE");
+}
+}  // namespace
+
+void ensure_fast_blas_kernels() {
+  const bool capped = cap_libraries_at_avx2();
+  if (const char* keep = std::getenv("AC_KEEP_BLAS_CORE"); keep && keep[0] == '1') return;
+  const char* asked = std::getenv("OPENBLAS_CORETYPE");
+  // A core named by the caller stands, unless it is an AVX-512 one and AC_CPU_ISA caps at AVX2.
+  if (asked && !(capped && is_avx512_core(asked))) return;
+  const std::optional<std::string> core = openblas_core();
+  if (!core) return;  // not OpenBLAS
+  std::string want;
+  if (capped) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+    if (strcasecmp(core->c_str(), "haswell") == 0 || strcasecmp(core->c_str(), "zen") == 0) return;
+    want = "Haswell";
+  } else {
+    for (const char* fast : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
+      if (strcasecmp(core->c_str(), fast) == 0) return;
+    want = best_openblas_core();
+  }
+  if (want.empty()) return;
+  reexec_with_openblas_core(want);
 }
 
 std::string blas_description() {

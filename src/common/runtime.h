@@ -19,8 +19,14 @@ int init_torch_threads();
 /// AVX2 + FMA or AVX-512, this sets OPENBLAS_CORETYPE to Cooperlake (AVX-512 BF16), SkylakeX
 /// (AVX-512 F/BW/DQ/VL) or Haswell (AVX2 + FMA) and execv's /proc/self/exe with the same
 /// arguments (read from /proc/self/cmdline). It returns only when nothing needed changing or
-/// the exec failed. AC_KEEP_BLAS_CORE=1 keeps OpenBLAS's own choice. Call first thing in main
-/// (or from a static initializer), before any thread starts.
+/// the exec failed. AC_KEEP_BLAS_CORE=1 keeps OpenBLAS's own choice.
+/// With AC_CPU_ISA=avx2 or scalar (common/simd.h, kernel_isa) the libraries are capped at AVX2
+/// instead, so that an AVX-512 machine runs what an AVX2 one (AMD EPYC Zen 3) runs: oneDNN
+/// through ONEDNN_MAX_CPU_ISA=AVX2 and PyTorch's CPU kernels through ATEN_CPU_CAPABILITY=avx2
+/// (each set only when unset), and OpenBLAS through core Haswell (also replacing an AVX-512
+/// core that OPENBLAS_CORETYPE names). A bad AC_CPU_ISA is left for the first kernel to report
+/// (ConfigError). Call first thing in main (or from a static initializer), before any thread
+/// starts and before any GEMM.
 void ensure_fast_blas_kernels();
 
 /// The BLAS in use and its kernels, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... core Cooperlake", or

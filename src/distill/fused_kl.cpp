@@ -19,7 +19,15 @@ namespace ac {
 namespace {
 
 constexpr float kLowest = std::numeric_limits<float>::lowest();
-constexpr float kExpFloor = -87.0f;  // kl_row_avx512
+constexpr float kExpFloor = -87.0f;  // kl_row_avx512, kl_row_avx2
+
+// Flushes denormals to zero (MXCSR FTZ | DAZ) for a row: probabilities below 1e-38 would
+// otherwise take a microcode assist on every multiply (~100 cycles each); restored on return.
+struct FlushDenormals {
+  unsigned saved = _mm_getcsr();
+  FlushDenormals() { _mm_setcsr(saved | 0x8040); }
+  ~FlushDenormals() { _mm_setcsr(saved); }
+};
 
 // One row in three sweeps over L2-resident data, two exponentials per element (the ATen path,
 // kl_block, takes four and some ten sweeps). With u = z / tau and the row maxima m_t, m_s:
@@ -36,13 +44,7 @@ constexpr float kExpFloor = -87.0f;  // kl_row_avx512
 __attribute__((target("avx512f"))) float kl_row_avx512(const float* zt, const float* zs,
                                                         int64_t V, float inv_tau, float scale,
                                                         float* g, float* scratch) {
-  // Flush denormals to zero (MXCSR FTZ | DAZ) for the row: probabilities below 1e-38 would
-  // otherwise take a microcode assist on every multiply (~100 cycles each); restored on return.
-  struct FlushDenormals {
-    unsigned saved = _mm_getcsr();
-    FlushDenormals() { _mm_setcsr(saved | 0x8040); }
-    ~FlushDenormals() { _mm_setcsr(saved); }
-  } flush;
+  FlushDenormals flush;
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512 it = _mm512_set1_ps(inv_tau);
   auto tail = [](int64_t left) { return __mmask16(left >= 16 ? 0xFFFF : (1u << left) - 1); };
@@ -105,14 +107,100 @@ __attribute__((target("avx512f"))) float kl_row_avx512(const float* zt, const fl
 }
 #pragma GCC diagnostic pop
 
-// Which row kernel the fused loss runs: AC_FUSED_KL=aten forces the ATen one.
-bool use_avx512_kernel() {
-  static const bool yes = [] {
+// kl_row_avx512 with 8 lanes (AVX2 + FMA, libmvec's _ZGVdN8v_expf): the same three sweeps, clamping,
+// double sums, NaN rule and non-temporal stores. Whole vectors in the loops; the last V % 8
+// elements go through 8-float buffers padded as the AVX-512 kernel's masked lanes are (-inf
+// before the exponentials, 0 after), so that the numbers are those of the masked form.
+__attribute__((target("avx2,fma"))) float kl_row_avx2(const float* zt, const float* zs,
+                                                      int64_t V, float inv_tau, float scale,
+                                                      float* g, float* scratch) {
+  FlushDenormals flush;
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  const __m256 it = _mm256_set1_ps(inv_tau);
+  const int64_t full = V - V % 8, left = V - full;
+  alignas(32) float tt[8], ts[8];  // the tail of zt, zs, padded
+  for (int j = 0; j < 8; ++j) {
+    tt[j] = j < left ? zt[full + j] : -inf;
+    ts[j] = j < left ? zs[full + j] : -inf;
+  }
+  __m256 mt = _mm256_load_ps(tt), ms = _mm256_load_ps(ts);
+  for (int64_t i = 0; i < full; i += 8) {
+    mt = _mm256_max_ps(mt, _mm256_loadu_ps(zt + i));
+    ms = _mm256_max_ps(ms, _mm256_loadu_ps(zs + i));
+  }
+  const float max_t = avx2::reduce_max(mt) * inv_tau, max_s = avx2::reduce_max(ms) * inv_tau;
+  const __m256 vmt = _mm256_set1_ps(max_t), vms = _mm256_set1_ps(max_s);
+  const __m256 floor = _mm256_set1_ps(kExpFloor);
+  __m256d st0 = _mm256_setzero_pd(), st1 = st0, ss0 = st0, ss1 = st0;
+  // As kl_row_avx512: max(floor, x) raises arguments to the floor and keeps a NaN x.
+  auto exps = [&](const float* a, const float* b, float* ea, float* eb)
+      __attribute__((target("avx2,fma"))) {
+    const __m256 et = _ZGVdN8v_expf(_mm256_max_ps(floor, _mm256_fmsub_ps(_mm256_loadu_ps(a), it, vmt)));
+    const __m256 es = _ZGVdN8v_expf(_mm256_max_ps(floor, _mm256_fmsub_ps(_mm256_loadu_ps(b), it, vms)));
+    avx2::add_pd(st0, st1, et);
+    avx2::add_pd(ss0, ss1, es);
+    _mm256_storeu_ps(ea, et);
+    _mm256_storeu_ps(eb, es);
+  };
+  for (int64_t i = 0; i < full; i += 8) exps(zt + i, zs + i, scratch + i, scratch + V + i);
+  alignas(32) float et_tail[8], es_tail[8];
+  if (left > 0) {  // padding lanes: -inf raised to the floor, added (<= 7 x 1.6e-38), not kept
+    exps(tt, ts, et_tail, es_tail);
+    std::memcpy(scratch + full, et_tail, size_t(left) * sizeof(float));
+    std::memcpy(scratch + V + full, es_tail, size_t(left) * sizeof(float));
+  }
+  const double sum_t = avx2::reduce_add(_mm256_add_pd(st0, st1));
+  const double sum_s = avx2::reduce_add(_mm256_add_pd(ss0, ss1));
+  const __m256 rt = _mm256_set1_ps(float(1.0 / sum_t)), rs = _mm256_set1_ps(float(1.0 / sum_s));
+  const __m256 vscale = _mm256_set1_ps(scale);
+  const __m256 c = _mm256_set1_ps(float((double(max_s) - double(max_t)) - std::log(sum_t) + std::log(sum_s)));
+  __m256d kl0 = _mm256_setzero_pd(), kl1 = kl0;
+  // p, q, d -> KL terms and the gradient (q - p) * scale.
+  auto terms = [&](const float* ea, const float* eb, const float* a, const float* b)
+      __attribute__((target("avx2,fma"))) {
+    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(ea), rt);
+    const __m256 q = _mm256_mul_ps(_mm256_loadu_ps(eb), rs);
+    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
+    avx2::add_pd(kl0, kl1, _mm256_mul_ps(p, _mm256_fmadd_ps(d, it, c)));
+    return _mm256_mul_ps(_mm256_sub_ps(q, p), vscale);
+  };
+  // As kl_row_avx512: non-temporal stores for a 64-byte aligned row.
+  const bool stream = reinterpret_cast<uintptr_t>(g) % 64 == 0;
+  for (int64_t i = 0; i < full; i += 8) {
+    const __m256 gi = terms(scratch + i, scratch + V + i, zt + i, zs + i);
+    if (stream)
+      _mm256_stream_ps(g + i, gi);
+    else
+      _mm256_storeu_ps(g + i, gi);
+  }
+  if (left > 0) {  // padding lanes as the masked loads' zeros: p = q = d = 0, a 0 term
+    alignas(32) float gt[8];
+    for (int j = 0; j < 8; ++j) {
+      if (j >= left) et_tail[j] = es_tail[j] = tt[j] = ts[j] = 0.0f;
+    }
+    _mm256_store_ps(gt, terms(et_tail, es_tail, tt, ts));
+    std::memcpy(g + full, gt, size_t(left) * sizeof(float));
+  }
+  _mm_sfence();  // the non-temporal stores are visible before the row is reported done
+  return float(avx2::reduce_add(_mm256_add_pd(kl0, kl1)));
+}
+
+// The row kernel the fused loss runs, read per call (kernel_isa() may be switched by tests):
+// AVX-512 or AVX2 by kernel_isa(), or nullptr for the ATen path (kl_block), which
+// AC_FUSED_KL=aten forces and a CPU without AVX2 + FMA takes.
+using KlRow = float (*)(const float*, const float*, int64_t, float, float, float*, float*);
+KlRow vector_row_kernel() {
+  static const bool aten = [] {
     const char* e = std::getenv("AC_FUSED_KL");
-    if (e && std::strcmp(e, "aten") == 0) return false;
-    return cpu_has_avx512();
+    return e && std::strcmp(e, "aten") == 0;
   }();
-  return yes;
+  if (aten) return nullptr;
+  switch (kernel_isa()) {
+    case CpuIsa::avx512: return kl_row_avx512;
+    case CpuIsa::avx2: return kl_row_avx2;
+    case CpuIsa::scalar: return nullptr;
+  }
+  return nullptr;
 }
 
 // One block of n rows: kl [n] <- KL per row, g [n, V] <- q - p (unscaled). Runs inside
@@ -141,7 +229,8 @@ void kl_rows(const at::Tensor& zt, const at::Tensor& zs, const at::Tensor& keep_
              float scale, FusedKlKernel kernel, int64_t rows, at::Tensor kl, at::Tensor g) {
   const int64_t N = zs.size(0), V = zs.size(1);
   const int64_t blocks = (N + rows - 1) / rows;
-  if (kernel == FusedKlKernel::aten || !use_avx512_kernel() || zt.stride(1) != 1 ||
+  const KlRow row_kernel = kernel == FusedKlKernel::aten ? nullptr : vector_row_kernel();
+  if (!row_kernel || zt.stride(1) != 1 ||
       zs.stride(1) != 1) {
     at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
@@ -162,7 +251,7 @@ void kl_rows(const at::Tensor& zt, const at::Tensor& zs, const at::Tensor& keep_
   const bool* kept = keep_rows.defined() ? keep_rows.data_ptr<bool>() : nullptr;
   float* kl_out = kl.data_ptr<float>();
   at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<float> scratch(static_cast<size_t>(2 * V));  // kl_row_avx512: e_t, e_s
+    std::vector<float> scratch(static_cast<size_t>(2 * V));  // the row kernel's e_t, e_s
     for (int64_t r = b0 * rows; r < std::min(N, b1 * rows); ++r) {
       float* gr = g.data_ptr<float>() + r * V;
       if (kept && !kept[r]) {
@@ -170,7 +259,7 @@ void kl_rows(const at::Tensor& zt, const at::Tensor& zs, const at::Tensor& keep_
         kl_out[r] = 0.0f;
         continue;
       }
-      const float v = kl_row_avx512(zt.data_ptr<float>() + r * zt.stride(0),
+      const float v = row_kernel(zt.data_ptr<float>() + r * zt.stride(0),
                                     zs.data_ptr<float>() + r * zs.stride(0), V,
                                     float(1.0 / tau), scale, gr, scratch.data());
       if (std::isfinite(v)) {
@@ -341,7 +430,10 @@ bool use_fused_head(int64_t positions, int64_t vocab) {
   return 3 * positions * vocab * int64_t(sizeof(float)) >= kFusedHeadBytes;
 }
 
-std::string fused_kl_kernel_name() { return use_avx512_kernel() ? "avx512" : "aten"; }
+std::string fused_kl_kernel_name() {
+  const KlRow k = vector_row_kernel();
+  return k == kl_row_avx512 ? "avx512" : k == kl_row_avx2 ? "avx2" : "aten";
+}
 
 at::Tensor fused_kl_loss(const at::Tensor& teacher_logits, const at::Tensor& student_logits,
                          const at::Tensor& keep, double temperature, int64_t rows_per_block,

@@ -19,9 +19,10 @@
 // Rows with infinite logits follow the reference's clamping rule (loss.h): -inf log-probabilities
 // are clamped to the lowest float before the products, so p = 0 gives 0, never NaN.
 //
-// Two row kernels: on a CPU with AVX-512, one written here (three sweeps per row, two
-// exponentials per element through glibc's libmvec); elsewhere, or with AC_FUSED_KL=aten, or for
-// a row with a non-finite logit, ATen's log_softmax / exp ops on blocks of rows.
+// Two row kernels: one written here (three sweeps per row, two exponentials per element through
+// glibc's libmvec), in an AVX-512 and an AVX2 + FMA variant picked by kernel_isa()
+// (common/simd.h, AC_CPU_ISA); without AVX2, with AC_FUSED_KL=aten, or for a row with a
+// non-finite logit, ATen's log_softmax / exp ops on blocks of rows (the reference path).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -29,11 +30,13 @@
 
 namespace ac {
 
-/// The row kernel of fused_kl_loss. `automatic`: AVX-512 where the CPU has it (and the rows
-/// are contiguous), else ATen's ops; `aten`: ATen's ops always (the reference path, tests).
+/// The row kernel of fused_kl_loss. `automatic`: the AVX-512 or AVX2 row kernel, as
+/// kernel_isa() says (and the rows are contiguous), else ATen's ops; `aten`: ATen's ops always
+/// (the reference path, tests).
 enum class FusedKlKernel : int64_t { automatic = 0, aten = 1 };
 
-/// "avx512" or "aten": what `automatic` runs on this CPU (AC_FUSED_KL=aten forces "aten").
+/// "avx512", "avx2" or "aten": what `automatic` runs now, read per call (kernel_isa(),
+/// common/simd.h; AC_FUSED_KL=aten forces "aten", and so does kernel ISA scalar).
 std::string fused_kl_kernel_name();
 
 /// tau^2-scaled mean KL(teacher || student) over the kept positions: [] fp32, differentiable

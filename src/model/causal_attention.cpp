@@ -78,6 +78,54 @@ __attribute__((target("avx512f"), noinline)) void softmax_row_avx512(float* p, i
 }
 #pragma GCC diagnostic pop
 
+// softmax_row_avx512 with 8 lanes (AVX2 + FMA): the same floor, float sum and NaN rule; the
+// row's last n % 8 scores through masked loads and stores.
+__attribute__((target("avx2,fma"), noinline)) void softmax_row_avx2(float* p, int64_t n,
+                                                                   int64_t T) {
+  const int64_t full = n - n % 8;
+  const __m256i tail = avx2::lanes_below(n - full);
+  const __m256 lowest = _mm256_set1_ps(std::numeric_limits<float>::lowest());
+  __m256 vm = avx2::load_or(p + full, tail, lowest);
+  for (int64_t s = 0; s < full; s += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(p + s));
+  const __m256 m = _mm256_set1_ps(avx2::reduce_max(vm)), floor = _mm256_set1_ps(kExpFloor);
+  // e = exp(max(floor, d)), 0 where d < floor; max keeps a NaN d (its second operand) and the
+  // ordered compare is false for it, so a NaN score stays NaN.
+  auto exp_floored = [&](__m256 x) __attribute__((target("avx2,fma"))) {
+    const __m256 d = _mm256_sub_ps(x, m);
+    const __m256 tiny = _mm256_cmp_ps(d, floor, _CMP_LT_OQ);
+    return _mm256_andnot_ps(tiny, _ZGVdN8v_expf(_mm256_max_ps(floor, d)));
+  };
+  __m256 vs = _mm256_setzero_ps();
+  for (int64_t s = 0; s < full; s += 8) {
+    const __m256 e = exp_floored(_mm256_loadu_ps(p + s));
+    vs = _mm256_add_ps(vs, e);
+    _mm256_storeu_ps(p + s, e);
+  }
+  if (full < n) {
+    const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(tail), exp_floored(_mm256_maskload_ps(p + full, tail)));
+    vs = _mm256_add_ps(vs, e);
+    _mm256_maskstore_ps(p + full, tail, e);
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / avx2::reduce_add(vs));
+  for (int64_t s = 0; s < full; s += 8)
+    _mm256_storeu_ps(p + s, _mm256_mul_ps(_mm256_loadu_ps(p + s), inv));
+  if (full < n)
+    _mm256_maskstore_ps(p + full, tail, _mm256_mul_ps(_mm256_maskload_ps(p + full, tail), inv));
+  std::fill(p + n, p + T, 0.0f);
+}
+
+using SoftmaxRow = void (*)(float* p, int64_t n, int64_t T);
+
+// The variant kernel_isa() names (common/simd.h).
+SoftmaxRow softmax_row_for(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::avx512: return softmax_row_avx512;
+    case CpuIsa::avx2: return softmax_row_avx2;
+    case CpuIsa::scalar: return softmax_row_scalar;
+  }
+  return softmax_row_scalar;
+}
+
 // dp[0, n) := p * (dp - sum_s p_s dp_s) over s < n; dp[n, T) := 0 (p is 0 there).
 void softmax_backward_row(const float* p, float* dp, int64_t n, int64_t T) {
   double d = 0;
@@ -97,7 +145,7 @@ struct Dims {
 void forward_kernel(const Dims& d, const float* q, const float* k, const float* v, float* o,
                     float* p_all) {
   const float scale = float(1.0 / std::sqrt(double(d.Hd)));
-  const bool wide = cpu_has_avx512();
+  const SoftmaxRow softmax_row = softmax_row_for(kernel_isa());
   const int64_t TT = d.T * d.T, THd = d.T * d.Hd;
   at::parallel_for(0, d.B * d.G, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(p_all ? 0 : size_t(TT));
@@ -109,7 +157,7 @@ void forward_kernel(const Dims& d, const float* q, const float* k, const float* 
         float* p = p_all ? p_all + head * TT : scratch.data();
         sgemm('N', 'T', d.T, d.T, d.Hd, scale, q + head * THd, d.Hd, kb, d.Hd, 0.0f, p, d.T);
         for (int64_t t = 0; t < d.T; ++t)
-          (wide ? softmax_row_avx512 : softmax_row_scalar)(p + t * d.T, t + 1, d.T);
+          softmax_row(p + t * d.T, t + 1, d.T);
         sgemm('N', 'N', d.T, d.Hd, d.T, 1.0f, p, d.T, vb, d.Hd, 0.0f, o + head * THd, d.Hd);
       }
     }

@@ -23,19 +23,114 @@ bool is_cpu_float(std::initializer_list<const at::Tensor*> ts) {
 // ------------------------------------------------------------------------------------------
 // RMSNorm
 
+// The row loops of RMSNorm, written once for W lanes: W = 1 is the plain scalar reference, and
+// the AVX2 (W = 8) and AVX-512 (W = 16) variants are the same body inlined into functions
+// compiled for those targets (rms_rows_avx2, rms_rows_avx512). The blocks of W with W separate
+// partial sums let GCC (-O2: vectorization only where no scalar epilogue is needed) vectorize
+// the inner loops without reordering a sum; each partial sum is a double, as the reference's.
+template <int W>
+__attribute__((always_inline)) inline double sum_of_squares(const float* __restrict x, int64_t D) {
+  double part[W] = {};
+  int64_t d = 0;
+  for (; d + W <= D; d += W)
+    for (int j = 0; j < W; ++j) part[j] += double(x[d + j]) * double(x[d + j]);
+  double ss = 0;
+  for (int j = 0; j < W; ++j) ss += part[j];
+  for (; d < D; ++d) ss += double(x[d]) * double(x[d]);
+  return ss;
+}
+
+// Rows [begin, end) of x [N, D] -> y [N, D], r [N] (the row's rsqrt(mean(x^2) + eps)).
+template <int W>
+__attribute__((always_inline)) inline void rms_rows(const float* __restrict x,
+                                                    const float* __restrict w, int64_t begin,
+                                                    int64_t end, int64_t D, double eps,
+                                                    float* __restrict y, float* __restrict r) {
+  for (int64_t n = begin; n < end; ++n) {
+    const float* __restrict xr = x + n * D;
+    float* __restrict yr = y + n * D;
+    const float rs = float(1.0 / std::sqrt(sum_of_squares<W>(xr, D) / double(D) + eps));
+    int64_t d = 0;
+    for (; d + W <= D; d += W)
+      for (int j = 0; j < W; ++j) yr[d + j] = xr[d + j] * rs * w[d + j];
+    for (; d < D; ++d) yr[d] = xr[d] * rs * w[d];
+    r[n] = rs;
+  }
+}
+
+// Row n of the backward: dx [D] (when dxr) and the row's terms of dw added to part [D] (when
+// part), from x, dy rows and r = rs.
+template <int W>
+__attribute__((always_inline)) inline void rms_backward_row(const float* __restrict xr,
+                                                            const float* __restrict gr,
+                                                            const float* __restrict w, float rs,
+                                                            int64_t D, float* __restrict dxr,
+                                                            double* __restrict part) {
+  if (dxr) {
+    double acc[W] = {};  // sum(dy w x), W partial sums
+    int64_t d = 0;
+    for (; d + W <= D; d += W)
+      for (int j = 0; j < W; ++j)
+        acc[j] += double(gr[d + j]) * double(w[d + j]) * double(xr[d + j]);
+    double s = 0;
+    for (int j = 0; j < W; ++j) s += acc[j];
+    for (; d < D; ++d) s += double(gr[d]) * double(w[d]) * double(xr[d]);
+    const float c = float(double(rs) * rs * rs * s / double(D));
+    d = 0;
+    for (; d + W <= D; d += W)
+      for (int j = 0; j < W; ++j) dxr[d + j] = rs * (gr[d + j] * w[d + j]) - xr[d + j] * c;
+    for (; d < D; ++d) dxr[d] = rs * (gr[d] * w[d]) - xr[d] * c;
+  }
+  if (part) {
+    int64_t d = 0;
+    for (; d + W <= D; d += W)
+      for (int j = 0; j < W; ++j) part[d + j] += double(gr[d + j]) * double(xr[d + j]) * rs;
+    for (; d < D; ++d) part[d] += double(gr[d]) * double(xr[d]) * rs;
+  }
+}
+
+void rms_rows_scalar(const float* x, const float* w, int64_t begin, int64_t end, int64_t D,
+                     double eps, float* y, float* r) {
+  rms_rows<1>(x, w, begin, end, D, eps, y, r);
+}
+__attribute__((target("avx2,fma"))) void rms_rows_avx2(const float* x, const float* w,
+                                                       int64_t begin, int64_t end, int64_t D,
+                                                       double eps, float* y, float* r) {
+  rms_rows<8>(x, w, begin, end, D, eps, y, r);
+}
+__attribute__((target("avx512f"))) void rms_rows_avx512(const float* x, const float* w,
+                                                        int64_t begin, int64_t end, int64_t D,
+                                                        double eps, float* y, float* r) {
+  rms_rows<16>(x, w, begin, end, D, eps, y, r);
+}
+
+void rms_backward_row_scalar(const float* xr, const float* gr, const float* w, float rs,
+                             int64_t D, float* dxr, double* part) {
+  rms_backward_row<1>(xr, gr, w, rs, D, dxr, part);
+}
+__attribute__((target("avx2,fma"))) void rms_backward_row_avx2(const float* xr, const float* gr,
+                                                               const float* w, float rs,
+                                                               int64_t D, float* dxr,
+                                                               double* part) {
+  rms_backward_row<8>(xr, gr, w, rs, D, dxr, part);
+}
+__attribute__((target("avx512f"))) void rms_backward_row_avx512(const float* xr,
+                                                                const float* gr,
+                                                                const float* w, float rs,
+                                                                int64_t D, float* dxr,
+                                                                double* part) {
+  rms_backward_row<16>(xr, gr, w, rs, D, dxr, part);
+}
+
 // x [N, D] contiguous -> y [N, D], r [N] (the row's rsqrt(mean(x^2) + eps)).
 void rms_norm_forward(const float* x, const float* w, int64_t N, int64_t D, double eps, float* y,
                       float* r) {
+  const CpuIsa isa = kernel_isa();
+  const auto rows = isa == CpuIsa::avx512 ? rms_rows_avx512
+                    : isa == CpuIsa::avx2 ? rms_rows_avx2
+                                          : rms_rows_scalar;
   at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      const float* xr = x + n * D;
-      float* yr = y + n * D;
-      double ss = 0;
-      for (int64_t d = 0; d < D; ++d) ss += double(xr[d]) * double(xr[d]);
-      const float rs = float(1.0 / std::sqrt(ss / double(D) + eps));
-      for (int64_t d = 0; d < D; ++d) yr[d] = xr[d] * rs * w[d];
-      r[n] = rs;
-    }
+    rows(x, w, begin, end, D, eps, y, r);
   });
 }
 
@@ -64,21 +159,14 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
                 *gp = dy.data_ptr<float>();
     float* dxp = want_dx ? dx.data_ptr<float>() : nullptr;
     double* parts = want_dw ? dw_parts.data_ptr<double>() : nullptr;
+    const CpuIsa isa = kernel_isa();
+    const auto row = isa == CpuIsa::avx512 ? rms_backward_row_avx512
+                     : isa == CpuIsa::avx2 ? rms_backward_row_avx2
+                                           : rms_backward_row_scalar;
     at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
       double* part = parts ? parts + int64_t(at::get_thread_num()) * D : nullptr;
-      for (int64_t n = begin; n < end; ++n) {
-        const float *xr = xp + n * D, *gr = gp + n * D;
-        const float rs = rp[n];
-        if (dxp) {
-          double s = 0;  // sum(dy w x)
-          for (int64_t d = 0; d < D; ++d) s += double(gr[d]) * double(wp[d]) * double(xr[d]);
-          const float c = float(double(rs) * rs * rs * s / double(D));
-          float* dxr = dxp + n * D;
-          for (int64_t d = 0; d < D; ++d) dxr[d] = rs * (gr[d] * wp[d]) - xr[d] * c;
-        }
-        if (part)
-          for (int64_t d = 0; d < D; ++d) part[d] += double(gr[d]) * double(xr[d]) * rs;
-      }
+      for (int64_t n = begin; n < end; ++n)
+        row(xp + n * D, gp + n * D, wp, rp[n], D, dxp ? dxp + n * D : nullptr, part);
     });
     at::Tensor dw = want_dw ? dw_parts.sum(0).to(at::kFloat) : at::Tensor();
     return {dx, dw, at::Tensor()};
@@ -88,31 +176,85 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
 // ------------------------------------------------------------------------------------------
 // RoPE
 
+// One head vector of RoPE, written once for W lanes as the RMSNorm rows are (W = 1: the plain
+// reference; 8 and 16 inlined into the AVX2 and AVX-512 wrappers). in, out [2 h2]; c, s [2 h2]
+// (h2 = Hd / 2). Forward: y = x c + rotate_half(x) s. Backward (the transposed rotation):
+// dx from dy.
+template <int W>
+__attribute__((always_inline)) inline void rope_vector(const float* __restrict in,
+                                                       const float* __restrict c,
+                                                       const float* __restrict s, int64_t h2,
+                                                       bool backward, float* __restrict out) {
+  // Both directions in one form: forward  out = (a c - b s_lo, b c + a s_hi),
+  //                              backward out = (a c + b s_hi, b c - a s_lo),
+  // with a, b the low and high halves; the sign (+-1, exact) and which half of sin pairs with
+  // which are chosen once. The halves are copied into W-float blocks first: the form GCC
+  // vectorizes (a loop that reads in[i + j] and in[h2 + i + j] directly, it did not).
+  const float sign = backward ? -1.0f : 1.0f;
+  const float* __restrict sl = backward ? s + h2 : s;
+  const float* __restrict sh = backward ? s : s + h2;
+  int64_t i = 0;
+  for (; i + W <= h2; i += W) {
+    float a[W], b[W];
+    for (int j = 0; j < W; ++j) {
+      a[j] = in[i + j];
+      b[j] = in[h2 + i + j];
+    }
+    for (int j = 0; j < W; ++j) out[i + j] = a[j] * c[i + j] - sign * (b[j] * sl[i + j]);
+    for (int j = 0; j < W; ++j) out[h2 + i + j] = b[j] * c[h2 + i + j] + sign * (a[j] * sh[i + j]);
+  }
+  for (; i < h2; ++i) {
+    const float a = in[i], b = in[h2 + i];
+    out[i] = a * c[i] - sign * (b * sl[i]);
+    out[h2 + i] = b * c[h2 + i] + sign * (a * sh[i]);
+  }
+}
+
+// Positions bt in [begin, end) of B * T: every head. Forward: x [B, T, Hh, Hd] ->
+// y [B, Hh, T, Hd]; backward: dy [B, Hh, T, Hd] -> dx [B, T, Hh, Hd]. cos, sin [T, Hd].
+template <int W>
+__attribute__((always_inline)) inline void rope_rows(const float* in, const float* cos,
+                                                     const float* sin, int64_t begin,
+                                                     int64_t end, int64_t T, int64_t Hh,
+                                                     int64_t Hd, bool backward, float* out) {
+  for (int64_t bt = begin; bt < end; ++bt) {
+    const int64_t b = bt / T, t = bt % T;
+    for (int64_t h = 0; h < Hh; ++h) {
+      const int64_t x_off = ((b * T + t) * Hh + h) * Hd;  // [B, T, Hh, Hd]
+      const int64_t y_off = ((b * Hh + h) * T + t) * Hd;  // [B, Hh, T, Hd]
+      rope_vector<W>(in + (backward ? y_off : x_off), cos + t * Hd, sin + t * Hd, Hd / 2,
+                     backward, out + (backward ? x_off : y_off));
+    }
+  }
+}
+
+void rope_rows_scalar(const float* in, const float* cos, const float* sin, int64_t begin,
+                      int64_t end, int64_t T, int64_t Hh, int64_t Hd, bool backward, float* out) {
+  rope_rows<1>(in, cos, sin, begin, end, T, Hh, Hd, backward, out);
+}
+__attribute__((target("avx2,fma"))) void rope_rows_avx2(const float* in, const float* cos,
+                                                        const float* sin, int64_t begin,
+                                                        int64_t end, int64_t T, int64_t Hh,
+                                                        int64_t Hd, bool backward, float* out) {
+  rope_rows<8>(in, cos, sin, begin, end, T, Hh, Hd, backward, out);
+}
+__attribute__((target("avx512f"))) void rope_rows_avx512(const float* in, const float* cos,
+                                                         const float* sin, int64_t begin,
+                                                         int64_t end, int64_t T, int64_t Hh,
+                                                         int64_t Hd, bool backward, float* out) {
+  rope_rows<16>(in, cos, sin, begin, end, T, Hh, Hd, backward, out);
+}
+
 // x [B, T, Hh, Hd] -> y [B, Hh, T, Hd] (forward), or dy [B, Hh, T, Hd] -> dx [B, T, Hh, Hd]
 // (backward, the transposed rotation). cos, sin [T, Hd].
 void rope_kernel(const float* in, const float* cos, const float* sin, int64_t B, int64_t T,
                  int64_t Hh, int64_t Hd, bool backward, float* out) {
-  const int64_t h2 = Hd / 2;
+  const CpuIsa isa = kernel_isa();
+  const auto rows = isa == CpuIsa::avx512 ? rope_rows_avx512
+                    : isa == CpuIsa::avx2 ? rope_rows_avx2
+                                          : rope_rows_scalar;
   at::parallel_for(0, B * T, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t bt = begin; bt < end; ++bt) {
-      const int64_t b = bt / T, t = bt % T;
-      const float *c = cos + t * Hd, *s = sin + t * Hd;
-      for (int64_t h = 0; h < Hh; ++h) {
-        const int64_t x_off = ((b * T + t) * Hh + h) * Hd;  // [B, T, Hh, Hd]
-        const int64_t y_off = ((b * Hh + h) * T + t) * Hd;  // [B, Hh, T, Hd]
-        if (!backward) {
-          const float* x = in + x_off;
-          float* y = out + y_off;
-          for (int64_t i = 0; i < h2; ++i) y[i] = x[i] * c[i] - x[i + h2] * s[i];
-          for (int64_t i = h2; i < Hd; ++i) y[i] = x[i] * c[i] + x[i - h2] * s[i];
-        } else {
-          const float* g = in + y_off;
-          float* dx = out + x_off;
-          for (int64_t i = 0; i < h2; ++i) dx[i] = g[i] * c[i] + g[i + h2] * s[i + h2];
-          for (int64_t i = h2; i < Hd; ++i) dx[i] = g[i] * c[i] - g[i - h2] * s[i - h2];
-        }
-      }
-    }
+    rows(in, cos, sin, begin, end, T, Hh, Hd, backward, out);
   });
 }
 
@@ -184,12 +326,38 @@ __attribute__((target("avx512f"), noinline)) void swiglu_avx512(const float* g, 
 }
 #pragma GCC diagnostic pop
 
+// swiglu_avx512 with 8 lanes (AVX2 + FMA): the same clamp and NaN rule; the last n % 8 elements
+// through swiglu_scalar.
+__attribute__((target("avx2,fma"), noinline)) void swiglu_avx2(const float* g, const float* u,
+                                                              const float* dy, int64_t n,
+                                                              float* y_or_dg, float* du) {
+  const __m256 lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f), one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + i), uv = _mm256_loadu_ps(u + i);
+    // min(hi, max(lo, -g)): each keeps a NaN (the second operand), so NaN stays NaN.
+    const __m256 e = _ZGVdN8v_expf(_mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_sub_ps(_mm256_setzero_ps(), gv))));
+    const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    if (!dy) {
+      _mm256_storeu_ps(y_or_dg + i, _mm256_mul_ps(_mm256_mul_ps(gv, s), uv));
+    } else {
+      const __m256 d = _mm256_loadu_ps(dy + i);
+      const __m256 dsilu = _mm256_mul_ps(s, _mm256_fmadd_ps(gv, _mm256_sub_ps(one, s), one));
+      _mm256_storeu_ps(y_or_dg + i, _mm256_mul_ps(_mm256_mul_ps(d, uv), dsilu));
+      _mm256_storeu_ps(du + i, _mm256_mul_ps(d, _mm256_mul_ps(gv, s)));
+    }
+  }
+  swiglu_scalar(g + i, u + i, dy ? dy + i : nullptr, n - i, y_or_dg + i, du ? du + i : nullptr);
+}
+
 void swiglu_kernel(const float* g, const float* u, const float* dy, int64_t n, float* y_or_dg,
                    float* du) {
-  const bool wide = cpu_has_avx512();
+  const CpuIsa isa = kernel_isa();
+  const auto run = isa == CpuIsa::avx512 ? swiglu_avx512
+                   : isa == CpuIsa::avx2 ? swiglu_avx2
+                                         : swiglu_scalar;
   at::parallel_for(0, n, 16384, [&](int64_t b, int64_t e) {
-    (wide ? swiglu_avx512 : swiglu_scalar)(g + b, u + b, dy ? dy + b : nullptr, e - b,
-                                           y_or_dg + b, du ? du + b : nullptr);
+    run(g + b, u + b, dy ? dy + b : nullptr, e - b, y_or_dg + b, du ? du + b : nullptr);
   });
 }
 
