@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
@@ -171,9 +172,12 @@ std::string onednn_isa() {
 /// Which kernels this process runs: the hand-written kernels' ISA (common/simd.h) and whether
 /// AC_CPU_ISA chose it, the fused KL's row kernel, the GEMM library with OpenBLAS's core, and
 /// the libraries' ISA caps as the environment sets them ("" when unset).
+std::optional<GemmChoice> gemm_choice;  // set by the train benchmark
+
 nlohmann::json kernels_json() {
   auto env = [](const char* name) { const char* v = std::getenv(name); return std::string(v ? v : ""); };
   return {{"isa", isa_name(kernel_isa())},
+          {"gemm_choice", gemm_choice ? gemm_choice->to_string() : std::string("default")},
           {"isa_forced", kernel_isa_forced()},
           {"cpu_isa", isa_name(cpu_isa())},
           {"fused_kl", fused_kl_kernel_name()},
@@ -250,6 +254,10 @@ int run(int argc, char** argv) {
                                           LayerConfig{sheads, skv, sdim / sheads, sffn});
     sc.tie_word_embeddings = true;
     LlamaModel student{sc, random_weights(sc, 2, 0.02)};
+    // The GEMM library as a run on this CPU chooses it (`profile`, hardware/profile.cpp): by
+    // measurement on the teacher's training-step shapes, unless AC_GEMM names one.
+    gemm_choice = choose_gemm_backend(model_gemm_shapes(tc.hidden_size, tc.layers[0].intermediate_size,
+                                                                tc.vocab_size, batch * seq));
     std::vector<int32_t> ids;
     for (const auto& b : batches) {
       auto a = b.contiguous().data_ptr<int64_t>();

@@ -96,6 +96,7 @@ for w in train importance; do
     theirs+=("$($py -c 'import json,sys; print(json.loads(sys.argv[1])["tokens_per_s"])' "$t")")
   done
   if [ "$w" = train ]; then  # where our step's time goes (last round, phases timed one by one)
+    $py -c 'import json,sys; k=json.loads(sys.argv[1])["kernels"]; print("train step GEMM library: " + k["gemm_choice"] + " -> " + k["gemm"])' "$o"
     $py -c 'import json,sys; b=json.loads(sys.argv[1])["breakdown"]; print("train step phases (s): " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in b.items()))' "$o"
     $py -c 'import json,sys; j=json.loads(sys.argv[1]); print("train step: %.0f MB allocated at the peak (weights excluded)" % (j.get("train_peak_bytes", -1) / 1e6))' "$o"
   fi

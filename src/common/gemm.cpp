@@ -65,8 +65,9 @@ const char* gemm_backend_name(GemmBackend b) {
 
 std::string GemmChoice::to_string() const {
   if (forced) return fmt::format("{} (AC_GEMM, or the only one in this build)", gemm_backend_name(backend));
-  return fmt::format("{} (measured: oneDNN {:.1f} ms, OpenBLAS {:.1f} ms)",
-                     gemm_backend_name(backend), onednn_ms, openblas_ms);
+  return fmt::format("{} (measured, decode / larger shapes: oneDNN {:.2f} / {:.1f} ms, OpenBLAS "
+                     "{:.2f} / {:.1f} ms)", gemm_backend_name(backend), onednn_small_ms,
+                     onednn_large_ms, openblas_small_ms, openblas_large_ms);
 }
 
 GemmChoice choose_gemm_backend(const std::vector<GemmShape>& shapes, int rounds) {
@@ -85,32 +86,49 @@ GemmChoice choose_gemm_backend(const std::vector<GemmShape>& shapes, int rounds)
     return c;
   }
   at::NoGradGuard no_grad;
-  std::vector<std::array<at::Tensor, 3>> ops;  // {c, a, b} per shape
+  struct Op {
+    at::Tensor c, a, b;
+    int repeats;
+  };
+  std::vector<Op> small, large;
   for (const GemmShape& s : shapes)
-    ops.push_back({at::empty({s.M, s.N}), at::randn({s.M, s.K}), at::randn({s.K, s.N})});
-  auto time_ms = [&](GemmBackend b) {
+    (s.M <= kGemmSmallM ? small : large)
+        .push_back({at::empty({s.M, s.N}), at::randn({s.M, s.K}), at::randn({s.K, s.N}),
+                    s.M <= kGemmSmallM ? 32 : 1});
+  auto time_ms = [](std::vector<Op>& ops, GemmBackend b) {
     const double t0 = now_s();
-    for (auto& o : ops) gemm_out(o[0], o[1], o[2], 0.0f, b);
+    for (Op& o : ops)
+      for (int i = 0; i < o.repeats; ++i) gemm_out(o.c, o.a, o.b, 0.0f, b);
     return (now_s() - t0) * 1e3;
   };
-  time_ms(GemmBackend::OneDnn);  // warm-up: first-touch pages, library initialisation
-  time_ms(GemmBackend::OpenBlas);
-  c.onednn_ms = c.openblas_ms = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < rounds; ++r) {  // alternating: a drift of the machine hits both
-    c.onednn_ms = std::min(c.onednn_ms, time_ms(GemmBackend::OneDnn));
-    c.openblas_ms = std::min(c.openblas_ms, time_ms(GemmBackend::OpenBlas));
+  const double inf = std::numeric_limits<double>::infinity();
+  double* best[2][2] = {{&c.onednn_small_ms, &c.openblas_small_ms},
+                        {&c.onednn_large_ms, &c.openblas_large_ms}};
+  std::vector<Op>* classes[2] = {&small, &large};
+  for (int k = 0; k < 2; ++k) {
+    if (classes[k]->empty()) continue;
+    time_ms(*classes[k], GemmBackend::OneDnn);  // warm-up: first-touch pages, library set-up
+    time_ms(*classes[k], GemmBackend::OpenBlas);
+    *best[k][0] = *best[k][1] = inf;
+    for (int r = 0; r < rounds; ++r) {  // alternating: a drift of the machine hits both
+      *best[k][0] = std::min(*best[k][0], time_ms(*classes[k], GemmBackend::OneDnn));
+      *best[k][1] = std::min(*best[k][1], time_ms(*classes[k], GemmBackend::OpenBlas));
+    }
   }
-  c.backend = c.openblas_ms < c.onednn_ms ? GemmBackend::OpenBlas : GemmBackend::OneDnn;
+  const bool openblas_small = small.empty() || c.openblas_small_ms < c.onednn_small_ms;
+  const bool openblas_large = large.empty() || c.openblas_large_ms < c.onednn_large_ms;
+  c.backend = openblas_small && openblas_large ? GemmBackend::OpenBlas : GemmBackend::OneDnn;
   set_gemm_backend(c.backend);
   return c;
 }
 
-std::vector<GemmShape> training_step_gemm_shapes(int64_t D, int64_t F, int64_t V, int64_t M) {
+std::vector<GemmShape> model_gemm_shapes(int64_t D, int64_t F, int64_t V, int64_t M) {
   M = std::min<int64_t>(M, 256);
   return {{M, D, D}, {D, D, M},    // attention projections: forward, weight gradient
           {M, F, D}, {F, D, M},    // FFN up / gate
           {M, D, F}, {D, F, M},    // FFN down
-          {M, V, D}, {V, D, M}};   // head
+          {M, V, D}, {V, D, M},    // head
+          {1, D, D}, {1, F, D}, {1, D, F}, {1, V, D}};  // a decode step
 }
 
 std::optional<GemmBackend> gemm_backend_of_description(const std::string& d) {

@@ -40,22 +40,32 @@ struct GemmShape {
 /// depends on the CPU and its vector width: measured, not assumed).
 struct GemmChoice {
   GemmBackend backend = GemmBackend::OneDnn;
-  double onednn_ms = 0, openblas_ms = 0;  // the shapes' summed time, the best of the rounds
+  // The summed time of the shapes of each class, the best of the rounds: products with
+  // M <= kGemmSmallM rows (a decode step's) and with more (prefill, training).
+  double onednn_small_ms = 0, openblas_small_ms = 0, onednn_large_ms = 0, openblas_large_ms = 0;
   bool forced = false;  // AC_GEMM named the backend: nothing was timed
-  std::string to_string() const;  // e.g. "onednn (measured: oneDNN 41.2 ms, OpenBLAS 55.0 ms)"
+  /// e.g. "onednn (measured, decode / training shapes: oneDNN 1.2 / 41.2 ms, OpenBLAS 3.0 / 40.1 ms)"
+  std::string to_string() const;
 };
 
-/// Times both backends on `shapes` (fp32, random operands, both in `rounds` alternating
-/// rounds after one warm-up; the best round of each), and makes the faster the process's
-/// backend (set_gemm_backend). With AC_GEMM set, times nothing and returns that backend with
-/// forced = true. In a build without oneDNN, returns OpenBLAS (forced). Throws ConfigError when
-/// `shapes` is empty or rounds < 1.
+/// Rows at or below which a product counts as a decode step's (M = batch) in choose_gemm_backend.
+constexpr int64_t kGemmSmallM = 16;
+
+/// Times both backends on `shapes` (fp32, random operands, `rounds` alternating rounds after
+/// one warm-up, the best round of each; a shape with M <= kGemmSmallM is run 32 times per round
+/// to be measurable) and makes the process's backend (set_gemm_backend) OpenBLAS only when it is
+/// faster on both classes of shapes present (decode and larger), else oneDNN: one library serves
+/// the whole process, and a choice that sped up training but slowed decode would break the
+/// latency the deployment is promised. With AC_GEMM set, times nothing and returns that backend
+/// with forced = true. In a build without oneDNN, returns OpenBLAS (forced). Throws ConfigError
+/// when `shapes` is empty or rounds < 1.
 GemmChoice choose_gemm_backend(const std::vector<GemmShape>& shapes, int rounds = 3);
 
-/// The shapes of a training step's linear layers of a Llama model with hidden size D, FFN width
-/// F and vocabulary V on M tokens (M capped at 256: the choice, not the step, is timed): the
-/// forward x w^T and the weight gradient dy^T x of the attention, FFN and head projections.
-std::vector<GemmShape> training_step_gemm_shapes(int64_t D, int64_t F, int64_t V, int64_t M);
+/// The GEMM shapes of a Llama model with hidden size D, FFN width F and vocabulary V: a training
+/// step's on M tokens (M capped at 256: the choice, not the step, is timed) — the forward
+/// x w^T and the weight gradient dy^T x of the attention, FFN and head projections — and a
+/// decode step's (M = 1) forward products.
+std::vector<GemmShape> model_gemm_shapes(int64_t D, int64_t F, int64_t V, int64_t M);
 
 /// The backend a profile's GEMM tables were measured with, from its gemm_description() text
 /// ("oneDNN ..." or "OpenBLAS through at::mm ..."), or nullopt for another text.

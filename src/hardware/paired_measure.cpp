@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <limits>
 #include <optional>
 
@@ -21,30 +23,19 @@ void PairedRounds::append(const PairedRounds& more) {
 Measurement PairedRounds::teacher_pooled() const { return merge_measurements(teacher); }
 Measurement PairedRounds::student_pooled() const { return merge_measurements(student); }
 
-double student_t95(int df) {
-  if (df < 1) throw ConfigError(msg("student_t95", "degrees of freedom: expected >= 1, found {}", df));
-  // t(0.975, df), df = 1..30 (any statistics table, e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2).
-  static constexpr double kTable[30] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
-                                        2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
-                                        2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-                                        2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
-  return df <= 30 ? kTable[df - 1] : 1.96 + 2.4 / df;
-}
-
 namespace {
 
+constexpr int kMinRoundsForInterval = 3;
+constexpr int kBootstrapResamples = 2000;
+
 // One limit of the scenario as written: which figure, maximum or minimum, relative or absolute.
+enum class Figure { ttft, tpot, memory, throughput };
 struct LimitSpec {
   const char* name;
-  double (*figure)(const Measurement&);
+  Figure figure;
   bool minimum;
   std::optional<double> fraction, absolute;
 };
-
-double ttft(const Measurement& m) { return m.ttft_ms; }
-double tpot(const Measurement& m) { return m.tpot_ms; }
-double memory(const Measurement& m) { return double(m.peak_memory_bytes); }
-double throughput(const Measurement& m) { return m.throughput_tokens_per_s; }
 
 std::optional<double> as_double(const std::optional<int64_t>& v) {
   return v ? std::optional<double>(double(*v)) : std::nullopt;
@@ -52,14 +43,14 @@ std::optional<double> as_double(const std::optional<int64_t>& v) {
 
 std::vector<LimitSpec> limit_specs(const Limits& l) {
   std::vector<LimitSpec> out;
-  auto add = [&](const char* name, double (*f)(const Measurement&), bool minimum,
-                 std::optional<double> fraction, std::optional<double> absolute) {
+  auto add = [&](const char* name, Figure f, bool minimum, std::optional<double> fraction,
+                 std::optional<double> absolute) {
     if (fraction || absolute) out.push_back({name, f, minimum, fraction, absolute});
   };
-  add("ttft_ms", ttft, false, l.ttft_fraction, l.ttft_ms);
-  add("tpot_ms", tpot, false, l.tpot_fraction, l.tpot_ms);
-  add("peak_memory_bytes", memory, false, l.memory_fraction, as_double(l.peak_memory_bytes));
-  add("min_throughput_tokens_per_s", throughput, true, l.throughput_fraction,
+  add("ttft_ms", Figure::ttft, false, l.ttft_fraction, l.ttft_ms);
+  add("tpot_ms", Figure::tpot, false, l.tpot_fraction, l.tpot_ms);
+  add("peak_memory_bytes", Figure::memory, false, l.memory_fraction, as_double(l.peak_memory_bytes));
+  add("min_throughput_tokens_per_s", Figure::throughput, true, l.throughput_fraction,
       l.min_throughput_tokens_per_s);
   return out;
 }
@@ -73,39 +64,74 @@ const char* status_name(MeasuredLimit::Status s) {
   return "?";
 }
 
-MeasuredLimit judge_one(const LimitSpec& spec, const PairedRounds& rounds,
-                        const Measurement& teacher, const Measurement& student) {
+// The samples of one request (round) that `f` is computed from (Measurement's field comments).
+std::vector<double> round_samples(Figure f, const Measurement& m) {
+  switch (f) {
+    case Figure::ttft: return m.samples.ttft_ms;
+    case Figure::tpot: {
+      std::vector<double> steps;
+      for (const auto& run : m.samples.step_ms) steps.insert(steps.end(), run.begin(), run.end());
+      return steps;
+    }
+    case Figure::memory: return {double(m.peak_memory_bytes)};
+    case Figure::throughput: return m.samples.request_ms;
+  }
+  return {};
+}
+
+// Figure `f` of pooled samples, as measure_native's summary computes it: the p10 (nearest
+// rank) of the latencies, output tokens over the p10 request, the peak memory. `v` is reordered.
+double pooled_figure(Figure f, std::vector<double>& v, int64_t tokens_per_request) {
+  if (v.empty()) return 0;
+  if (f == Figure::memory) return *std::max_element(v.begin(), v.end());
+  const size_t k = size_t(std::lround(kLatencyQuantile * double(v.size() - 1)));
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
+  return f == Figure::throughput ? double(tokens_per_request) / (v[k] * 1e-3) : v[k];
+}
+
+MeasuredLimit judge_one(const LimitSpec& spec, const PairedRounds& rounds) {
+  const int n = rounds.rounds();
+  // The pooled figures (what the report prints) and each round's use of the limit.
+  auto use = [&](const Measurement& t, const Measurement& st, double* limit, double* value) {
+    std::vector<double> tv = round_samples(spec.figure, t), sv = round_samples(spec.figure, st);
+    *value = pooled_figure(spec.figure, sv, st.tokens_per_request);
+    *limit = spec.fraction ? *spec.fraction * pooled_figure(spec.figure, tv, t.tokens_per_request)
+                           : *spec.absolute;
+    if (!(*value > 0) || !(*limit > 0))
+      throw ConfigError(msg("judge_paired", "{}: measured {} against a limit of {}: a ratio "
+                                            "needs both above 0", spec.name, *value, *limit));
+    return spec.minimum ? *limit / *value : *value / *limit;
+  };
   MeasuredLimit out;
   out.name = spec.name;
   out.fraction = spec.fraction;
-  out.rounds = rounds.rounds();
-  out.limit = spec.fraction ? *spec.fraction * spec.figure(teacher) : *spec.absolute;
-  out.value = spec.figure(student);
-  // log u_r for each round (see the file comment of paired_measure.h).
-  std::vector<double> logs;
-  for (int r = 0; r < rounds.rounds(); ++r) {
-    const double s = spec.figure(rounds.student[size_t(r)]);
-    const double lim = spec.fraction ? *spec.fraction * spec.figure(rounds.teacher[size_t(r)])
-                                     : *spec.absolute;
-    if (!(s > 0) || !(lim > 0))
-      throw ConfigError(msg("judge_paired", "{}: round {} measured {} against a limit of {}: "
-                                            "a ratio needs both above 0", spec.name, r + 1, s, lim));
-    logs.push_back(spec.minimum ? std::log(lim / s) : std::log(s / lim));
+  out.rounds = n;
+  use(rounds.teacher_pooled(), rounds.student_pooled(), &out.limit, &out.value);
+  std::vector<double> u;  // [round]
+  for (int r = 0; r < n; ++r) {
+    double limit = 0, value = 0;
+    u.push_back(use(rounds.teacher[size_t(r)], rounds.student[size_t(r)], &limit, &value));
   }
-  double mean = 0;
-  for (double v : logs) mean += v;
-  mean /= double(logs.size());
-  out.ratio = std::exp(mean);
-  if (logs.size() < 2) {  // no spread to estimate: an unbounded interval
+  auto median = [](std::vector<double> v) { return sample_median(std::move(v)); };
+  out.ratio = median(u);
+  if (n < kMinRoundsForInterval) {  // too few rounds to resample: an unbounded interval
     out.ratio_low = 0;
     out.ratio_high = std::numeric_limits<double>::infinity();
   } else {
-    double ss = 0;
-    for (double v : logs) ss += (v - mean) * (v - mean);
-    const double n = double(logs.size());
-    const double half = student_t95(int(logs.size()) - 1) * std::sqrt(ss / (n - 1) / n);
-    out.ratio_low = std::exp(mean - half);
-    out.ratio_high = std::exp(mean + half);
+    // Percentile bootstrap of the median over rounds (Efron & Tibshirani 1993, ch. 13); fixed
+    // seed: the same rounds give the same interval.
+    std::mt19937_64 rng(0x9e3779b97f4a7c15ULL ^ uint64_t(n));
+    std::uniform_int_distribution<int> any_round(0, n - 1);
+    std::vector<double> medians, pick(static_cast<size_t>(n));
+    medians.reserve(kBootstrapResamples);
+    for (int b = 0; b < kBootstrapResamples; ++b) {
+      for (double& x : pick) x = u[size_t(any_round(rng))];
+      medians.push_back(median(pick));
+    }
+    std::sort(medians.begin(), medians.end());
+    auto at = [&](double q) { return medians[size_t(std::lround(q * double(medians.size() - 1)))]; };
+    out.ratio_low = std::min(at(0.025), out.ratio);
+    out.ratio_high = std::max(at(0.975), out.ratio);
   }
   out.status = out.ratio_high <= 1   ? MeasuredLimit::Status::holds
                : out.ratio_low > 1 ? MeasuredLimit::Status::broken
@@ -179,11 +205,10 @@ PairedVerdict judge_paired(const PairedRounds& rounds, const Limits& limits_as_w
     throw ConfigError(msg("judge_paired", "expected the same number (>= 1) of teacher and "
                                           "student rounds, found {} and {}",
                           rounds.teacher.size(), rounds.student.size()));
-  const Measurement teacher = rounds.teacher_pooled(), student = rounds.student_pooled();
   PairedVerdict v;
   v.rounds = rounds.rounds();
   for (const LimitSpec& spec : limit_specs(limits_as_written))
-    v.limits.push_back(judge_one(spec, rounds, teacher, student));
+    v.limits.push_back(judge_one(spec, rounds));
   return v;
 }
 

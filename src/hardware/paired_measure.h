@@ -1,16 +1,25 @@
 // A measured verdict that noise cannot flip. A limit is checked on a teacher and a student
-// measured in the same interleaved rounds: every round yields one ratio per limit, and the
-// verdict is the 95% confidence interval of those ratios against 1.
+// measured in the same interleaved rounds (a round: one request of each, the order alternating
+// between rounds); every round gives one use of the limit, u_r <= 1 within it:
 //
-//   round r:  teacher run, student run (the order alternates between rounds)
-//             u_r = student_r / (fraction x teacher_r)     a relative maximum ("0.6 x TPOT")
-//             u_r = student_r / limit                      an absolute maximum
-//             u_r = limit_r / student_r                    the throughput minimum
-//   verdict:  log u_r ~ mean m, standard deviation s over n rounds;
-//             interval exp(m -+ t(0.975, n-1) s / sqrt(n))  (Student's t interval of the mean
-//             log ratio, i.e. of the geometric mean ratio)
-//             holds when its upper end <= 1, broken when its lower end > 1, else "not yet
-//             certain"; the fit loop and the final check treat "not yet certain" as broken.
+//   u_r = student_r / limit                          a maximum (TTFT, TPOT, memory)
+//   u_r = limit / student_r                          the throughput minimum
+//   limit = fraction x teacher_r                     a relative limit ("0.6 x the teacher's TPOT")
+//   student_r, teacher_r: the round's figures as measure_native summarizes a run (p10 latency)
+//
+//   ratio:    the median of u_r over the rounds
+//   interval: percentile bootstrap of that median (2000 resamples of the rounds; 2.5th and
+//             97.5th percentiles: 95%)
+//   verdict:  holds when the interval's upper end <= 1, broken when its lower end > 1, else
+//             "not yet certain"; the fit loop and the final check treat "not yet certain" as
+//             broken.
+//
+// Why per-round ratios: a machine's speed drifts between minutes, and both sides of a round see
+// the same drift, which cancels in their ratio. Why the median rather than a mean: a teacher run
+// is longer than its student's, so interference that lasts seconds hits it more often, and a
+// round whose teacher alone was slowed gives a ratio that favours the student (seen: the mean
+// of per-round ratios 0.71 where the pooled figures gave 0.91); the median ignores such rounds
+// while they are a minority.
 //
 // Why paired: a shared machine's speed moves by 10-30% between minutes. A teacher measured at
 // one minute and its student at another carry different slowdowns, and the ratio a relative
@@ -56,8 +65,8 @@ struct MeasuredLimit {
   std::optional<double> fraction;   // a relative limit: the fraction of the teacher as written
   double limit = 0;   // absolute limit: as written, or fraction x the teacher's pooled figure
   double value = 0;   // the student's pooled figure (ms, bytes or tokens/s)
-  double ratio = 0;   // geometric mean over rounds of u_r (<= 1: within the limit)
-  double ratio_low = 0, ratio_high = 0;  // its 95% confidence interval
+  double ratio = 0;   // the median over rounds of u_r (<= 1: within the limit)
+  double ratio_low = 0, ratio_high = 0;  // its 95% bootstrap interval
   int rounds = 0;
   Status status = Status::uncertain;
 
@@ -83,14 +92,9 @@ struct PairedVerdict {
   nlohmann::json to_json() const;
 };
 
-/// The two-sided 95% quantile of Student's t distribution with `df` degrees of freedom
-/// (tabulated to df 30, then 1.96 + 2.4 / df, within 0.2% of the exact value). Throws
-/// ConfigError when df < 1.
-double student_t95(int df);
-
 /// Judges every limit in `limits_as_written` (absolute or relative to the teacher) on `rounds`
-/// (see the file comment). With one round the interval is unbounded and every limit is
-/// "not yet certain". Throws ConfigError when `rounds` is empty or its two sides have different
+/// (see the file comment). With fewer than 3 rounds the interval is unbounded and every limit
+/// is "not yet certain". Throws ConfigError when `rounds` is empty or its two sides have different
 /// lengths, and as merge_measurements.
 PairedVerdict judge_paired(const PairedRounds& rounds, const Limits& limits_as_written);
 

@@ -337,15 +337,15 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
   Profile p;
   DeviceSpec cpu = detect_cpu();
   if (!opt.gpu) {
-    // The GEMM library for this CPU, chosen on the training step's shapes of the largest model
-    // profiled (distillation is where a run spends its time); the tables are timed with it.
+    // The GEMM library for this CPU, chosen on the training and decode shapes of the largest
+    // model profiled; the tables are timed with it.
     const ModelConfig& big = *std::max_element(
         shapes.begin(), shapes.end(),
         [](const ModelConfig& a, const ModelConfig& b) { return a.num_parameters() < b.num_parameters(); });
     int64_t F = 0;
     for (const LayerConfig& l : big.layers) F = std::max(F, l.intermediate_size);
     const GemmChoice gc = choose_gemm_backend(
-        training_step_gemm_shapes(big.hidden_size, std::max<int64_t>(F, 1), big.vocab_size, 256));
+        model_gemm_shapes(big.hidden_size, std::max<int64_t>(F, 1), big.vocab_size, 256));
     log_info("[profile] GEMM library: " + gc.to_string());
   }
   p.identity = {"cpu", cpu.display_name, cpu.cores, init_torch_threads(), cpu.isa, TORCH_VERSION,

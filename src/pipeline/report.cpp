@@ -37,11 +37,12 @@ std::string render_measured_verdict_md(const json& v) {
   if (!v.is_object() || !v.contains("limits") || v["limits"].empty()) return "";
   std::string md = fmt::format(
       "Measured limits, judged on {} paired rounds (teacher and compressed model measured in "
-      "the same round, the order alternating): the ratio is the compressed model's figure over "
-      "its limit in each round (for the throughput minimum, the limit over the figure), its "
-      "geometric mean over the rounds and the 95% confidence interval of that mean. A limit "
-      "holds when the whole interval is at or below 1; an interval that straddles 1 is not yet "
-      "certain and counts as not met.\n\n"
+      "the same round, the order alternating): the ratio is the median over the rounds of the "
+      "compressed model's figure over its limit in that round (for the throughput minimum, the "
+      "limit over the figure), and the 95% interval comes from resampling the rounds "
+      "(bootstrap). The limit and measured columns are the figures pooled over all rounds. A "
+      "limit holds when the whole interval is at or below 1; an "
+      "interval that straddles 1 is not yet certain and counts as not met.\n\n"
       "| limit | as written | limit | measured | ratio | 95% CI | verdict |\n"
       "|---|---|---|---|---|---|---|\n",
       v.value("rounds", 0));
