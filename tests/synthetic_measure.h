@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "hardware/measure.h"
+#include "hardware/scenario.h"
 
 namespace ac::test {
 
@@ -27,6 +28,13 @@ inline Measurement synthetic_request(const std::vector<double>& ttft_ms,
 inline Measurement synthetic_request(double ttft_ms, double tpot_ms, int steps = 4,
                                      int64_t peak_bytes = 0) {
   return synthetic_request({ttft_ms}, std::vector<double>(size_t(steps), tpot_ms), peak_bytes);
+}
+
+/// The limit "TPOT <= fraction x the teacher's TPOT" (a relative limit), alone.
+inline Limits relative_tpot(double fraction) {
+  Limits l;
+  l.tpot_fraction = fraction;
+  return l;
 }
 
 }  // namespace ac::test

@@ -84,17 +84,12 @@ struct FakeDevice {
   }
 };
 
-Limits relative_tpot(double fraction) {
-  Limits l;
-  l.tpot_fraction = fraction;
-  return l;
-}
 
 }  // namespace
 
 TEST(MeasuredFit, AMeasuredMissIsSearchedAgainUnderTheTightenedLimit) {
   FakeDevice dev;
-  const Limits scenario = relative_tpot(0.6);
+  const Limits scenario = test::relative_tpot(0.6);
   const Limits first = scenario.resolve(FakeDevice::tpot(28.8));  // tpot_ms 17.28
   std::vector<FitAttempt> a = fit_to_measurement(scenario, first, dev.callbacks(), 3, 0.02);
   // Attempt 1: D = 168 (16.8 <= 17.28), measured 1.15 x 16.8 = 19.32 > 17.28: 11.806% over.
@@ -118,7 +113,7 @@ TEST(MeasuredFit, AMeasuredMissIsSearchedAgainUnderTheTightenedLimit) {
 TEST(MeasuredFit, AFitOnTheFirstAttemptSearchesOnce) {
   FakeDevice dev;
   dev.slowdown = 1.0;
-  const Limits scenario = relative_tpot(0.6);
+  const Limits scenario = test::relative_tpot(0.6);
   std::vector<FitAttempt> a =
       fit_to_measurement(scenario, scenario.resolve(FakeDevice::tpot(28.8)), dev.callbacks(), 3, 0.02);
   ASSERT_EQ(a.size(), 1u);
@@ -131,7 +126,7 @@ TEST(MeasuredFit, ANeverFittingDeviceStopsAfterMaxAttemptsWithTheLastOne) {
   FakeDevice dev;
   dev.slowdown = 1.0;
   dev.overhead_ms = 20;  // measured D / 10 + 20 > 17.28 for every D
-  const Limits scenario = relative_tpot(0.6);
+  const Limits scenario = test::relative_tpot(0.6);
   std::vector<FitAttempt> a =
       fit_to_measurement(scenario, scenario.resolve(FakeDevice::tpot(28.8)), dev.callbacks(), 2, 0.0);
   ASSERT_EQ(a.size(), 2u);
@@ -147,7 +142,7 @@ TEST(MeasuredFit, ANeverFittingDeviceStopsAfterMaxAttemptsWithTheLastOne) {
 TEST(MeasuredFit, NothingUnderTheTightenedLimitKeepsThePreviousAttempt) {
   FakeDevice dev;
   dev.infeasible_below_ms = 16.0;  // attempt 2's limit (15.15) finds nothing
-  const Limits scenario = relative_tpot(0.6);
+  const Limits scenario = test::relative_tpot(0.6);
   const Limits first = scenario.resolve(FakeDevice::tpot(28.8));
   std::vector<FitAttempt> a = fit_to_measurement(scenario, first, dev.callbacks(), 3, 0.02);
   ASSERT_EQ(a.size(), 2u);
@@ -179,7 +174,7 @@ TEST(MeasuredFit, ALimitNotYetCertainCountsAsBrokenAndTightensByTheIntervalsUppe
     }
     return r;
   };
-  const Limits scenario = relative_tpot(0.6);
+  const Limits scenario = test::relative_tpot(0.6);
   std::vector<FitAttempt> a =
       fit_to_measurement(scenario, scenario.resolve(FakeDevice::tpot(28.8)), cb, 3, 0.0);
   ASSERT_EQ(a.size(), 2u);

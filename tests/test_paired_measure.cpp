@@ -13,15 +13,6 @@
 
 using namespace ac;
 
-namespace {
-
-Limits relative_tpot(double fraction) {
-  Limits l;
-  l.tpot_fraction = fraction;
-  return l;
-}
-
-}  // namespace
 
 TEST(PairedMeasure, TheRatioIsTheMedianRoundAndTheIntervalResamplesRounds) {
   // Teacher TPOT 10 ms in every round; the student 5.4, 6.0, 6.6 ms (constant within a round);
@@ -34,7 +25,7 @@ TEST(PairedMeasure, TheRatioIsTheMedianRoundAndTheIntervalResamplesRounds) {
     r.teacher.push_back(test::synthetic_request(40, 10.0));
     r.student.push_back(test::synthetic_request(20, s));
   }
-  const PairedVerdict v = judge_paired(r, relative_tpot(0.6));
+  const PairedVerdict v = judge_paired(r, test::relative_tpot(0.6));
   ASSERT_EQ(v.limits.size(), 1u);
   const MeasuredLimit& l = v.limits[0];
   EXPECT_EQ(l.name, "tpot_ms");
@@ -48,7 +39,7 @@ TEST(PairedMeasure, TheRatioIsTheMedianRoundAndTheIntervalResamplesRounds) {
   EXPECT_FALSE(v.holds());
   EXPECT_NE(v.failures().find("not yet certain"), std::string::npos) << v.failures();
   // The same rounds give the same interval (a fixed resampling seed).
-  EXPECT_EQ(judge_paired(r, relative_tpot(0.6)).limits[0].ratio_high, l.ratio_high);
+  EXPECT_EQ(judge_paired(r, test::relative_tpot(0.6)).limits[0].ratio_high, l.ratio_high);
   // The fit loop's slack is the interval's upper end's: 1 - ratio_high < 0.
   EXPECT_NEAR(l.conservative_slack().slack, 1 - l.ratio_high, 1e-12);
   EXPECT_EQ(v.to_json()["limits"][0]["status"], "not yet certain");
@@ -58,7 +49,7 @@ TEST(PairedMeasure, TheRatioIsTheMedianRoundAndTheIntervalResamplesRounds) {
   hit.student.push_back(test::synthetic_request(20, 6.0));
   hit.teacher.push_back(test::synthetic_request(40, 30.0));  // u = 6.0 / 18 = 0.33
   hit.student.push_back(test::synthetic_request(20, 6.0));
-  EXPECT_DOUBLE_EQ(judge_paired(hit, relative_tpot(0.6)).limits[0].ratio, 1.0);
+  EXPECT_DOUBLE_EQ(judge_paired(hit, test::relative_tpot(0.6)).limits[0].ratio, 1.0);
 }
 
 TEST(PairedMeasure, EveryKindOfLimitAndItsDirection) {
@@ -154,7 +145,7 @@ bool pooled_verdict_holds(NoisyMachine& m, const Limits& limits) {
 }  // namespace
 
 TEST(PairedMeasure, OnANoisyMachineTheVerdictNoLongerFlips) {
-  const Limits limits = relative_tpot(0.6);
+  const Limits limits = test::relative_tpot(0.6);
   PairedOptions opt;  // the defaults compress uses: 5 to 20 rounds
   opt.show_progress = false;
   // True ratio 0.55 (the limit holds by 8%), and 0.655 (broken by 9%), over 120 machines each.
@@ -199,7 +190,7 @@ TEST(PairedMeasure, AddsRoundsOnlyWhileUncertainOrWideAndKeepsPriorRounds) {
   opt.show_progress = false;
   opt.min_rounds = 3;
   opt.max_rounds = 9;
-  PairedRounds r = measure_paired(exact, relative_tpot(0.6), opt);
+  PairedRounds r = measure_paired(exact, test::relative_tpot(0.6), opt);
   EXPECT_EQ(r.rounds(), 3);
   // A ratio exactly at the limit with noise: uncertain to the cap.
   std::mt19937_64 rng(7);
@@ -207,7 +198,7 @@ TEST(PairedMeasure, AddsRoundsOnlyWhileUncertainOrWideAndKeepsPriorRounds) {
     const double e = std::normal_distribution<double>(0, 0.03)(rng);
     return std::make_pair(test::synthetic_request(40, 10.0), test::synthetic_request(20, 6.0 * std::exp(e)));
   };
-  PairedRounds capped = measure_paired(at_limit, relative_tpot(0.6), opt, r);
+  PairedRounds capped = measure_paired(at_limit, test::relative_tpot(0.6), opt, r);
   EXPECT_EQ(capped.rounds(), 9);  // 3 prior + 6 new
   EXPECT_DOUBLE_EQ(capped.student[0].tpot_ms, 5.0);  // the prior rounds come first
   // The order alternates: round index 1, 3, ... measures the student first.
@@ -216,10 +207,10 @@ TEST(PairedMeasure, AddsRoundsOnlyWhileUncertainOrWideAndKeepsPriorRounds) {
     order.push_back(student_first);
     return exact(student_first);
   };
-  measure_paired(record, relative_tpot(0.6), opt);
+  measure_paired(record, test::relative_tpot(0.6), opt);
   EXPECT_EQ(order, (std::vector<bool>{false, true, false}));
   opt.min_rounds = 1;
-  test::expect_error<ConfigError>([&] { measure_paired(exact, relative_tpot(0.6), opt); }, {"min_rounds"});
+  test::expect_error<ConfigError>([&] { measure_paired(exact, test::relative_tpot(0.6), opt); }, {"min_rounds"});
 }
 
 TEST(PairedMeasure, TheReportNamesAVerdictNotYetCertain) {
