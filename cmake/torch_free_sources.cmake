@@ -3,7 +3,7 @@
 # without torch; the main build compiles them without the torch precompiled header, which would
 # only add its load time (seconds per file) to each.
 set(AC_TORCH_FREE_SOURCES
-  src/common/fs.cpp src/common/json_io.cpp src/common/runtime.cpp
+  src/common/fs.cpp src/common/json_io.cpp src/common/runtime.cpp src/common/simd.cpp
   src/io/safetensors_header.cpp src/io/llama2c_header.cpp src/io/tokenizer.cpp
   src/data/token_file.cpp
   src/model/config.cpp src/prune/arch.cpp
