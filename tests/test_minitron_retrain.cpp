@@ -1,4 +1,4 @@
-// Minitron's lightweight retraining (search/minitron.h minitron_retrain) on the small random
+// The lightweight retraining (search/minitron.h retrain_top_candidates) on the small random
 // model of the search tests, with the roofline cost model of a GPU spec:
 //   - exactly the top_k candidates by KL after pruning are retrained, the best after retraining
 //     is chosen (and only it);
@@ -12,6 +12,8 @@
 #include "prune/depth.h"
 #include "prune/prune.h"
 #include "search/minitron.h"
+#include "search/outcome.h"
+#include "search/repair.h"
 #include "search_fixture.h"
 #include "test_util.h"
 
@@ -88,7 +90,7 @@ TEST(MinitronRetrain, RetrainsTheTopKAndKeepsTheBestAfterRetraining) {
   });
   const int64_t before = r.search_tokens;
   const RetrainOptions opt = f.retrain(3);
-  minitron_retrain(f.teacher, f.imp, r, f.train, f.calib, opt);
+  retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, opt);
 
   // Exactly the 3 best by KL after pruning were retrained.
   for (size_t k = 0; k < r.candidates.size(); ++k) {
@@ -132,7 +134,7 @@ TEST(MinitronRetrain, TopKLargerThanTheRankedSetRetrainsEveryRankedCandidate) {
   SearchResult r = f.search();
   const int64_t n_ranked = std::count_if(r.candidates.begin(), r.candidates.end(),
                                          [](const Candidate& c) { return c.loss_after_prune >= 0; });
-  minitron_retrain(f.teacher, f.imp, r, f.train, f.calib, f.retrain(1000));
+  retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, f.retrain(1000));
   EXPECT_EQ(std::count_if(r.candidates.begin(), r.candidates.end(),
                           [](const Candidate& c) { return c.loss_after_retrain >= 0; }),
             n_ranked);
@@ -141,13 +143,79 @@ TEST(MinitronRetrain, TopKLargerThanTheRankedSetRetrainsEveryRankedCandidate) {
 TEST(MinitronRetrain, BadOptionsAndAnUnrankedSearchAreConfigErrors) {
   Fixture f;
   SearchResult r = f.search();
-  EXPECT_THROW(minitron_retrain(f.teacher, f.imp, r, f.train, f.calib, f.retrain(0)), ConfigError);
+  EXPECT_THROW(retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, f.retrain(0)), ConfigError);
   SearchResult unranked = r;
   for (auto& c : unranked.candidates) c.loss_after_prune = -1;
   try {
-    minitron_retrain(f.teacher, f.imp, unranked, f.train, f.calib, f.retrain(2));
+    retrain_top_candidates(f.teacher, f.imp, unranked, f.train, f.calib, f.retrain(2));
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("no candidate was ranked"), std::string::npos) << e.what();
   }
+}
+
+// A search that lists one architecture twice (the differentiable search's refined pick is often
+// one of its ranked proposals) retrains it once: top_k counts distinct architectures.
+TEST(MinitronRetrain, AnArchitectureListedTwiceIsRetrainedOnce) {
+  Fixture f;
+  SearchResult r = f.search();
+  std::vector<size_t> ranked;
+  for (size_t i = 0; i < r.candidates.size(); ++i)
+    if (r.candidates[i].loss_after_prune >= 0) ranked.push_back(i);
+  std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
+    return r.candidates[a].loss_after_prune < r.candidates[b].loss_after_prune;
+  });
+  ASSERT_GE(ranked.size(), 2u);
+  // The best candidate again, at the end of the list: ranked second by KL after pruning.
+  r.candidates.push_back(r.candidates[ranked[0]]);
+  r.candidates.back().chosen = false;
+  const int64_t before = r.search_tokens;
+  const RetrainOptions opt = f.retrain(2);
+  retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, opt);
+  EXPECT_GE(r.candidates[ranked[0]].loss_after_retrain, 0);
+  EXPECT_GE(r.candidates[ranked[1]].loss_after_retrain, 0) << "the second distinct one";
+  EXPECT_LT(r.candidates.back().loss_after_retrain, 0) << "the copy was retrained again";
+  const int64_t calib = tokens_of(f.calib);
+  EXPECT_EQ(r.search_tokens - before, calib + 2 * (2 * opt.distill.token_budget + calib));
+}
+
+// The differentiable search with retraining (run_search_method, autocompress_retrain): its best
+// distinct proposals are retrained, the pick is the best after retraining, the tokens counted.
+TEST(MinitronRetrain, TheDifferentiableSearchRetrainsItsBestDistinctProposals) {
+  Fixture f;
+  CostFn cost = [&](const ModelConfig& c) { return predict(c, f.sc, nullptr); };
+  const double full = cost(f.teacher.config).tpot_ms;
+  const double least =
+      smallest_reachable(build_search_space(f.teacher.config, f.imp, ac::test::space_options()), cost)
+          .tpot_ms;
+  Limits lim;
+  lim.tpot_ms = least + 0.6 * (full - least);  // binding, reachable
+  SearchSettings st;
+  st.safety_margin = 0;  // the limit above is already inside the reachable range
+  st.autocompress.space = ac::test::space_options();
+  st.autocompress.steps = 12;
+  st.autocompress.show_progress = false;
+  st.autocompress_batch_size = 2;
+  st.autocompress_seq_len = 16;
+  st.autocompress_batches = 2;
+  TokenDataset calibration = random_text(2000, 97, 17);
+  const SearchOutcome plain = run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr,
+                                                lim, calibration, 16, st, &f.train);
+  st.autocompress_retrain = true;
+  st.autocompress_retrain_options = f.retrain(2);
+  const SearchOutcome o = run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr, lim,
+                                            calibration, 16, st, &f.train);
+  const nlohmann::json& cands = o.search["candidates"];
+  int retrained = 0;
+  double best_after = 1e300;
+  for (const auto& c : cands)
+    if (c["loss_after_retrain"].get<double>() >= 0) {
+      ++retrained;
+      best_after = std::min(best_after, c["loss_after_retrain"].get<double>());
+    }
+  EXPECT_EQ(retrained, 2) << cands.dump();
+  EXPECT_DOUBLE_EQ(o.best.loss_after_retrain, best_after);
+  EXPECT_LE(o.best.cost.tpot_ms, lim.tpot_ms);
+  // The retraining spent tokens: 2 candidates x (teacher + student forward of the budget).
+  EXPECT_GE(o.search_tokens - plain.search_tokens, 2 * 2 * st.autocompress_retrain_options.distill.token_budget);
 }

@@ -289,8 +289,10 @@ TEST(ReportHtml, CompressOnTheCpuScenarioWritesAReportChromiumRenders) {
   const std::string html = read_file(run / "report.html");
   for (const char* p : {"layers", "cost", "pareto", "distill"}) EXPECT_FALSE(svg_of(html, p).empty()) << p;
   EXPECT_NE(html.find("predicted from profile"), std::string::npos);  // the CPU's costs
-  EXPECT_NE(html.find("Minitron baseline (chosen)"), std::string::npos);
-  std::vector<std::string> plots = {"layers", "cost", "pareto", "distill"};
-  if (!svg_of(html, "trajectory").empty()) plots.push_back("trajectory");
+  // AutoCompress is the default method: its choice is marked, and its search has a trajectory.
+  EXPECT_EQ(report["search"]["method"], "autocompress");
+  EXPECT_NE(html.find("autocompress (chosen)"), std::string::npos);
+  EXPECT_EQ(html.find("Minitron baseline (chosen)"), std::string::npos);
+  std::vector<std::string> plots = {"layers", "cost", "pareto", "distill", "trajectory"};
   expect_rendered(chromium, run / "report.html", plots, "report-compress-cpu-local");
 }

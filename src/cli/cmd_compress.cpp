@@ -18,8 +18,8 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--data", *data, "reuse the teacher-sampled token files (calibration, train, heldout .tokens) of an earlier run's data/ folder instead of sampling");
   s->add_option("--data-text", *data_text, "calibrate, distill and evaluate on your text instead of teacher samples: a UTF-8 file, JSONL (--text-field) or a folder of .txt/.jsonl files, tokenized with the teacher's tokenizer; every 20th document (or the last 5% of each, with fewer than 20) is held out for evaluation");
   s->add_option("--text-field", o->text_field, "JSONL: the field holding each document's text")->capture_default_str();
-  s->add_option("--method", o->method, "search method: minitron (uniform grid), autocompress (differentiable) or both side by side (same distillation budget and held-out data)")->check(CLI::IsMember({"minitron", "autocompress", "both"}))->capture_default_str();
-  s->add_option("--seed", o->seed, "seed of the teacher-sampled data")->capture_default_str();
+  s->add_option("--method", o->method, "search method: autocompress (differentiable, per-layer), minitron (uniform grid) or both side by side (same distillation budget and held-out data)")->check(CLI::IsMember({"minitron", "autocompress", "both"}))->capture_default_str();
+  s->add_option("--seed", o->seed, "seed of the run: the teacher-sampled data, the distillation's data order, the search's Gumbel noise and the task files")->capture_default_str();
   s->add_option("--seq-len", o->seq_len, "tokens per sequence (T)")->capture_default_str();
   s->add_option("--calibration-sequences", o->calibration_sequences, "teacher-sampled calibration stories")->capture_default_str();
   s->add_option("--train-sequences", o->train_sequences, "teacher-sampled training stories")->capture_default_str();
@@ -31,6 +31,8 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--distill-hidden-loss-weight", o->distill_hidden_loss_weight, "hidden-state loss weight between mapped layers (0 = off)")->capture_default_str();
   s->add_option("--minitron-retrain-top-k", o->minitron_retrain_top_k, "minitron: candidates (best by KL after pruning) each distilled briefly before the final pick (0 = rank by KL after pruning alone)")->capture_default_str();
   s->add_option("--minitron-retrain-tokens", o->minitron_retrain_tokens, "minitron: distillation tokens per retrained candidate, counted as search tokens (0 = distill-tokens / 8)")->capture_default_str();
+  s->add_option("--autocompress-retrain-top-k", o->autocompress_retrain_top_k, "autocompress: its best distinct proposals (by KL after pruning) each distilled briefly before the final pick (0 = the ranking after pruning decides)")->capture_default_str();
+  s->add_option("--autocompress-retrain-tokens", o->autocompress_retrain_tokens, "autocompress: distillation tokens per retrained proposal, counted as search tokens (0 = distill-tokens / 16)")->capture_default_str();
   s->add_option("--safety-margin", o->safety_margin, "search against limits x (1 - margin)")->capture_default_str();
   s->add_option("--fit-attempts", o->fit_attempts, "searches at most, while the searched architecture measured beside the teacher (before distillation) breaks a limit: each next one under the limit tightened by the measured overshoot (1 = measure once, 0 = skip)")->check(CLI::Range(0, 10))->capture_default_str();
   s->add_option("--fit-margin", o->fit_margin, "a tightened limit is the measured overshoot plus this margin")->check(CLI::Range(0.0, 0.49))->capture_default_str();

@@ -15,9 +15,10 @@
 
 namespace {
 struct SearchArgs {
-  std::string model, importance, scenario, profile, train_data, out, method = "minitron";
+  std::string model, importance, scenario, profile, train_data, out, method = "autocompress";
   ac::cli::DataArgs data;
   int64_t seq_len = 256, batches = 1, retrain_top_k = 0, retrain_tokens = 16384;
+  int64_t autocompress_retrain_top_k = 0, autocompress_retrain_tokens = 8192;
   ac::SearchSettings settings;
 };
 
@@ -37,7 +38,9 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--batches", a->batches, "calibration batches of 8 windows for minitron's ranking and the KL after pruning")->capture_default_str();
   s->add_option("--minitron-retrain-top-k", a->retrain_top_k, "minitron: the best K candidates by KL after pruning are each distilled for --minitron-retrain-tokens on --train-data, then ranked again (0 = off)")->capture_default_str();
   s->add_option("--minitron-retrain-tokens", a->retrain_tokens, "minitron: distillation tokens per retrained candidate (batches of 8 x --seq-len; counted as search tokens)")->capture_default_str();
-  s->add_option("--train-data", a->train_data, "training data of minitron's retraining (required with --minitron-retrain-top-k): a token file or text, read as --data is (--text-field, --split)");
+  s->add_option("--autocompress-retrain-top-k", a->autocompress_retrain_top_k, "autocompress: its best K distinct proposals by KL after pruning are each distilled for --autocompress-retrain-tokens on --train-data, then ranked again (0 = off)")->capture_default_str();
+  s->add_option("--autocompress-retrain-tokens", a->autocompress_retrain_tokens, "autocompress: distillation tokens per retrained proposal (batches of 8 x --seq-len; counted as search tokens)")->capture_default_str();
+  s->add_option("--train-data", a->train_data, "training data of the retraining (required with --minitron-retrain-top-k or --autocompress-retrain-top-k): a token file or text, read as --data is (--text-field, --split)");
   s->add_option("--safety-margin", st.safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
   CLI::Option* gran = s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods; default: the profile's derived granularity, else the device's)");
   s->add_option("--steps", d.steps, "autocompress: optimisation steps at most")->capture_default_str();
@@ -67,6 +70,16 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
       a->settings.retrain.distill.token_budget = a->retrain_tokens;
       a->settings.retrain.distill.seq_len = a->seq_len;
       a->settings.retrain.distill.warmup_steps = 1;
+    }
+    if (a->autocompress_retrain_top_k > 0) {
+      if (a->train_data.empty())
+        throw ac::ConfigError("[search] --autocompress-retrain-top-k needs --train-data (the text the proposals are distilled on)");
+      a->settings.autocompress_retrain = true;
+      ac::RetrainOptions& r = a->settings.autocompress_retrain_options;
+      r.top_k = a->autocompress_retrain_top_k;
+      r.distill.token_budget = a->autocompress_retrain_tokens;
+      r.distill.seq_len = a->seq_len;
+      r.distill.warmup_steps = 1;
     }
     ac::LlamaModel teacher = ac::load_checkpoint(a->model);
     ac::Scenario scenario = ac::find_scenario(a->scenario);

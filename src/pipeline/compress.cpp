@@ -276,17 +276,31 @@ json run_compress(const CompressOptions& opt) {
   // Widths in the step this device runs efficiently (derived by the profile; hardware/granularity.h).
   search_settings.autocompress.space.width_granularity = search_settings.minitron.width_granularity =
       width_granularity_for(scenario_profile, scenario.device_spec);
+  // Lightweight retraining of each method's top candidates (search/minitron.h): a few steps of
+  // distillation with the main run's batch and lr, warming up over the same share of its steps.
+  auto retrain_options = [&](int64_t top_k, int64_t tokens, int64_t default_divisor) {
+    RetrainOptions r;
+    r.top_k = top_k;
+    const int64_t batch_tokens = std::max<int64_t>(1, opt.distill_batch * opt.seq_len);
+    const int64_t budget =
+        std::max(batch_tokens, tokens > 0 ? tokens : opt.distill_tokens / default_divisor);
+    r.distill = distill_options(opt, budget);
+    // The main run warms up over 10 of its 64 steps; a retraining of a few steps the same share.
+    r.distill.warmup_steps = std::max<int64_t>(1, budget / batch_tokens / 6);
+    return r;
+  };
   if (opt.minitron_retrain_top_k > 0) {
     search_settings.minitron_retrain = true;
-    search_settings.retrain.top_k = opt.minitron_retrain_top_k;
-    const int64_t batch_tokens = std::max<int64_t>(1, opt.distill_batch * opt.seq_len);
-    const int64_t budget = std::max(batch_tokens, opt.minitron_retrain_tokens > 0
-                                                      ? opt.minitron_retrain_tokens
-                                                      : opt.distill_tokens / 8);
-    search_settings.retrain.distill = distill_options(opt, budget);
-    // The main run warms up over 10 of its 64 steps; a retraining of a few steps the same share.
-    search_settings.retrain.distill.warmup_steps = std::max<int64_t>(1, budget / batch_tokens / 6);
+    search_settings.retrain = retrain_options(opt.minitron_retrain_top_k,
+                                              opt.minitron_retrain_tokens, 8);
   }
+  if (opt.autocompress_retrain_top_k > 0) {
+    search_settings.autocompress_retrain = true;
+    search_settings.autocompress_retrain_options = retrain_options(
+        opt.autocompress_retrain_top_k, opt.autocompress_retrain_tokens, 16);
+  }
+  // The seed of the run also seeds the differentiable search's Gumbel noise.
+  search_settings.autocompress.seed = opt.seed;
   // Every method's search under `lim` (the first is the main result). Re-run by the fit loop
   // below when the measured candidate breaks a limit: every method then searches under the
   // same tightened limits, so that the comparison stays fair. Tokens and seconds of every

@@ -36,7 +36,7 @@ struct CompressOptions {
                            // tokenizer: train = the train split (calibration = its first
                            // calibration_sequences windows), held-out = the held-out split
   std::string text_field = "text";  // JSONL field of data_text
-  std::string method = "minitron";      // search: "minitron", "autocompress" or "both" (both:
+  std::string method = "autocompress";  // search: "autocompress", "minitron" or "both" (both:
                                          // autocompress is the main result in model/; minitron's
                                          // architecture is pruned, distilled with the same budget
                                          // and evaluated on the same data in model-minitron/,
@@ -58,6 +58,12 @@ struct CompressOptions {
   // tokens 0 = distill_tokens / 8 (at least one batch).
   int64_t minitron_retrain_top_k = 3;
   int64_t minitron_retrain_tokens = 0;
+  // The same retraining of the differentiable search's best distinct proposals: the ranking
+  // right after pruning does not always predict the ranking after distillation. top_k 0 = off;
+  // tokens 0 = distill_tokens / 16 (at least one batch): half of Minitron's per candidate, so
+  // that its search still spends a fraction of Minitron's tokens.
+  int64_t autocompress_retrain_top_k = 2;
+  int64_t autocompress_retrain_tokens = 0;
   double distill_hidden_loss_weight = 0;  // hidden-state loss weight (distill/hidden_loss.h; 0 = off)
   double safety_margin = 0.05;           // the search meets limits x (1 - margin) by the model
   PairedOptions measure;                 // rounds of the paired measurement of teacher and

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "common/error.h"
 #include "common/progress.h"
@@ -210,20 +211,31 @@ SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, c
   return r;
 }
 
-void minitron_retrain(const LlamaModel& teacher, const Importance& imp, SearchResult& r,
-                      const TokenDataset& train, const std::vector<at::Tensor>& calibration,
-                      const RetrainOptions& opt) {
+void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, SearchResult& r,
+                            const TokenDataset& train, const std::vector<at::Tensor>& calibration,
+                            const RetrainOptions& opt) {
   if (opt.top_k < 1)
-    throw ConfigError(fmt::format("[search] minitron retraining: top_k must be >= 1, found {}", opt.top_k));
+    throw ConfigError(fmt::format("[search] {} retraining: top_k must be >= 1, found {}", r.method,
+                                  opt.top_k));
   const double t0 = now_s();
   std::vector<size_t> ranked;
   for (size_t i = 0; i < r.candidates.size(); ++i)
     if (r.candidates[i].loss_after_prune >= 0) ranked.push_back(i);
   if (ranked.empty())
-    throw ConfigError("[search] minitron retraining: no candidate was ranked by KL after pruning");
+    throw ConfigError(fmt::format("[search] {} retraining: no candidate was ranked by KL after "
+                                  "pruning", r.method));
   std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
     return r.candidates[a].loss_after_prune < r.candidates[b].loss_after_prune;
   });
+  // One per architecture: a search may list the same one twice (the differentiable search's
+  // refined pick is often one of its ranked proposals).
+  {
+    std::vector<size_t> distinct;
+    std::set<std::string> seen;
+    for (size_t i : ranked)
+      if (seen.insert(describe(r.candidates[i].config)).second) distinct.push_back(i);
+    ranked = std::move(distinct);
+  }
   if (int64_t(ranked.size()) > opt.top_k) ranked.resize(size_t(opt.top_k));
 
   std::vector<at::Tensor> teacher_logprobs = teacher_logprobs_of(teacher, calibration, &r.search_tokens);
@@ -242,8 +254,8 @@ void minitron_retrain(const LlamaModel& teacher, const Importance& imp, SearchRe
     c.loss_after_retrain = mean_kl(teacher_logprobs, student, calibration);
     for (const auto& b : calibration) r.search_tokens += b.numel();
     if (c.loss_after_retrain < r.candidates[best].loss_after_retrain || k == 0) best = ranked[k];
-    log_info(fmt::format("[search] minitron retraining {}/{}: {}: KL after pruning {:.4f}, after "
-                         "{} tokens {:.4f}", k + 1, ranked.size(), describe(c.config),
+    log_info(fmt::format("[search] {} retraining {}/{}: {}: KL after pruning {:.4f}, after "
+                         "{} tokens {:.4f}", r.method, k + 1, ranked.size(), describe(c.config),
                          c.loss_after_prune, d.tokens, c.loss_after_retrain));
   }
   for (auto& c : r.candidates) c.chosen = false;

@@ -5,7 +5,7 @@
 // are pruned with the importance order and ranked by their distillation loss (KL to the teacher)
 // right after pruning; the best is kept.
 //
-// Lightweight retraining (minitron_retrain, the last step of Minitron's search: Muralidharan et
+// Lightweight retraining (retrain_top_candidates, the last step of Minitron's search: Muralidharan et
 // al. 2024 §4 "Search" / Fig. 5, "the top candidates are retrained for a short budget and the best
 // after retraining is kept", because the ranking right after pruning does not always predict the
 // ranking after distillation): the top_k candidates by KL after pruning are each distilled for
@@ -84,24 +84,25 @@ SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, c
                              const Limits& limits, const std::vector<at::Tensor>& calibration,
                              const MinitronOptions& opt);
 
-/// Options of Minitron's lightweight retraining.
+/// Options of the lightweight retraining (Minitron's; the differentiable search's proposals too).
 struct RetrainOptions {
   int64_t top_k = 3;       // candidates retrained: the best top_k by loss_after_prune
   DistillOptions distill;  // each candidate's short distillation (token_budget = its tokens);
                            // its log_path / state_dir are ignored (nothing is written)
 };
 
-/// Minitron's lightweight retraining: the top_k ranked candidates of `r` (loss_after_prune >= 0,
-/// best first) are pruned from `teacher`, distilled for opt.distill.token_budget tokens of
+/// Lightweight retraining (Minitron's last search step; also applied to the differentiable
+/// search's ranked proposals): the top_k ranked candidates of `r` (loss_after_prune >= 0, best
+/// first, one per distinct architecture) are pruned from `teacher`, distilled for opt.distill.token_budget tokens of
 /// `train`, and their KL(teacher || candidate) per token on `calibration` ([B, T] int64 batches)
 /// is stored in loss_after_retrain; the lowest becomes r.best (chosen). r.search_tokens grows by
 /// the forward tokens this spends: per candidate, the distillation's tokens twice (teacher and
 /// student forward) plus one pass over `calibration`; the teacher's pass over `calibration`
 /// once. Throws ConfigError when no candidate of `r` was ranked, or when top_k < 1; what
 /// distill() throws.
-void minitron_retrain(const LlamaModel& teacher, const Importance& imp, SearchResult& r,
-                      const TokenDataset& train, const std::vector<at::Tensor>& calibration,
-                      const RetrainOptions& opt);
+void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, SearchResult& r,
+                            const TokenDataset& train, const std::vector<at::Tensor>& calibration,
+                            const RetrainOptions& opt);
 
 /// Mean KL(teacher || student) per token over batches, with the teacher's logits precomputed.
 double mean_kl(const std::vector<at::Tensor>& teacher_logits, const LlamaModel& student,

@@ -82,7 +82,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
     if (st.minitron_retrain) {
       if (!retrain_data)
         throw ConfigError(msg("search", "minitron retraining needs training data (none given)"));
-      minitron_retrain(teacher, imp, r, *retrain_data, batches, st.retrain);
+      retrain_top_candidates(teacher, imp, r, *retrain_data, batches, st.retrain);
     }
     o.best = r.best;
     o.search_tokens = r.search_tokens;
@@ -97,6 +97,12 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
       st.autocompress_batch_size, st.autocompress_seq_len, st.autocompress_batches);
   DifferentiableResult r =
       differentiable_search(teacher, imp, scenario, profile, limits, batches, dopt);
+  if (st.autocompress_retrain && !r.parent_meets_limits) {
+    if (!retrain_data)
+      throw ConfigError(msg("search", "autocompress retraining needs training data (none given)"));
+    retrain_top_candidates(teacher, imp, r.search, *retrain_data, batches,
+                           st.autocompress_retrain_options);
+  }
   o.best = r.search.best;
   o.search_tokens = r.search.search_tokens;
   o.seconds = r.search.seconds;

@@ -37,11 +37,16 @@ struct SearchSettings {
   DifferentiableOptions autocompress;    // same
   int64_t minitron_batch_size = 8;       // windows of seq_len per ranking batch
   int64_t minitron_batches = 1;          // ranking batches (KL of each candidate after pruning)
-  /// Minitron's lightweight retraining (minitron_retrain): the best retrain.top_k candidates by
-  /// KL after pruning are each distilled for retrain.distill.token_budget tokens and ranked
-  /// again. Off when minitron_retrain is false (the ranking after pruning decides alone).
+  /// Minitron's lightweight retraining (retrain_top_candidates): the best retrain.top_k
+  /// candidates by KL after pruning are each distilled for retrain.distill.token_budget tokens
+  /// and ranked again. Off when minitron_retrain is false (the ranking after pruning decides alone).
   bool minitron_retrain = false;
   RetrainOptions retrain;
+  /// The same retraining of the differentiable search's best distinct proposals (ranked and
+  /// refined by KL after pruning), its tokens counted as search tokens; off when
+  /// autocompress_retrain is false.
+  bool autocompress_retrain = false;
+  RetrainOptions autocompress_retrain_options;
   int64_t autocompress_batch_size = 4;   // windows per search step
   int64_t autocompress_seq_len = 64;     // tokens per window of the search
   int64_t autocompress_batches = 8;      // distinct batches cycled over (teacher cached)
@@ -72,10 +77,10 @@ std::vector<std::string> search_methods(const std::string& method);
 /// Runs one method on `calibration` (minitron: its first minitron_batches batches of
 /// minitron_batch_size x seq_len; autocompress: autocompress_batches batches of
 /// autocompress_batch_size x autocompress_seq_len from the same stream). `limits` must be
-/// absolute. `retrain_data`: the training text of minitron's lightweight retraining (required
-/// when settings.minitron_retrain; its tokens count as search tokens). Throws what the method
-/// throws (InfeasibleError with the smallest reachable cost); ConfigError when the retraining is
-/// asked for without data.
+/// absolute. `retrain_data`: the training text of the lightweight retraining (required when
+/// settings.minitron_retrain or autocompress_retrain; its tokens count as search tokens).
+/// Throws what the method throws (InfeasibleError with the smallest reachable cost);
+/// ConfigError when the retraining is asked for without data.
 SearchOutcome run_search_method(const std::string& method, const LlamaModel& teacher,
                                 const Importance& imp, const Scenario& scenario,
                                 const Profile* profile, const Limits& limits,
