@@ -1,11 +1,14 @@
 // Benchmark tasks: log-likelihood requests (both fast paths against a plain float64 forward),
 // hand-made multiple-choice and cloze tasks on a bigram model whose log-probabilities are
 // computed by hand, perplexity and bits per byte of uniform logits, task-file errors with line
-// numbers, make-tasks determinism, and the eval / make-tasks CLI.
+// numbers, make-tasks items (character items checked by hand) and determinism, and the eval /
+// make-tasks CLI.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include "common/error.h"
 #include "common/json_io.h"
@@ -436,6 +439,187 @@ TEST(MakeTasks, SentencesAndItems) {
   EXPECT_THROW(make_story_tasks({"No sentence here"}, o), ConfigError);
 }
 
+// Stories with characters: names that also occur as lower-case words elsewhere ("rose", "sunny"),
+// possessives, and names that occur only at the start of sentences ("Then", "One").
+const std::vector<std::string> kCharacterStories = {
+    "Rose had a cat. The cat liked Rose. Then Rose and Tim played. Tim was happy and Rose smiled.",
+    "Tim saw a red rose in the garden. He gave the rose to Mia. Mia said thank you to Tim. Then "
+    "Mia ran home.",
+    "It was a sunny day. Sunny the dog ran to Ben. Ben threw a ball to Sunny. Sunny was happy with "
+    "Ben.",
+    "Max and Lily went to the park. They saw Max's friend Sam. Sam said hi to Lily and Max. Lily "
+    "and Sam played.",
+    "Sue liked to sing. One day, Sue sang for Amy. Amy clapped for Sue. Then the sun went down.",
+};
+
+// The words of a text, lower-cased: maximal runs of ASCII letters (a plainer cut than make_tasks,
+// which also drops runs beside a digit or a non-ASCII byte; none occur in these stories).
+std::set<std::string> lower_words(const std::string& text) {
+  std::set<std::string> out;
+  std::string w;
+  for (char c : text + " ") {
+    if (std::isalpha(static_cast<unsigned char>(c))) {
+      w += char(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!w.empty()) {
+      out.insert(w);
+      w.clear();
+    }
+  }
+  return out;
+}
+
+std::string lowered(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+size_t story_of(const TaskItem& it) { return std::stoul(it.id.get<std::string>().substr(1)); }
+
+TEST(MakeTasks, CharacterNamesAreMidSentenceWords) {
+  // Tom, Ann, Sam, Eve: mid-sentence. Max and Lily (before "'s") once mid-sentence. Not names:
+  // The, One, Bob, Kim (only at the start of a sentence, a line or after ':'), Look (after an
+  // opening quote), Brown (after "Mr."), Mr, Sunday, I (stop list), TV, McDo (not capitalized
+  // words), Zo and Jo (beside a non-ASCII byte or a digit).
+  const std::string text =
+      "The dog saw Tom. The end. One day, \"Look!\" said Ann to Mr. Brown on Sunday. I ran.\n"
+      "Bob sat. Zo\xC3\xAB and Jo2 and TV and McDo met Eve: Kim ran.\nKim sat. \"Hi,\" Sam said. "
+      "Max ran. They saw Max and Lily's ball.";
+  EXPECT_EQ(character_names(text),
+            (std::vector<std::string>{"Ann", "Eve", "Lily", "Max", "Sam", "Tom"}));
+  EXPECT_EQ(character_names("Tom ran. Tom sat! \"Tom?\" Tom said.\nTom"),
+            std::vector<std::string>{});
+  EXPECT_EQ(character_names("Then they saw Then."), std::vector<std::string>{"Then"});
+}
+
+TEST(MakeTasks, CharacterItemsCheckedByHand) {
+  // Names: Tom (story 0; "named Tom"), Ben (1), Lily and Max (2). Not names: Once, One, Sue,
+  // She (sentence-initial only). Story 0 has two later mentions of Tom, in sentences 1 and 2;
+  // its distractors are the other names, Ben, Lily and Max, exactly the 3 needed. Ben is
+  // mentioned once (no item) but is a distractor. Story 2 has 2 distractors (Ben, Tom), fewer
+  // than 3: no item.
+  const std::vector<std::string> stories = {
+      "Once upon a time, there was a cat named Tom. Tom liked milk. One day, Tom saw a dog.",
+      "Sue had a hat. She gave it to Ben.",
+      "Lily met Max. Max said hi to Lily.",
+  };
+  MakeTasksOptions o;
+  for (uint64_t seed : {0, 1, 2, 3}) {
+    o.seed = seed;
+    const Task t = make_story_tasks(stories, o).character;
+    EXPECT_EQ(t.name, "character");
+    EXPECT_EQ(t.format, TaskFormat::kMultipleChoice);
+    ASSERT_EQ(t.items.size(), 2u);
+    EXPECT_EQ(t.items[0].id, "s0-1");
+    EXPECT_EQ(t.items[0].context, "Once upon a time, there was a cat named Tom.");
+    EXPECT_EQ(t.items[1].id, "s0-2");
+    EXPECT_EQ(t.items[1].context, "Once upon a time, there was a cat named Tom. Tom liked milk. "
+                                  "One day,");
+    for (const TaskItem& it : t.items) {
+      EXPECT_EQ(it.choices[size_t(it.gold)], "Tom");
+      std::vector<std::string> sorted = it.choices;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_EQ(sorted, (std::vector<std::string>{"Ben", "Lily", "Max", "Tom"}));
+    }
+  }
+  // With 2 choices story 2 has enough distractors: one item for its sentence 1, which mentions
+  // both Max and Lily after their first occurrence; the seed picks the mention.
+  o.num_choices = 2;
+  std::set<std::string> contexts;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    o.seed = seed;
+    const Task t = make_story_tasks(stories, o).character;
+    ASSERT_EQ(t.items.size(), 3u);
+    const TaskItem& it = t.items[2];
+    EXPECT_EQ(it.id, "s2-1");
+    const std::string gold = it.choices[size_t(it.gold)];
+    EXPECT_EQ(gold, it.context == "Lily met Max." ? "Max" : "Lily") << it.context;
+    const std::string other = it.choices[size_t(1 - it.gold)];
+    EXPECT_TRUE(other == "Ben" || other == "Tom") << other;
+    contexts.insert(it.context);
+  }
+  EXPECT_EQ(contexts, (std::set<std::string>{"Lily met Max.", "Lily met Max. Max said hi to"}));
+}
+
+TEST(MakeTasks, CharacterDistractorsNeverOccurInTheStory) {
+  std::set<std::string> all_names;
+  for (const std::string& s : kCharacterStories)
+    for (const std::string& n : character_names(s)) all_names.insert(n);
+  EXPECT_EQ(all_names, (std::set<std::string>{"Amy", "Ben", "Lily", "Max", "Mia", "Rose", "Sam",
+                                              "Sue", "Sunny", "Tim"}));
+  std::set<int64_t> golds;
+  std::set<size_t> stories_with_items;
+  for (int64_t choices : {2, 3, 4})
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+      MakeTasksOptions o;
+      o.seed = seed;
+      o.num_choices = choices;
+      const Task t = make_story_tasks(kCharacterStories, o).character;
+      ASSERT_FALSE(t.items.empty());
+      std::set<std::string> ids;
+      for (const TaskItem& it : t.items) {
+        EXPECT_TRUE(ids.insert(it.id.get<std::string>()).second) << "one item per sentence";
+        const size_t s = story_of(it);
+        const std::string& story = kCharacterStories[s];
+        const std::string& gold = it.choices[size_t(it.gold)];
+        golds.insert(it.gold);
+        stories_with_items.insert(s);
+        ASSERT_EQ(it.choices.size(), size_t(choices));
+        // The story goes on with " <gold>" after the context, and gold was named before.
+        ASSERT_EQ(story.rfind(it.context + " " + gold, 0), 0u) << it.context;
+        const char after = story[it.context.size() + 1 + gold.size()];
+        EXPECT_FALSE(std::isalpha(static_cast<unsigned char>(after))) << it.context;
+        EXPECT_TRUE(lower_words(it.context).count(lowered(gold))) << gold;
+        const std::set<std::string> words = lower_words(story);
+        for (size_t c = 0; c < it.choices.size(); ++c) {
+          EXPECT_TRUE(all_names.count(it.choices[c])) << it.choices[c];
+          if (int64_t(c) == it.gold) continue;
+          EXPECT_FALSE(words.count(lowered(it.choices[c])))
+              << it.choices[c] << " is a word of story " << s;  // "Rose" never in story 1
+        }
+        EXPECT_EQ(std::set<std::string>(it.choices.begin(), it.choices.end()).size(),
+                  it.choices.size());
+      }
+    }
+  EXPECT_EQ(golds, (std::set<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(stories_with_items, (std::set<size_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(MakeTasks, CharacterTaskAbsentWhenNoStoryGivesAnItem) {
+  // kStories name three characters: Lily (story 0), Ben (2), Max (3, "Sue and Max"). With 4
+  // choices no story has the 3 distractors it needs: the task is empty, cloze and story_ending
+  // still stand, and an earlier character.jsonl in the folder is removed.
+  MakeTasksOptions o;
+  StoryTasks t = make_story_tasks(kStories, o);
+  EXPECT_TRUE(t.character.items.empty());
+  EXPECT_FALSE(t.cloze.items.empty());
+  TempDir d;
+  std::vector<fs::path> written =
+      write_story_tasks(d.path, make_story_tasks(kCharacterStories, o), nullptr);
+  ASSERT_EQ(written.size(), 3u);
+  EXPECT_EQ(written[2], d.path / "character.jsonl");
+  EXPECT_TRUE(fs::exists(d.path / "character.jsonl"));
+  written = write_story_tasks(d.path, std::move(t), nullptr);
+  EXPECT_EQ(written,
+            (std::vector<fs::path>{d.path / "cloze.jsonl", d.path / "story_ending.jsonl"}));
+  EXPECT_FALSE(fs::exists(d.path / "character.jsonl"));
+  // With 2 choices: "said Lily" in sentence 2 of story 0 and "Max dropped" in sentence 2 of
+  // story 3 (Ben is named once: no item).
+  o.num_choices = 2;
+  t = make_story_tasks(kStories, o);
+  ASSERT_EQ(t.character.items.size(), 2u);
+  const TaskItem& lily = t.character.items[0];
+  EXPECT_EQ(lily.id, "s0-2");
+  EXPECT_EQ(lily.context, "Once upon a time, there was a girl named Lily. She liked to play with "
+                          "her red ball. \"Look at me!\" said");
+  EXPECT_EQ(lily.choices[size_t(lily.gold)], "Lily");
+  const TaskItem& max = t.character.items[1];
+  EXPECT_EQ(max.id, "s3-2");
+  EXPECT_EQ(max.context, "Sue and Max wanted to bake a cake. They put flour and eggs in a bowl.");
+  EXPECT_EQ(max.choices[size_t(max.gold)], "Max");
+  o.character_items = 0;
+  EXPECT_THROW(make_story_tasks(kStories, o), ConfigError);
+}
+
 std::string slurp(const fs::path& p) { return read_file(p); }
 
 TEST(MakeTasks, DeterministicForASeed) {
@@ -443,12 +627,15 @@ TEST(MakeTasks, DeterministicForASeed) {
   o.seed = 9;
   o.cloze_items = 6;
   o.ending_items = 6;
+  o.character_items = 6;
+  std::vector<std::string> stories = kStories;
+  stories.insert(stories.end(), kCharacterStories.begin(), kCharacterStories.end());
   TempDir d;
-  write_story_tasks(d.path / "a", make_story_tasks(kStories, o), nullptr);
-  write_story_tasks(d.path / "b", make_story_tasks(kStories, o), nullptr);
+  write_story_tasks(d.path / "a", make_story_tasks(stories, o), nullptr);
+  write_story_tasks(d.path / "b", make_story_tasks(stories, o), nullptr);
   o.seed = 10;
-  write_story_tasks(d.path / "c", make_story_tasks(kStories, o), nullptr);
-  for (const char* f : {"cloze.jsonl", "story_ending.jsonl"}) {
+  write_story_tasks(d.path / "c", make_story_tasks(stories, o), nullptr);
+  for (const char* f : {"cloze.jsonl", "story_ending.jsonl", "character.jsonl"}) {
     EXPECT_EQ(slurp(d.path / "a" / f), slurp(d.path / "b" / f)) << f;
     EXPECT_NE(slurp(d.path / "a" / f), slurp(d.path / "c" / f)) << f;
     EXPECT_NO_THROW(read_task_file(d.path / "a" / f));
@@ -457,6 +644,16 @@ TEST(MakeTasks, DeterministicForASeed) {
 
 // ---------------------------------------------------------------------------------------------
 // The CLI: make-tasks from a token file, then eval of two models side by side.
+
+// The stories of `sets` encoded one after the other, each with the tokenizer's BOS.
+std::vector<int32_t> token_stream(std::initializer_list<const std::vector<std::string>*> sets) {
+  std::vector<int32_t> out;
+  for (const auto* set : sets)
+    for (const std::string& s : *set)
+      for (int64_t id : tokenizer().encode(s, /*add_special_tokens=*/true))
+        out.push_back(int32_t(id));
+  return out;
+}
 
 int run_cli(const std::string& args) {
   const char* bin = std::getenv("AC_BIN");
@@ -473,18 +670,21 @@ TEST(Cli, MakeTasksThenEvalTwoModels) {
   save_checkpoint_atomic(d.path / "b", b);
   write_tokenizer(d.path / "a");
   write_tokenizer(d.path / "b");
-  std::vector<int32_t> stream;
-  for (const std::string& s : kStories)
-    for (int64_t id : tokenizer().encode(s, /*add_special_tokens=*/true)) stream.push_back(int32_t(id));
-  write_token_file(d.path / "held.tokens", stream, kV);
+  write_token_file(d.path / "held.tokens", token_stream({&kStories}), kV);
   for (const char* out : {"t1", "t2"})
     ASSERT_EQ(run_cli(fmt::format("make-tasks --model {0}/a --data {0}/held.tokens --out {0}/{1} "
                                   "--seed 4 --choices 3", D, out)), 0);
-  for (const char* f : {"cloze.jsonl", "story_ending.jsonl"})
+  for (const char* f : {"cloze.jsonl", "story_ending.jsonl", "character.jsonl"})
     EXPECT_EQ(slurp(d.path / "t1" / f), slurp(d.path / "t2" / f)) << f;
   Task ending = read_task_file(d.path / "t1" / "story_ending.jsonl");
   EXPECT_EQ(ending.meta["seed"], 4);
   EXPECT_EQ(ending.meta["stories"], 4);
+  write_token_file(d.path / "named.tokens", token_stream({&kCharacterStories}), kV);
+  ASSERT_EQ(run_cli(fmt::format("make-tasks --model {0}/a --data {0}/named.tokens --out {0}/t3 "
+                                "--seed 4 --choices 3 --character-items 2", D)), 0);
+  Task character = read_task_file(d.path / "t3" / "character.jsonl");
+  ASSERT_EQ(character.items.size(), 2u);
+  EXPECT_EQ(character.items[0].choices.size(), 3u);
 
   ASSERT_EQ(run_cli(fmt::format("eval --model {0}/a --model {0}/b --teacher {0}/a --data "
                                 "{0}/held.tokens --seq-len 32 --tasks {0}/t1/cloze.jsonl --tasks "
@@ -510,9 +710,7 @@ TEST(StoryTasksStage, WritesTasksScoresBothModelsAndRendersATable) {
   write_tokenizer(d.path);
   LlamaModel teacher = bigram_model(), student = bigram_model();
   student.weights.lm_head = at::zeros_like(student.weights.lm_head);
-  std::vector<int32_t> held;
-  for (const std::string& s : kStories)
-    for (int64_t id : tokenizer().encode(s, /*add_special_tokens=*/true)) held.push_back(int32_t(id));
+  const std::vector<int32_t> held = token_stream({&kStories, &kCharacterStories});
   StoryTasksStageOptions o;
   o.teacher_dir = d.path;
   o.seed = 3;
@@ -520,10 +718,16 @@ TEST(StoryTasksStage, WritesTasksScoresBothModelsAndRendersATable) {
   o.out_dir = d.path / "tasks";
   nlohmann::json j = run_story_tasks_stage(teacher, student, held, o);
   ASSERT_FALSE(j.contains("skipped")) << j.dump();
-  EXPECT_EQ(j["files"], nlohmann::json({"tasks/cloze.jsonl", "tasks/story_ending.jsonl"}));
+  EXPECT_EQ(j["files"], nlohmann::json({"tasks/cloze.jsonl", "tasks/story_ending.jsonl",
+                                         "tasks/character.jsonl"}));
   EXPECT_EQ(read_task_file(d.path / "tasks" / "cloze.jsonl").items.size(), 5u);
-  ASSERT_EQ(j["compressed"].size(), 2u);
+  EXPECT_EQ(read_task_file(d.path / "tasks" / "character.jsonl").items.size(), 5u);
+  ASSERT_EQ(j["compressed"].size(), 3u);
   EXPECT_EQ(j["compressed"][0]["n"], 5);
+  EXPECT_EQ(j["compressed"][2]["task"], "character");
+  EXPECT_EQ(j["compressed"][2]["n"], 5);
+  EXPECT_EQ(j["compressed"][2]["baseline"]["kind"], "chance");
+  EXPECT_DOUBLE_EQ(j["compressed"][2]["baseline"]["value"].get<double>(), 0.25);
   // The student is uniform: every target token has log-probability -ln V.
   EXPECT_NEAR(j["compressed"][0]["metrics"]["loglikelihood"]["value"].get<double>(),
               -std::log(double(kV)) * j["compressed"][0]["continuation_tokens"].get<double>() / 5,
@@ -531,6 +735,8 @@ TEST(StoryTasksStage, WritesTasksScoresBothModelsAndRendersATable) {
   const std::string md = render_story_tasks_md(j);
   EXPECT_NE(md.find("| cloze | acc | 5 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| story_ending | acc_norm | 5 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| character | acc | 5 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.2500 (chance) |\n| character | acc_norm"), std::string::npos) << md;
   o.max_items = 0;
   EXPECT_TRUE(run_story_tasks_stage(teacher, student, held, o).contains("skipped"));
   EXPECT_NE(render_story_tasks_md({{"skipped", "x"}}).find("Skipped: x"), std::string::npos);

@@ -26,7 +26,7 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--heldout-sequences", o->heldout_sequences, "held-out stories (other seeds)")->capture_default_str();
   s->add_option("--distill-tokens", o->distill_tokens, "distillation token budget")->capture_default_str();
   s->add_option("--distill-batch", o->distill_batch, "distillation batch size")->capture_default_str();
-  s->add_option("--task-items", o->task_items, "items per in-domain task (cloze, story ending; 0 = none)")->capture_default_str();
+  s->add_option("--task-items", o->task_items, "items per in-domain task (cloze, story ending, character; 0 = none)")->capture_default_str();
   s->add_option("--distill-lr", o->distill_lr, "distillation peak learning rate")->capture_default_str();
   s->add_option("--distill-hidden-loss-weight", o->distill_hidden_loss_weight, "hidden-state loss weight between mapped layers (0 = off)")->capture_default_str();
   s->add_option("--minitron-retrain-top-k", o->minitron_retrain_top_k, "minitron: candidates (best by KL after pruning) each distilled briefly before the final pick (0 = rank by KL after pruning alone)")->capture_default_str();

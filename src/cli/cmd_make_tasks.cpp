@@ -1,5 +1,5 @@
-// `autocompress make-tasks`: in-domain benchmark tasks (cloze, story ending) from held-out
-// stories, for `eval --tasks` (eval/make_tasks.h, docs/eval.md).
+// `autocompress make-tasks`: in-domain benchmark tasks (cloze, story ending, character) from
+// held-out stories, for `eval --tasks` (eval/make_tasks.h, docs/eval.md).
 #include <fmt/format.h>
 
 #include "cli/command.h"
@@ -41,29 +41,40 @@ void run(const MakeTasksArgs& a) {
                          {"seed", a.opt.seed},
                          {"stories", tasks.stories},
                          {"skipped_stories", tasks.skipped_stories}};
-  const int64_t n_cloze = int64_t(tasks.cloze.items.size());
-  const int64_t n_ending = int64_t(tasks.story_ending.items.size());
-  std::vector<fs::path> paths = write_story_tasks(a.out, std::move(tasks), meta);
-  std::printf("%s: %lld items\n%s: %lld items (%lld choices)\n", paths[0].string().c_str(),
-              (long long)n_cloze, paths[1].string().c_str(), (long long)n_ending,
-              (long long)a.opt.num_choices);
+  std::string summary;
+  for (const Task* t : {&tasks.cloze, &tasks.story_ending, &tasks.character}) {
+    const fs::path path = fs::path(a.out) / (t->name + ".jsonl");
+    if (t->items.empty())
+      summary += fmt::format("{}: not written, the stories give no item\n", path.string());
+    else if (t->format == TaskFormat::kMultipleChoice)
+      summary += fmt::format("{}: {} items ({} choices)\n", path.string(), t->items.size(),
+                             a.opt.num_choices);
+    else
+      summary += fmt::format("{}: {} items\n", path.string(), t->items.size());
+  }
+  write_story_tasks(a.out, std::move(tasks), meta);
+  std::fputs(summary.c_str(), stdout);
 }
 
 RegisterCommand reg(82, [](CLI::App& app) {
-  auto* s = app.add_subcommand("make-tasks", "Cloze and story-ending tasks (JSONL) from "
-                                             "held-out documents");
+  auto* s = app.add_subcommand("make-tasks", "Cloze, story-ending and character tasks (JSONL) "
+                                             "from held-out documents");
   auto a = std::make_shared<MakeTasksArgs>();
   s->add_option("--model", a->model, "Checkpoint folder (config.json, tokenizer.json or "
                                      "tokenizer.bin)")->required();
   add_data_options(s, a->data, "Held-out documents the tasks are built from",
                    DataSplit::kHeldout)->required();
-  s->add_option("--out", a->out, "Output folder: cloze.jsonl, story_ending.jsonl")->required();
+  s->add_option("--out", a->out, "Output folder: cloze.jsonl, story_ending.jsonl, "
+                                 "character.jsonl (absent when no story names a character)")
+      ->required();
   s->add_option("--seed", a->opt.seed, "Seed of the item choice and the distractors")->required();
   s->add_option("--cloze-items", a->opt.cloze_items, "At most this many cloze items")
       ->capture_default_str();
   s->add_option("--ending-items", a->opt.ending_items, "At most this many story-ending items")
       ->capture_default_str();
-  s->add_option("--choices", a->opt.num_choices, "Choices per story-ending item")
+  s->add_option("--character-items", a->opt.character_items,
+                "At most this many character items")->capture_default_str();
+  s->add_option("--choices", a->opt.num_choices, "Choices per story-ending and character item")
       ->capture_default_str();
   s->add_option("--min-context-words", a->opt.min_context_words,
                 "Cloze: words of context before the target")->capture_default_str();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "data/dataset.h"
@@ -136,6 +138,130 @@ Task make_ending(const std::vector<Story>& stories, const MakeTasksOptions& opt)
   return t;
 }
 
+// ---- character -------------------------------------------------------------------------------
+
+bool is_ascii_letter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+// A byte that may not touch a word: a digit or part of a non-ASCII character.
+bool sticks_to_word(char c) {
+  return (c >= '0' && c <= '9') || static_cast<unsigned char>(c) >= 0x80;
+}
+
+struct WordSpan {
+  size_t begin = 0, end = 0;
+};
+
+// Maximal runs of ASCII letters with no digit or non-ASCII byte beside them, in text order.
+std::vector<WordSpan> ascii_words(const std::string& t) {
+  std::vector<WordSpan> out;
+  for (size_t i = 0; i < t.size();) {
+    if (!is_ascii_letter(t[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < t.size() && is_ascii_letter(t[j])) ++j;
+    if (!(i > 0 && sticks_to_word(t[i - 1])) && !(j < t.size() && sticks_to_word(t[j])))
+      out.push_back({i, j});
+    i = j;
+  }
+  return out;
+}
+
+// Whether the word at `begin` opens a sentence, a quotation, a line or a clause after ':'.
+bool starts_sentence(const std::string& t, size_t begin) {
+  if (begin > 0 && is_quote(t[begin - 1])) return true;
+  size_t k = begin;
+  for (; k > 0 && (is_space(t[k - 1]) || is_quote(t[k - 1])); --k)
+    if (t[k - 1] == '\n') return true;
+  return k == 0 || is_end(t[k - 1]) || t[k - 1] == ':';
+}
+
+bool name_shaped(const std::string& w) {
+  static const std::set<std::string> kNotNames = {
+      "I",        "Mr",     "Mrs",      "Ms",     "Dr",        "Monday", "Tuesday",  "Wednesday",
+      "Thursday", "Friday", "Saturday", "Sunday", "Christmas", "Easter", "Halloween"};
+  if (w.size() < 2 || !std::isupper(static_cast<unsigned char>(w[0]))) return false;
+  for (size_t i = 1; i < w.size(); ++i)
+    if (!std::islower(static_cast<unsigned char>(w[i]))) return false;
+  return kNotNames.count(w) == 0;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A (story, sentence) with its qualifying mentions (byte offsets of a name).
+struct MentionSentence {
+  size_t story = 0, sentence = 0;
+  std::vector<size_t> mentions;
+};
+
+// The sentences of story s with qualifying mentions of its `names` (see make_tasks.h).
+void collect_mentions(const Story& st, size_t s, const std::vector<std::string>& names,
+                      std::vector<MentionSentence>& out) {
+  const std::set<std::string> is_name(names.begin(), names.end());
+  std::set<std::string> seen;
+  size_t i = 0;  // the sentence at or after the current word
+  for (const WordSpan& w : ascii_words(st.text)) {
+    const std::string word = st.text.substr(w.begin, w.end - w.begin);
+    while (i < st.sentences.size() && st.sentences[i].end <= w.begin) ++i;
+    const bool in_sentence = i < st.sentences.size() && st.sentences[i].begin <= w.begin;
+    if (in_sentence && is_name.count(word) && seen.count(word) && st.text[w.begin - 1] == ' ') {
+      if (out.empty() || out.back().story != s || out.back().sentence != i)
+        out.push_back({s, i, {}});
+      out.back().mentions.push_back(w.begin);
+    }
+    seen.insert(word);
+  }
+}
+
+Task make_character(const std::vector<Story>& stories, const MakeTasksOptions& opt) {
+  const size_t want = size_t(opt.num_choices - 1);
+  std::vector<std::vector<std::string>> names(stories.size());
+  std::set<std::string> pool_set;
+  for (size_t s = 0; s < stories.size(); ++s) {
+    names[s] = character_names(stories[s].text);
+    pool_set.insert(names[s].begin(), names[s].end());
+  }
+  const std::vector<std::string> pool(pool_set.begin(), pool_set.end());  // sorted
+  // Per story, the pool names that are no word of it (ignoring case): its distractors.
+  std::vector<std::vector<size_t>> others(stories.size());
+  std::vector<MentionSentence> candidates;
+  for (size_t s = 0; s < stories.size(); ++s) {
+    std::unordered_set<std::string> words;
+    for (const WordSpan& w : ascii_words(stories[s].text))
+      words.insert(lower(stories[s].text.substr(w.begin, w.end - w.begin)));
+    for (size_t n = 0; n < pool.size(); ++n)
+      if (!words.count(lower(pool[n]))) others[s].push_back(n);
+    if (others[s].size() >= want) collect_mentions(stories[s], s, names[s], candidates);
+  }
+  Task t;
+  t.name = "character";
+  t.format = TaskFormat::kMultipleChoice;
+  t.description = fmt::format("The name of a character at a later mention in a held-out story: "
+                              "the true one vs {} names from other stories", want);
+  const uint64_t seed = mix_seed(opt.seed ^ 0xC4A7);
+  for (int64_t k : choose(int64_t(candidates.size()), opt.character_items, seed)) {
+    const MentionSentence& c = candidates[size_t(k)];
+    const Story& st = stories[c.story];
+    Rng rng{mix_seed(seed ^ mix_seed(uint64_t(k)))};
+    const size_t p = c.mentions[rng.below(c.mentions.size())];
+    size_t end = p;
+    while (end < st.text.size() && is_ascii_letter(st.text[end])) ++end;
+    std::vector<size_t> pick = others[c.story];  // a seeded partial Fisher-Yates shuffle
+    for (size_t j = 0; j < want; ++j) std::swap(pick[j], pick[j + rng.below(pick.size() - j)]);
+    TaskItem it;
+    it.id = item_id(c.story, c.sentence);
+    it.context = rtrim(st.text.substr(0, p));
+    for (size_t j = 0; j < want; ++j) it.choices.push_back(pool[pick[j]]);
+    it.gold = int64_t(rng.below(size_t(opt.num_choices)));
+    it.choices.insert(it.choices.begin() + it.gold, st.text.substr(p, end - p));
+    t.items.push_back(std::move(it));
+  }
+  return t;
+}
+
 }  // namespace
 
 std::vector<SentenceSpan> split_sentences(const std::string& t) {
@@ -159,6 +285,15 @@ std::vector<SentenceSpan> split_sentences(const std::string& t) {
     i = std::max(j, begin) - 1;  // continue after the punctuation (or at the next sentence)
   }
   return out;
+}
+
+std::vector<std::string> character_names(const std::string& text) {
+  std::set<std::string> out;
+  for (const WordSpan& w : ascii_words(text)) {
+    std::string word = text.substr(w.begin, w.end - w.begin);
+    if (name_shaped(word) && !starts_sentence(text, w.begin)) out.insert(std::move(word));
+  }
+  return {out.begin(), out.end()};
 }
 
 bool valid_utf8(const std::string& s) {
@@ -187,10 +322,12 @@ bool valid_utf8(const std::string& s) {
 
 StoryTasks make_story_tasks(const std::vector<std::string>& texts, const MakeTasksOptions& opt) {
   const char* where = "make-tasks";
-  if (opt.num_choices < 2 || opt.cloze_items < 1 || opt.ending_items < 1 || opt.min_context_words < 1)
+  if (opt.num_choices < 2 || opt.cloze_items < 1 || opt.ending_items < 1 ||
+      opt.character_items < 1 || opt.min_context_words < 1)
     throw ConfigError(msg(where, "need num_choices >= 2 and cloze_items, ending_items, "
-                          "min_context_words >= 1, found {}, {}, {}, {}", opt.num_choices,
-                          opt.cloze_items, opt.ending_items, opt.min_context_words));
+                          "character_items, min_context_words >= 1, found {}, {}, {}, {}, {}",
+                          opt.num_choices, opt.cloze_items, opt.ending_items,
+                          opt.character_items, opt.min_context_words));
   StoryTasks out;
   std::vector<Story> stories;
   for (const std::string& text : texts) {
@@ -203,6 +340,7 @@ StoryTasks make_story_tasks(const std::vector<std::string>& texts, const MakeTas
   out.stories = int64_t(stories.size());
   out.cloze = make_cloze(stories, opt);
   out.story_ending = make_ending(stories, opt);
+  out.character = make_character(stories, opt);
   if (out.cloze.items.empty() || out.story_ending.items.empty())
     throw ConfigError(msg(where, "{} stories give {} cloze and {} story-ending items; both need "
                           "at least one (more stories, or stories of several sentences)",
@@ -233,10 +371,15 @@ std::vector<fs::path> write_story_tasks(const fs::path& dir, StoryTasks tasks,
                                         const nlohmann::json& meta) {
   fs::create_directories(dir);
   std::vector<fs::path> paths;
-  for (Task* t : {&tasks.cloze, &tasks.story_ending}) {
+  for (Task* t : {&tasks.cloze, &tasks.story_ending, &tasks.character}) {
+    const fs::path path = dir / (t->name + ".jsonl");
+    if (t->items.empty()) {
+      fs::remove(path);
+      continue;
+    }
     t->meta = meta;
-    paths.push_back(dir / (t->name + ".jsonl"));
-    write_task_file(paths.back(), *t);
+    paths.push_back(path);
+    write_task_file(path, *t);
   }
   return paths;
 }

@@ -380,7 +380,8 @@ json run_compress(const CompressOptions& opt) {
   EvalResult student_eval = evaluate(student, &teacher, data.heldout, eo);
   timer.done("eval");
 
-  // In-domain tasks (cloze, story ending) from the held-out stories: teacher vs compressed.
+  // In-domain tasks (cloze, story ending, character) from the held-out stories: teacher vs
+  // compressed.
   StoryTasksStageOptions task_opt;
   task_opt.teacher_dir = opt.model_dir;
   task_opt.seed = opt.seed;

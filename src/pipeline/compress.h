@@ -9,7 +9,7 @@
 //   arch_widths.svg         per-layer widths kept vs the parent (arch_trajectory.svg: search steps)
 //   distill_log.csv         one row per distillation step                     (distill)
 //   model/                  the compressed HF checkpoint                      (prune, distill, export)
-//   tasks/*.jsonl           in-domain cloze and story-ending tasks (held-out)  (tasks)
+//   tasks/*.jsonl           in-domain cloze, story-ending, character tasks    (tasks)
 //   report.json, report.md  teacher vs compressed: predicted and measured cost, quality, time
 //   report.html             the same with plots (pipeline/report_html.h)
 #pragma once

@@ -21,7 +21,7 @@ nlohmann::json run_story_tasks_stage(const LlamaModel& teacher, const LlamaModel
   const std::unique_ptr<TextTokenizer> tok = load_tokenizer(opt.teacher_dir, teacher.config.vocab_size);
   MakeTasksOptions mo;
   mo.seed = opt.seed;
-  mo.cloze_items = mo.ending_items = opt.max_items;
+  mo.cloze_items = mo.ending_items = mo.character_items = opt.max_items;
   StoryTasks st;
   try {
     st = make_story_tasks(decode_documents(heldout, *tok), mo);
@@ -29,6 +29,7 @@ nlohmann::json run_story_tasks_stage(const LlamaModel& teacher, const LlamaModel
     return {{"skipped", e.what()}};
   }
   std::vector<Task> tasks = {st.cloze, st.story_ending};
+  if (!st.character.items.empty()) tasks.push_back(st.character);  // absent when no story names one
   json meta = {{"generator", "autocompress compress"}, {"source", "data/heldout.tokens"},
                {"seed", opt.seed}, {"stories", st.stories},
                {"skipped_stories", st.skipped_stories}};
@@ -65,8 +66,10 @@ std::string render_story_tasks_md(const nlohmann::json& tasks) {
   if (tasks.contains("skipped"))
     return md + fmt::format("Skipped: {}.\n", tasks["skipped"].get<std::string>());
   md += "acc of cloze: the greedy continuation is exactly the sentence's last word; story_ending: "
-        "the true next sentence has the highest log-likelihood (acc_norm: per byte). "
-        "± is the standard error.\n\n";
+        "the true next sentence has the highest log-likelihood (acc_norm: per byte); character: "
+        "at a later mention of one of the story's characters, the true name has the highest "
+        "log-likelihood, against names of characters of other stories. ± is the standard "
+        "error.\n\n";
   md += "| task | metric | n | teacher | compressed | baseline |\n|---|---|---|---|---|---|\n";
   const auto& t = tasks["teacher"];
   const auto& c = tasks["compressed"];

@@ -16,15 +16,16 @@ struct StoryTasksStageOptions {
   fs::path teacher_dir;  // its tokenizer (.json or .bin) decodes the stories, encodes the tasks
   uint64_t seed = 0;     // make-tasks seed
   int64_t max_items = 200;  // per task; 0 = skip the stage
-  fs::path out_dir;      // writes out_dir/cloze.jsonl, out_dir/story_ending.jsonl
+  fs::path out_dir;      // writes out_dir/cloze.jsonl, story_ending.jsonl, character.jsonl
   std::string files_prefix = "tasks";  // how report.json names out_dir
 };
 
 /// Builds the tasks from `heldout` [N] (documents framed by BOS / EOS, eval/make_tasks.h
-/// decode_documents), writes them, and scores both models. Returns report.json's "tasks":
-/// {"files", "seed", "teacher": [TaskResult...], "compressed": [...], "wall_s"}, or
+/// decode_documents), writes them, and scores both models: cloze, story_ending and, when the
+/// stories give any item, character; max_items caps each. Returns report.json's "tasks":
+/// {"files", "seed", "max_items", "teacher": [TaskResult...], "compressed": [...], "wall_s"}, or
 /// {"skipped": reason} when max_items is 0, the teacher has no tokenizer or the documents give
-/// no item. Throws as evaluate_task does.
+/// no cloze or no story-ending item. Throws as evaluate_task does.
 nlohmann::json run_story_tasks_stage(const LlamaModel& teacher, const LlamaModel& student,
                                      const std::vector<int32_t>& heldout,
                                      const StoryTasksStageOptions& opt);
