@@ -23,7 +23,7 @@
 # Resumable: a run whose report.json exists is skipped (compress writes its folder atomically).
 # Output: OUT (default out/vs-minitron): data/, runs/SETTING-sSEED/, ood/SETTING-sSEED.json.
 # Environment: OUT, SETTINGS (space-separated), DISTILL_TOKENS (default: compress's default),
-# TASK_ITEMS (per task family, default 1000), HELDOUT (held-out stories, default 160).
+# TASK_ITEMS (per task family, default 1000), HELDOUT (held-out stories, default 160), BIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=("$@")
@@ -36,8 +36,9 @@ heldout=${HELDOUT:-160}
 scripts/setup.sh >/dev/null
 scripts/setup_tokenizers.sh >/dev/null
 model_dir=$(scripts/fetch_stories15m.sh)
-scripts/build.sh --target autocompress >/dev/null
-bin=build/autocompress
+# BIN: a copy of the CLI to run (so that a rebuild of build/ during the study changes nothing).
+if [ -z "${BIN:-}" ]; then scripts/build.sh --target autocompress >/dev/null; fi
+bin=${BIN:-build/autocompress}
 ckpt=${AC_CACHE_DIR:-$HOME/.cache/autocompress}/stories15m/hf
 [ -f "$ckpt/config.json" ] || $bin import llama2c "$model_dir/model.bin" "$model_dir/tokenizer.bin" --out "$ckpt"
 
@@ -69,10 +70,11 @@ for seed in "${seeds[@]}"; do
     if [ ! -f "$run/report.json" ]; then
       args=()
       [ -n "${DISTILL_TOKENS:-}" ] && args+=(--distill-tokens "$DISTILL_TOKENS")
-      # The CPU setting's profile is measured once (its first run) and reused: every seed is
-      # costed by the same tables.
+      # Each setting's profile of this CPU is measured once (its first run) and reused: every
+      # seed is costed by the same tables (cpu-local), and the GPU settings' llama.cpp stage
+      # (run here) does not profile their large batches again.
       prof=$(ls "$out"/runs/"$setting"-s*/profile.json 2>/dev/null | head -1 || true)
-      [ "$setting" = cpu-local ] && [ -n "$prof" ] && args+=(--profile "$prof")
+      [ -n "$prof" ] && args+=(--profile "$prof")
       log "compress --method both: $setting, seed $seed"
       t0=$(date +%s)
       $bin compress --model "$ckpt" --scenario "$setting" --method both --seed "$seed" \

@@ -32,7 +32,7 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
   ac::test::run_or_fail(fmt::format(
       "AC_QUIET=1 {} compress --model {} --scenario stories15m-rtx5070 --method both --out {} "
       "--seq-len 32 --calibration-sequences 8 --train-sequences 8 --heldout-sequences 8 "
-      "--distill-tokens 512 --distill-batch 2 --task-items 0 > {} 2>&1",
+      "--distill-tokens 512 --distill-batch 2 --task-items 5 > {} 2>&1",
       bin, model.string(), run.string(), (tmp.path / "compress.log").string()));
   const json r = parse_json_text(slurp(run / "report.json"), "report.json");
 
@@ -67,6 +67,26 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
   }
   EXPECT_GE(retrained, 1);
   EXPECT_LE(retrained, 3);
+  // AutoCompress (the main result) retrains its best 2 distinct proposals (512 / 16 = 32
+  // tokens, rounded up to one batch of [2, 32]) and keeps the best after retraining.
+  const json auto_arch = parse_json_text(slurp(run / "arch.json"), "arch.json");
+  retrained = 0;
+  for (const auto& c : auto_arch["search"]["candidates"]) {
+    retrained += c["loss_after_retrain"].get<double>() >= 0;
+    if (c["chosen"].get<bool>()) EXPECT_GE(c["loss_after_retrain"].get<double>(), 0);
+  }
+  EXPECT_GE(retrained, 1);
+  EXPECT_LE(retrained, 2);
+
+  // Both methods are scored on the same task items; the teacher once, in the main result.
+  ASSERT_TRUE(r["tasks"].contains("teacher")) << r["tasks"].dump();
+  const json& minitron_tasks = r["comparison"][1]["tasks"];
+  EXPECT_FALSE(minitron_tasks.contains("teacher"));
+  ASSERT_EQ(minitron_tasks["compressed"].size(), r["tasks"]["compressed"].size());
+  for (const auto& f : r["tasks"]["files"]) {
+    const fs::path name = fs::path(f.get<std::string>()).filename();
+    EXPECT_EQ(slurp(run / "tasks" / name), slurp(run / "tasks-minitron" / name)) << name;
+  }
 
   const std::string md = slurp(run / "report.md");
   EXPECT_NE(md.find("Nothing in this report is measured on the target"), std::string::npos);

@@ -52,6 +52,7 @@ nlohmann::json run_method_for_comparison(const SearchOutcome& o, const CompareCo
   StoryTasksStageOptions topt = ctx.tasks;
   topt.out_dir = model_dir.parent_path() / ("tasks-" + o.method);
   topt.files_prefix = "tasks-" + o.method;
+  topt.score_teacher = false;  // the same items as the main result's: its teacher scores stand
   const nlohmann::json tasks = run_story_tasks_stage(*ctx.teacher, student, ctx.heldout->ids(), topt);
   fs::create_directories(model_dir);
   save_checkpoint(model_dir, student, ctx.teacher_dir);

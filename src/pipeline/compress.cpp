@@ -116,11 +116,16 @@ Corpus text_data(const LlamaModel& teacher, const CompressOptions& opt, const fs
   return c;
 }
 
-// The workload this CPU is profiled for: the scenario's, in fp32 (what the native engine and
-// the llama.cpp stage's f32 GGUF run) when the scenario targets another device.
+// The workload this CPU is profiled for: the scenario's; when the scenario targets another
+// device, what the llama.cpp stage runs here (pipeline/llamacpp_stage.h): one sequence of the
+// scenario's prompt and output lengths in fp32 (the f32 GGUF). Profiling a GPU scenario's batch
+// (1024 sequences of stories15m-serving) on this CPU would take long and serve nothing.
 Workload profiled_workload(const Scenario& s) {
   Workload w = s.workload;
-  if (s.device != "cpu") w.weight_dtype = w.kv_cache_dtype = "fp32";
+  if (s.device != "cpu") {
+    w.weight_dtype = w.kv_cache_dtype = "fp32";
+    w.batch_size = 1;
+  }
   return w;
 }
 

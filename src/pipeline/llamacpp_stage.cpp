@@ -94,6 +94,11 @@ json run_llamacpp_stage(const LlamaModel& teacher, const LlamaModel& compressed,
   Scenario on_llamacpp = scenario;
   on_llamacpp.engine = "llama.cpp";
   on_llamacpp.engine_spec = load_engine("llama.cpp");
+  // The client decodes one sequence of P prompt and N generated tokens: the prediction is for
+  // that workload, whatever batch the scenario serves.
+  on_llamacpp.workload.batch_size = 1;
+  on_llamacpp.workload.prompt_tokens = P;
+  on_llamacpp.workload.output_tokens = N;
   if (scenario.device != "cpu") {
     on_llamacpp.device = "cpu";
     on_llamacpp.device_spec = load_device("cpu");

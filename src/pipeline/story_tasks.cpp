@@ -34,16 +34,20 @@ nlohmann::json run_story_tasks_stage(const LlamaModel& teacher, const LlamaModel
                {"seed", opt.seed}, {"stories", st.stories},
                {"skipped_stories", st.skipped_stories}};
   json j = {{"files", json::array()}, {"seed", opt.seed}, {"max_items", opt.max_items},
-            {"teacher", json::array()}, {"compressed", json::array()}};
+            {"compressed", json::array()}};
+  if (opt.score_teacher) j["teacher"] = json::array();
   for (const fs::path& p : write_story_tasks(opt.out_dir, std::move(st), meta))
     j["files"].push_back((fs::path(opt.files_prefix) / p.filename()).string());
   for (Task& t : tasks) {
     t.file = (fs::path(opt.files_prefix) / (t.name + ".jsonl")).string();
-    j["teacher"].push_back(evaluate_task(teacher, *tok, t).to_json());
+    if (opt.score_teacher) j["teacher"].push_back(evaluate_task(teacher, *tok, t).to_json());
     j["compressed"].push_back(evaluate_task(student, *tok, t).to_json());
-    log_info(fmt::format("[compress] task {}: {} items, acc teacher {:.3f}, compressed {:.3f}",
-                         t.name, t.items.size(),
-                         j["teacher"].back()["metrics"]["acc"]["value"].get<double>(),
+    log_info(fmt::format("[compress] task {}: {} items, acc {}compressed {:.3f}", t.name,
+                         t.items.size(),
+                         opt.score_teacher
+                             ? fmt::format("teacher {:.3f}, ",
+                                           j["teacher"].back()["metrics"]["acc"]["value"].get<double>())
+                             : std::string(),
                          j["compressed"].back()["metrics"]["acc"]["value"].get<double>()));
   }
   j["wall_s"] = now_s() - t0;

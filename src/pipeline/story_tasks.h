@@ -18,12 +18,15 @@ struct StoryTasksStageOptions {
   int64_t max_items = 200;  // per task; 0 = skip the stage
   fs::path out_dir;      // writes out_dir/cloze.jsonl, story_ending.jsonl, character.jsonl
   std::string files_prefix = "tasks";  // how report.json names out_dir
+  bool score_teacher = true;  // false: "teacher" is left out (a comparison row: the same
+                              // items as the main result's, whose teacher scores are there)
 };
 
 /// Builds the tasks from `heldout` [N] (documents framed by BOS / EOS, eval/make_tasks.h
 /// decode_documents), writes them, and scores both models: cloze, story_ending and, when the
 /// stories give any item, character; max_items caps each. Returns report.json's "tasks":
-/// {"files", "seed", "max_items", "teacher": [TaskResult...], "compressed": [...], "wall_s"}, or
+/// {"files", "seed", "max_items", "teacher": [TaskResult...] (when opt.score_teacher),
+/// "compressed": [...], "wall_s"}, or
 /// {"skipped": reason} when max_items is 0, the teacher has no tokenizer or the documents give
 /// no cloze or no story-ending item. Throws as evaluate_task does.
 nlohmann::json run_story_tasks_stage(const LlamaModel& teacher, const LlamaModel& student,
