@@ -202,19 +202,20 @@ def svg(summary, path):
     """Four panels (mean task accuracy, held-out KL, Moby Dick bits/byte, search tokens): per
     setting, the paired difference AutoCompress - Minitron with +-1 standard error (tokens: the
     ratio Minitron / AutoCompress)."""
-    panels = [("task_acc", "Δ mean task accuracy (higher: AutoCompress better)", False),
-              ("kl", "Δ held-out KL (lower: AutoCompress better)", True),
-              ("ood_bpb", "Δ Moby Dick bits/byte (lower: AutoCompress better)", True),
-              ("tokens", "search tokens, Minitron / AutoCompress", None)]
+    panels = [("task_acc", ("Δ mean task accuracy", "above 0: AutoCompress better"), False),
+              ("kl", ("Δ held-out KL to the teacher", "below 0: AutoCompress better"), True),
+              ("ood_bpb", ("Δ Moby Dick bits per byte", "below 0: AutoCompress better"), True),
+              ("tokens", ("search tokens, Minitron / AutoCompress", "above 1: AutoCompress used fewer"), None)]
     settings = list(summary)
-    W, H, pw, ph, left, top = 980, 300, 220, 190, 60, 60
+    pw, ph, left, top, gap = 210, 190, 60, 74, 50
+    W, H = left + len(panels) * (pw + gap), top + ph + 80
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
            'font-family="sans-serif" font-size="11">',
            '<rect width="100%" height="100%" fill="white"/>',
            '<text x="10" y="20" font-size="14">AutoCompress vs Minitron on stories15M: paired difference '
            'per setting, mean ± 1 standard error over seeds</text>']
-    for i, (key, title, lower) in enumerate(panels):
-        x0 = left + i * (pw + 20)
+    for i, (key, (title, sub), lower) in enumerate(panels):
+        x0 = left + i * (pw + gap)
         vals = []
         for s in settings:
             if key == "tokens":
@@ -225,13 +226,15 @@ def svg(summary, path):
                 vals.append((d["mean"], d["se"] or 0.0))
         finite = [v for v, _ in vals if v is not None]
         if not finite:
+            out.append(f'<text x="{x0}" y="{top + ph / 2}" fill="#555">{title}: not measured</text>')
             continue
         lo = min([v - e for v, e in vals if v is not None] + [0 if key != "tokens" else 1])
         hi = max([v + e for v, e in vals if v is not None] + [0 if key != "tokens" else 1])
         pad = (hi - lo) * 0.1 or 1e-3
         lo, hi = lo - pad, hi + pad
         y = lambda v: top + ph - (v - lo) / (hi - lo) * ph
-        out.append(f'<text x="{x0}" y="{top - 12}">{title}</text>')
+        out.append(f'<text x="{x0}" y="{top - 22}">{title}</text>')
+        out.append(f'<text x="{x0}" y="{top - 8}" font-size="9" fill="#555">{sub}</text>')
         out.append(f'<rect x="{x0}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>')
         ref = 1 if key == "tokens" else 0
         out.append(f'<line x1="{x0}" x2="{x0 + pw}" y1="{y(ref):.1f}" y2="{y(ref):.1f}" stroke="#444" stroke-dasharray="4 3"/>')
