@@ -67,8 +67,8 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
   }
   EXPECT_GE(retrained, 1);
   EXPECT_LE(retrained, 3);
-  // AutoCompress (the main result) retrains its best 2 distinct proposals (512 / 16 = 32
-  // tokens, rounded up to one batch of [2, 32]) and keeps the best after retraining.
+  // AutoCompress (the main result) retrains its best 2 distinct proposals (512 / 8 = 64
+  // tokens, one batch of [2, 32]) and keeps the best after retraining.
   const json auto_arch = parse_json_text(slurp(run / "arch.json"), "arch.json");
   retrained = 0;
   for (const auto& c : auto_arch["search"]["candidates"]) {

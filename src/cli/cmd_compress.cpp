@@ -32,7 +32,7 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--minitron-retrain-top-k", o->minitron_retrain_top_k, "minitron: candidates (best by KL after pruning) each distilled briefly before the final pick (0 = rank by KL after pruning alone)")->capture_default_str();
   s->add_option("--minitron-retrain-tokens", o->minitron_retrain_tokens, "minitron: distillation tokens per retrained candidate, counted as search tokens (0 = distill-tokens / 8)")->capture_default_str();
   s->add_option("--autocompress-retrain-top-k", o->autocompress_retrain_top_k, "autocompress: its best distinct proposals (by KL after pruning) each distilled briefly before the final pick (0 = the ranking after pruning decides)")->capture_default_str();
-  s->add_option("--autocompress-retrain-tokens", o->autocompress_retrain_tokens, "autocompress: distillation tokens per retrained proposal, counted as search tokens (0 = distill-tokens / 16)")->capture_default_str();
+  s->add_option("--autocompress-retrain-tokens", o->autocompress_retrain_tokens, "autocompress: distillation tokens per retrained proposal, counted as search tokens (0 = distill-tokens / 8)")->capture_default_str();
   s->add_option("--safety-margin", o->safety_margin, "search against limits x (1 - margin)")->capture_default_str();
   s->add_option("--fit-attempts", o->fit_attempts, "searches at most, while the searched architecture measured beside the teacher (before distillation) breaks a limit: each next one under the limit tightened by the measured overshoot (1 = measure once, 0 = skip)")->check(CLI::Range(0, 10))->capture_default_str();
   s->add_option("--fit-margin", o->fit_margin, "a tightened limit is the measured overshoot plus this margin")->check(CLI::Range(0.0, 0.49))->capture_default_str();

@@ -302,7 +302,7 @@ json run_compress(const CompressOptions& opt) {
   if (opt.autocompress_retrain_top_k > 0) {
     search_settings.autocompress_retrain = true;
     search_settings.autocompress_retrain_options = retrain_options(
-        opt.autocompress_retrain_top_k, opt.autocompress_retrain_tokens, 16);
+        opt.autocompress_retrain_top_k, opt.autocompress_retrain_tokens, 8);
   }
   // The seed of the run also seeds the differentiable search's Gumbel noise.
   search_settings.autocompress.seed = opt.seed;

@@ -60,8 +60,10 @@ struct CompressOptions {
   int64_t minitron_retrain_tokens = 0;
   // The same retraining of the differentiable search's best distinct proposals: the ranking
   // right after pruning does not always predict the ranking after distillation. top_k 0 = off;
-  // tokens 0 = distill_tokens / 16 (at least one batch): half of Minitron's per candidate, so
-  // that its search still spends a fraction of Minitron's tokens.
+  // tokens 0 = distill_tokens / 8 (at least one batch), Minitron's per candidate: with half of
+  // that (2 steps of the default batch) the KL of every proposal rose above its KL after
+  // pruning (the first Adam steps disturb a pruned model before they repair it), so the
+  // ranking after it said nothing (docs/benchmarks.md, the study against Minitron).
   int64_t autocompress_retrain_top_k = 2;
   int64_t autocompress_retrain_tokens = 0;
   double distill_hidden_loss_weight = 0;  // hidden-state loss weight (distill/hidden_loss.h; 0 = off)
