@@ -9,7 +9,9 @@
 //     Minitron's search includes its lightweight retraining, whose tokens it counts.
 #include <fmt/format.h>
 
+#include <csignal>
 #include <fstream>
+#include <thread>
 
 #include "common/json_io.h"
 #include "test_util.h"
@@ -241,4 +243,44 @@ TEST(CompressData, BadTokenizerFilesFailAtOnceAndWriteNothing) {
       EXPECT_EQ(e.path().filename().string().rfind("run", 0), std::string::npos)
           << c.what << " left " << e.path();
   }
+}
+
+// SIGTERM while compress distills: the distillation stops at its next step, and compress stops
+// with it, with one error and no output folder (nor a staging folder beside it), instead of
+// finishing the run with a half-distilled model.
+TEST(CompressSignal, SigtermDuringDistillationStopsCompressAndWritesNothing) {
+  TempDir tmp;
+  const fs::path model = ac::test::import_stories15m(tmp.path), run = tmp.path / "run";
+  ASSERT_FALSE(testing::Test::HasFailure());
+  const fs::path log = tmp.path / "compress.log", pid_file = tmp.path / "pid",
+                 rc_file = tmp.path / "rc";
+  // Far more distillation steps than the test waits for.
+  const std::string cmd = fmt::format(
+      "(sh -c 'echo $$ > {}; exec {} compress --model {} --scenario stories15m-rtx5070 "
+      "--method autocompress --autocompress-retrain-top-k 0 --out {} --seq-len 32 "
+      "--calibration-sequences 8 --train-sequences 8 --heldout-sequences 8 "
+      "--distill-tokens 6400000 --distill-batch 2 --task-items 0' > {} 2>&1; echo $? > {}) &",
+      pid_file.string(), ac::test::cli_bin(), model.string(), run.string(), log.string(),
+      rc_file.string());
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  bool distilling = false;
+  for (int i = 0; i < 3000 && !distilling; ++i) {  // up to 5 minutes
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    distilling = slurp(log).find("[compress] prune done") != std::string::npos;
+  }
+  ASSERT_TRUE(distilling) << slurp(log);
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // inside the distillation loop
+  const long pid = std::stol(slurp(pid_file));
+  ASSERT_EQ(::kill(pid_t(pid), SIGTERM), 0);
+  for (int i = 0; i < 1200 && !fs::exists(rc_file); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(rc_file)) << "compress did not stop within 2 minutes of SIGTERM";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the rc file written in full
+  EXPECT_NE(std::stoi(slurp(rc_file)), 0);
+  const std::string out = slurp(log);
+  EXPECT_NE(out.find("interrupted by a signal during distillation"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[compress] distill done"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(run));
+  for (const auto& e : fs::directory_iterator(tmp.path))
+    EXPECT_EQ(e.path().filename().string().find("staging"), std::string::npos) << e.path();
 }

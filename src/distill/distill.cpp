@@ -69,6 +69,12 @@ void clear_gradients(const std::vector<at::Tensor>& params) {
   }
 }
 
+void stop_if_interrupted(const DistillResult& r, const std::string& stage) {
+  if (r.interrupted)
+    throw Error(msg(stage, "interrupted by a signal during distillation (step {}): stopped, "
+                           "nothing written", r.steps_done));
+}
+
 double lr_at(int64_t step, int64_t total_steps, const DistillOptions& opt) {
   if (step < opt.warmup_steps) return opt.lr * double(step + 1) / double(opt.warmup_steps);
   int64_t decay_steps = std::max<int64_t>(1, total_steps - opt.warmup_steps - 1);

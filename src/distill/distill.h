@@ -120,6 +120,11 @@ struct DistillResult {
 DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
                       const DistillOptions& opt);
 
+/// distill() inside a longer stage (compress, the comparison rows, a search's retraining): a
+/// distillation stopped by SIGINT / SIGTERM stops the whole stage, where distill() alone
+/// returns with its state saved. Throws Error naming `stage` when `r.interrupted`.
+void stop_if_interrupted(const DistillResult& r, const std::string& stage);
+
 /// Learning rate at step s of n: linear warm-up over warmup_steps to lr, then cosine decay to
 /// min_lr at the last step.
 double lr_at(int64_t step, int64_t total_steps, const DistillOptions& opt);

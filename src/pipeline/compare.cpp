@@ -48,6 +48,7 @@ nlohmann::json run_method_for_comparison(const SearchOutcome& o, const CompareCo
   dopt.state_dir.clear();
   dopt.hidden_map = pruning_map_from_plan(ctx.teacher->config, plan, /*blocks_dropped=*/true);
   DistillResult d = distill(*ctx.teacher, student, *ctx.train, dopt);
+  stop_if_interrupted(d, "compress");
   EvalResult eval = evaluate(student, ctx.teacher, *ctx.heldout, ctx.eval);
   StoryTasksStageOptions topt = ctx.tasks;
   topt.out_dir = model_dir.parent_path() / ("tasks-" + o.method);

@@ -379,6 +379,7 @@ json run_compress(const CompressOptions& opt) {
   dopt.hidden_loss_weight = opt.distill_hidden_loss_weight;
   dopt.hidden_map = pruning_map_from_plan(teacher.config, plan, /*blocks_dropped=*/true);
   DistillResult dres = distill(teacher, student, data.train, dopt);
+  stop_if_interrupted(dres, "compress");
   timer.done("distill");
 
   EvalResult teacher_eval = evaluate(teacher, nullptr, data.heldout, eo);

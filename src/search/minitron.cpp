@@ -250,6 +250,7 @@ void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, Se
     LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, c.target));
     student.weights = clone(student.config, student.weights);  // own storage: it trains
     DistillResult d = distill(teacher, student, train, dopt);
+    stop_if_interrupted(d, "search");
     r.search_tokens += 2 * d.tokens;  // teacher forward + student forward of every token
     c.loss_after_retrain = mean_kl(teacher_logprobs, student, calibration);
     for (const auto& b : calibration) r.search_tokens += b.numel();
