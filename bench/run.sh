@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# Benchmarks against PyTorch eager, measured in the same run (this machine is shared and noisy:
-# only ratios of interleaved runs mean something).
+# Benchmarks against PyTorch eager, measured in the same run (a shared machine is noisy: only
+# ratios of interleaved runs mean something).
 #   train       one distillation step on stories15M-sized models (teacher 288-d, student 192-d)
 #   importance  importance scoring of stories15M-sized random weights vs the plain forward
 #   gemm        the train step's GEMM shapes, oneDNN's sgemm (ours) against OpenBLAS
 # Each side runs ROUNDS times, alternating; the ratio is of the medians. Also prints achieved
-# GFLOP/s against this CPU's fp32 peak, three ways: measured (`autocompress_bench peak`: FMA
-# chains on every thread at once, the instruction peak of the cores this process gets, taken
-# right before each of our rounds, since this VM's speed drifts by 20% and more within minutes;
-# the share is the median over rounds of round / its peak), the best GEMM torch reaches here,
-# and the nominal figure from
-# /proc/cpuinfo (cores x MHz x FLOP/cycle: 64 with AVX-512 = 2 FMA units x 16 lanes x 2, 32
-# with AVX2+FMA; an upper bound that a VM's cores need not reach).
+# GFLOP/s against this CPU's fp32 peak, three ways: measured (`autocompress_bench peak`: FMA chains
+# on every thread at once, the instruction peak of the cores this process gets, taken right before
+# each of our rounds, since a shared VM's speed can drift by 20% and more within minutes; the share
+# is the median over rounds of round / its peak), the best GEMM torch reaches here, and the nominal
+# figure from /proc/cpuinfo (cores x MHz x FLOP/cycle: 64 with AVX-512 = 2 FMA units x 16 lanes x 2,
+# 32 with AVX2+FMA; an upper bound that a VM's cores need not reach).
 # usage: bench/run.sh [train|importance|gemm|all] [ROUNDS]   (builds build/ first if needed)
 # AC_CPU_ISA=avx2 bench/run.sh ... runs what an AVX2 + FMA machine (AMD EPYC Zen 3) runs on an
 # AVX-512 one, on both sides: our hand-written kernels at AVX2 (common/simd.h), and for ours and

@@ -1,6 +1,6 @@
 # libFuzzer targets (fuzz/fuzz_*.cpp) with AddressSanitizer + UndefinedBehaviorSanitizer.
 # Included by CMakeLists.txt when AC_FUZZ=ON, instead of the rest of the project: the fuzz build
-# compiles only the torch-free parsers it needs, so it takes a few minutes on 2 cores.
+# compiles only the torch-free parsers it needs, so it takes a few minutes.
 # Configure (scripts/fuzz.sh does this):
 #   cmake -S . -B build-fuzz -G Ninja -DAC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Builds the CLI against the CUDA-enabled libtorch inside PyTorch 2.x's Python package, for a GPU
-# machine that has CUDA, PyTorch and a compiler but not this project's Debian packages (the
-# lent H200 of docs/gpu.md). The header-only libraries (nlohmann/json, CLI11, fmt) come from
+# machine that has CUDA, PyTorch and a compiler but not this project's Debian packages (such as
+# the H200 image of docs/gpu.md). The header-only libraries (nlohmann/json, CLI11, fmt) come from
 # AC_HEADERS_DIR: copies made on a machine that has them by `scripts/build_cuda.sh --headers`.
 # oneDNN and jemalloc are optional there, the tests are left out (they run on the CPU build).
 #
 #   scripts/build_cuda.sh --headers [DIR]   copy the headers to DIR (default build-cuda-headers)
 #   scripts/build_cuda.sh                   configure and build build-cuda/autocompress
 #
-# Environment: BUILD_DIR (default build-cuda), AC_HEADERS_DIR (default build-cuda-headers),
-# PYTHON (default python3; the H200 image's is /opt/torch/.venv/bin/python3), CXX_STANDARD (default
-# 17, or what libtorch's CMake target requires).
+# Environment: BUILD_DIR (default build-cuda), AC_HEADERS_DIR (default build-cuda-headers), PYTHON
+# (default python3; a PyTorch image may have its own, e.g. /opt/torch/.venv/bin/python3),
+# CXX_STANDARD (default 17, or what libtorch's CMake target requires).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HEADERS=${AC_HEADERS_DIR:-$ROOT/build-cuda-headers}

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The prepared runs on a lent GPU machine (docs/gpu.md): build against its CUDA-enabled libtorch,
+# The prepared runs on a GPU machine (docs/gpu.md): build against its CUDA-enabled libtorch,
 # profile the GPU for the native engine and validate the cost model on 20 random prunes, writing
-# at most 7 files under $OUT (the device tool returns 8). Two parts, one call each (each fits in
-# a 10-minute call; the build is kept between calls while the machine stays warm):
+# at most 7 files under $OUT. Two parts, one command each (each sized to finish within about 10
+# minutes; the second reuses the first's build):
 #
 #   OUT=/path scripts/device_cuda.sh stories [SCENARIO]   build; stories15M-shaped prunes
 #   OUT=/path scripts/device_cuda.sh 1b [SCENARIO]        TinyLlama-1.1B-shaped prunes
 #
-# SCENARIO defaults to h200-native. Needs build-cuda-headers/ (scripts/build_cuda.sh --headers,
-# carried with the working tree).
+# SCENARIO defaults to h200-native. Needs build-cuda-headers/ (made by scripts/build_cuda.sh
+# --headers on a machine with the Debian packages, copied beside the sources).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:?set OUT to the folder that receives the results}

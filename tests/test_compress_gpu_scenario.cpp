@@ -1,6 +1,6 @@
 // `compress --data` (a bad folder is refused at once), and `compress --method both` on a
 // spec-derived GPU scenario (scenarios/stories15m-rtx5070.json: RTX 5070 roofline, llama.cpp,
-// fp16), stories15M at the smallest sizes (about a minute on 2 cores). Nothing of an RTX 5070 can be measured on this machine, so:
+// fp16), stories15M at the smallest sizes. Nothing of an RTX 5070 can be measured on a CPU, so:
 //   - every cost is the roofline prediction, and report.json / report.md say that nothing was
 //     measured and why (no measured figures, no measured verdict, never a "BROKEN" from a CPU
 //     measurement held against a GPU limit);

@@ -1,7 +1,7 @@
-// Hand-made corrupt and hostile files, format by format (issue #10): every one must be refused
-// with the typed error (FormatError for a bad file) whose message names the file and the field.
-// Truncations are exhaustive where the file is small (every prefix), so no cut point can slip
-// through. The "Regression" tests at the end replay what the fuzz targets found (fuzz/).
+// Hand-made corrupt and hostile files, format by format (docs/fuzzing.md): every one must be
+// refused with the typed error (FormatError for a bad file) whose message names the file and the
+// field. Truncations are exhaustive where the file is small (every prefix), so no cut point can
+// slip through. The "Regression" tests at the end replay what the fuzz targets found (fuzz/).
 #include <gtest/gtest.h>
 
 #include <cmath>

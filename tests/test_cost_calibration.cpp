@@ -1,8 +1,9 @@
-// Latency correction and width granularity (issue #3): the residual fit recovers known
-// coefficients and respects its bounds, calibration and validation architectures are disjoint,
-// the granularity rule finds the step of a synthetic GEMM table with slow non-multiples,
-// profile.json round-trips the new fields and an older profile without them still loads, and
-// the cost model applies the correction exactly as the linear model the fit assumes.
+// Latency correction and width granularity (docs/design.md, "The fitted correction", "Width
+// granularity"): the residual fit recovers known coefficients and respects its bounds, calibration
+// and validation architectures are disjoint, the granularity rule finds the step of a synthetic
+// GEMM table with slow non-multiples, profile.json round-trips the new fields and an older profile
+// without them still loads, and the cost model applies the correction exactly as the linear model
+// the fit assumes.
 #include <random>
 
 #include "common/error.h"
@@ -212,7 +213,8 @@ TEST(CostCalibration, ProfileJsonRoundTripsTheNewFields) {
   EXPECT_EQ(q.width_granularity, 16);
   EXPECT_EQ(q.granularity_levels, p.granularity_levels);
 
-  // An older profile (before #3's correction and granularity) loads with neither.
+  // An older profile (written before profiles had the correction and the granularity) loads with
+  // neither.
   json old = p.to_json();
   old.erase("correction");
   old.erase("width_granularity");

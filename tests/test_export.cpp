@@ -614,7 +614,8 @@ TEST(LlamaCpp, RunsStories15MGgufWithOurGreedyContinuation) {
   expect_llamacpp_matches(m, tmp.path / "out/model.gguf", tok, tmp.path, "stories15M");
   GenerateOptions g;
   g.max_new_tokens = 20;
-  // The known continuation (DESIGN.md), so that both sides are right, not just equal.
+  // The known continuation (docs/design.md, "stories15M, the real model on hand"), so that both
+  // sides are right, not just equal.
   EXPECT_EQ(tok.decode(generate(m, tok.encode("Once upon a time", true), g)).rfind(
                 ", there was a little girl named Lily. She loved to play outside", 0), 0u);
 }

@@ -1,6 +1,6 @@
-// Nothing lost (issue #10): outputs appear whole or not at all, a failed command leaves the
-// previous output exactly as it was and no partial folder, a killed run's staging folder is
-// cleaned up by the next run, and no command writes over its own input.
+// Nothing lost (docs/fuzzing.md, "Nothing lost"): outputs appear whole or not at all, a failed
+// command leaves the previous output exactly as it was and no partial folder, a killed run's
+// staging folder is cleaned up by the next run, and no command writes over its own input.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

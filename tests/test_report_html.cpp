@@ -259,8 +259,8 @@ TEST(ReportHtml, EveryPlotOfTheFixtureRunRendersInHeadlessChromium) {
   expect_rendered(chromium, tmp.path / "report.html", kPlots, "report-fixture");
 }
 
-// The whole pipeline on stories15M with the CPU scenario at the smallest sizes (about 30 s on 2
-// cores): compress writes report.html beside report.md, and chromium lays out every plot.
+// The whole pipeline on stories15M with the CPU scenario at the smallest sizes: compress writes
+// report.html beside report.md, and chromium lays out every plot.
 TEST(ReportHtml, CompressOnTheCpuScenarioWritesAReportChromiumRenders) {
   REQUIRE_CHROMIUM(chromium);
   TempDir tmp;

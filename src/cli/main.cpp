@@ -1,5 +1,5 @@
 // autocompress: compress an LLM to fit a deployment. One subcommand per pipeline stage
-// (DESIGN.md); `compress` runs them all.
+// (docs/design.md, "The pipeline"); `compress` runs them all.
 #include <algorithm>
 #include <cstdio>
 

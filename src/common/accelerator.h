@@ -1,6 +1,6 @@
 // The compute device the profile and the native engine run on: this CPU, or a CUDA GPU in a
-// build against a CUDA-enabled libtorch (DESIGN.md, "The cost model"; issue #3: "The CUDA path
-// builds against a CUDA-enabled libtorch ... it must compile out cleanly where there is none").
+// build against a CUDA-enabled libtorch (docs/gpu.md; docs/design.md, "GPUs from the spec sheet:
+// the roofline"), compiled out cleanly where there is none.
 //
 // CMake defines AC_WITH_CUDA=1 when the libtorch it found was built with CUDA
 // (TORCH_CUDA_LIBRARIES is set, e.g. PyTorch 2.x's pip package, located with

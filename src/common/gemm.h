@@ -1,9 +1,9 @@
 // fp32 matrix products on the CPU through oneDNN's sgemm, with autograd for linear layers.
 //
-// Why: on this project's CPUs (AVX-512, 2 cores) oneDNN's sgemm runs the shapes of a training
-// step 13-45% faster than OpenBLAS 0.3.21 through at::mm (docs/benchmarks.md, "GEMMs: oneDNN
-// against OpenBLAS"); libtorch 1.13 sends fp32 at::mm to OpenBLAS and uses oneDNN only for
-// bf16. oneDNN (libdnnl, Debian's libdnnl-dev) is the library libtorch itself links.
+// Why: on the AVX-512 CPUs measured, oneDNN's sgemm runs the shapes of a training step 13-45%
+// faster than OpenBLAS 0.3.21 through at::mm (docs/benchmarks.md, "GEMMs: oneDNN against
+// OpenBLAS"); libtorch 1.13 sends fp32 at::mm to OpenBLAS and uses oneDNN only for bf16. oneDNN
+// (libdnnl, Debian's libdnnl-dev) is the library libtorch itself links.
 //
 // Everything that computes a transformer's linear layers goes through here: the model's forward
 // (model/llama.cpp), the heads inside the KL (distill/fused_kl.cpp), importance, evaluation and

@@ -9,17 +9,18 @@ namespace ac {
 /// AC_NUM_THREADS is set. Returns the count used. Safe to call more than once.
 int init_torch_threads();
 
-/// Makes OpenBLAS use the kernels this CPU can run. OpenBLAS 0.3.21 (Debian 12) picks its
-/// kernels from the CPUID family/model, and on CPUs it does not know (Sapphire Rapids as a KVM
-/// guest, "Intel Xeon Processor") it falls back to "Prescott": SSE3 kernels, 5x slower GEMMs
-/// (measured here: 2048^3 fp32 at 60 GFLOP/s vs 300 with the AVX-512 kernels). OpenBLAS reads
-/// the choice once, when it is loaded, from OPENBLAS_CORETYPE, so the fix is to re-execute the
-/// program with that variable set: when OPENBLAS_CORETYPE is unset, the BLAS is OpenBLAS (found
-/// through dlsym, no link dependency), its core is not one with AVX2 kernels and the CPU has
-/// AVX2 + FMA or AVX-512, this sets OPENBLAS_CORETYPE to Cooperlake (AVX-512 BF16), SkylakeX
-/// (AVX-512 F/BW/DQ/VL) or Haswell (AVX2 + FMA) and execv's /proc/self/exe with the same
-/// arguments (read from /proc/self/cmdline). It returns only when nothing needed changing or
-/// the exec failed. AC_KEEP_BLAS_CORE=1 keeps OpenBLAS's own choice.
+/// Makes OpenBLAS use the kernels this CPU can run. OpenBLAS 0.3.21 (Debian 12) picks its kernels
+/// from the CPUID family/model, and on CPUs it does not know (Sapphire Rapids as a KVM guest,
+/// "Intel Xeon Processor") it falls back to "Prescott": SSE3 kernels, 5x slower GEMMs (on such a
+/// guest, 2048^3 fp32 at 60 GFLOP/s vs 300 with the AVX-512 kernels; docs/benchmarks.md, "OpenBLAS
+/// ran its SSE3 kernels on this CPU"). OpenBLAS reads the choice once, when it is loaded, from
+/// OPENBLAS_CORETYPE, so the fix is to re-execute the program with that variable set: when
+/// OPENBLAS_CORETYPE is unset, the BLAS is OpenBLAS (found through dlsym, no link dependency), its
+/// core is not one with AVX2 kernels and the CPU has AVX2 + FMA or AVX-512, this sets
+/// OPENBLAS_CORETYPE to Cooperlake (AVX-512 BF16), SkylakeX (AVX-512 F/BW/DQ/VL) or Haswell (AVX2 +
+/// FMA) and execv's /proc/self/exe with the same arguments (read from /proc/self/cmdline). It
+/// returns only when nothing needed changing or the exec failed. AC_KEEP_BLAS_CORE=1 keeps
+/// OpenBLAS's own choice.
 /// With AC_CPU_ISA=avx2 or scalar (common/simd.h, kernel_isa) the libraries are capped at AVX2
 /// instead, so that an AVX-512 machine runs what an AVX2 one (AMD EPYC Zen 3) runs: oneDNN
 /// through ONEDNN_MAX_CPU_ISA=AVX2 and PyTorch's CPU kernels through ATEN_CPU_CAPABILITY=avx2
@@ -45,7 +46,7 @@ void log_warn(const std::string& line);
 /// allocator, found at run time through dlsym so the library does not depend on it) every
 /// arena's dirty and muzzy pages are purged (mallctl "arena.<MALLCTL_ARENAS_ALL>.purge"); under
 /// any other allocator it does nothing. Called between the batches of a streaming stage so that
-/// its peak memory is one batch's working set however many batches it runs (issue #4);
+/// its peak memory is one batch's working set however many batches it runs;
 /// a purge costs the page faults of re-touching the next batch's buffers. Returns true if it
 /// purged.
 bool release_free_memory();

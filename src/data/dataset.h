@@ -85,10 +85,10 @@ uint64_t mix_seed(uint64_t x);
 TokenDataset load_dataset(const DataSpec& spec, const fs::path& model_dir, int64_t vocab_size,
                           int32_t bos_id, const char* where, nlohmann::json* source = nullptr);
 
-/// Teacher-sampled corpus (DESIGN.md "The real model on hand": in-domain text is sampled from
-/// the teacher with fixed seeds). Samples `num_sequences` sequences of `seq_len` new tokens
-/// each from BOS with model/llama.h sample_batch (KV cache, `batch_size` sequences at a time),
-/// cuts each at its first EOS or BOS (llama2.c models end a story with BOS), and returns the
+/// Teacher-sampled corpus (docs/design.md, "stories15M, the real model on hand": in-domain text is
+/// sampled from the teacher with fixed seeds). Samples `num_sequences` sequences of `seq_len` new
+/// tokens each from BOS with model/llama.h sample_batch (KV cache, `batch_size` sequences at a
+/// time), cuts each at its first EOS or BOS (llama2.c models end a story with BOS), and returns the
 /// documents as one stream [N] int32, each document opened by BOS (empty ones dropped).
 /// Deterministic in (seed, batch_size): chunk c uses seed mix_seed(seed ^ mix_seed(c)).
 /// temperature > 0; top_p in (0, 1]. Throws ConfigError on invalid arguments.

@@ -56,7 +56,7 @@ struct StepRecord {
   bool skipped = false;      // non-finite loss or gradient: no update was made
 };
 
-/// Options of distill(). Defaults suit a stories15M-sized student on 2 cores.
+/// Options of distill(). Defaults suit a stories15M-sized student on a CPU.
 struct DistillOptions {
   int64_t token_budget = 1'000'000;  // training tokens; steps = budget / (B * T * grad_accum)
   int64_t batch_size = 8;            // B sequences per micro-batch

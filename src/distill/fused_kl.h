@@ -52,13 +52,13 @@ at::Tensor fused_kl_loss(const at::Tensor& teacher_logits, const at::Tensor& stu
 /// Rows (positions) per chunk of fused_linear_kl_loss by default: 512 rows of V = 32000 are
 /// three 66 MB buffers (teacher logits, student logits, gradient). Chosen by the step's
 /// tokens/s (docs/benchmarks.md): 128 rows was slower (the dW GEMM's K is the chunk), 512 to
-/// 2048 the same within this machine's noise. AC_LINEAR_KL_ROWS overrides it (tuning).
+/// 2048 the same within the measurement's noise. AC_LINEAR_KL_ROWS overrides it (tuning).
 constexpr int64_t kLinearKlRows = 512;
 
 /// Whether the trainer takes fused_linear_kl_loss for a step of `positions` rows over `vocab`
 /// ids: AC_FUSED_HEAD=on / off decides; otherwise ("auto") when the logits path would hold at
 /// least kFusedHeadBytes in its three [positions, vocab] fp32 tensors (teacher and student
-/// logits, their gradient). Below that the logits path is as fast or faster on this machine
+/// logits, their gradient). Below that the logits path was as fast or faster on the CPUs measured
 /// (docs/benchmarks.md: stories15M's 786 MB step, A/B in interleaved runs), and the fused path
 /// only saves memory.
 constexpr int64_t kFusedHeadBytes = int64_t(1) << 30;

@@ -1,4 +1,5 @@
-// Checks run at export time (issue 8, item 4), before anything is written:
+// Checks run at export time (docs/formats.md, "Checks at export time"), before anything is
+// written:
 //   - every config value agrees with the tensor shapes (and survives config.json re-parsing);
 //   - every special token is exactly one id, with the id config.json gives;
 //   - nothing the parent had is silently dropped: every config.json field is listed as

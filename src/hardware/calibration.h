@@ -1,6 +1,6 @@
 // Calibration of a native CPU profile: measure real forwards of calibration architectures,
 // extract the per-class table sums the correction is linear in, and fit it
-// (hardware/correction.h; issue #3).
+// (hardware/correction.h; docs/design.md, "The fitted correction").
 //
 // Calibration architectures: the profile's shapes of interest (the teacher) plus `count`
 // random heterogeneous prunes of the first shape (validate.h random_architectures) drawn with

@@ -1,6 +1,6 @@
 // Latency correction of a native CPU profile: a small linear residual model, fitted by least
 // squares on real forwards of CALIBRATION architectures, that maps the sum of separately
-// profiled ops to what the whole forward takes (DESIGN.md, "The cost model"; issue #3).
+// profiled ops to what the whole forward takes (docs/design.md, "The fitted correction").
 //
 // Why: each table entry times one op alone (its own cache state, its own dispatch); the real
 // forward chains them. On a CPU whose last-level cache holds the whole model, the difference

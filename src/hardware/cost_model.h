@@ -1,5 +1,5 @@
 // The cost model: TTFT, TPOT, throughput and peak memory of an architecture in a scenario
-// (DESIGN.md, "The cost model").
+// (docs/design.md, "The cost model").
 //
 // Latency is the sum of the layers' costs. With a profile of the device (engine "native"),
 // each op of the native forward is looked up in the profile's tables (interpolated):

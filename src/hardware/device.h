@@ -1,4 +1,5 @@
-// A device: what the hardware can do (DESIGN.md, "The cost model").
+// A device: what the hardware can do (docs/design.md, "Scenarios: device, engine, workload,
+// limits").
 //
 // devices/<name>.json holds the spec of a GPU (memory, bandwidth, dense peak FLOP/s per dtype),
 // every number with its "source" and "estimated": true where it is not from a datasheet.

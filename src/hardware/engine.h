@@ -1,4 +1,5 @@
-// A serving engine: how it runs a model (DESIGN.md, "The cost model").
+// A serving engine: how it runs a model (docs/design.md, "Scenarios: device, engine, workload,
+// limits").
 //
 // engines/<name>.json says which ops the engine fuses into one kernel, how the KV cache is
 // laid out (block size: the cache is allocated in blocks of that many tokens), the fraction

@@ -1,5 +1,6 @@
-// Differentiable expected cost for the search (DESIGN.md: "the expected cost under the search's
-// choice probabilities is a sum of table entries weighted by those probabilities").
+// Differentiable expected cost for the search (docs/design.md, "The expected cost, for the
+// search": the expected cost under the search's choice probabilities is a sum of table entries
+// weighted by those probabilities).
 //
 // Per layer, the search picks one attention choice (a LayerConfig's heads / KV heads, or
 // removed) and one FFN choice (a width, or removed); globally, one hidden size. Every choice's

@@ -1,5 +1,6 @@
 // Width granularity: the width step at which a device runs GEMMs efficiently, derived from a
-// profile's "gemm_width_scan" table (issue #3, item 2; Model-Optimizer's `hidden_size_divisor`).
+// profile's "gemm_width_scan" table (docs/design.md, "Width granularity"; Model-Optimizer's
+// `hidden_size_divisor`).
 //
 // The scan times at::linear at widths a + 2^k (k = 0..7) and a + 128 for anchors a that are
 // multiples of 128, with the width as N (K = the model's hidden size) and as K (N = hidden),
@@ -15,9 +16,9 @@
 //
 // so a width that is a multiple of g runs at >= 90% of the throughput the multiples of 128 reach
 // (the anchors' own level is the reference, not 1: on a noisy machine each group's best is its
-// luckiest sample, which lowers every level alike; measured here, every level 0.67-0.82 with no
-// trend, which an absolute bar read as "only multiples of 128" and so cut stories15M's hidden
-// size to 256 or 128).
+// luckiest sample, which lowers every level alike; measured on a shared CPU, every level 0.67-0.82
+// with no trend, which an absolute bar read as "only multiples of 128" and so cut stories15M's
+// hidden size to 256 or 128).
 // min_g (default 8) bounds the step from below: finer steps cost under ~3% of the width and
 // only multiply the search's choices. Devices without a profile (the spec-only GPUs) take
 // the documented default of their devices/<name>.json ("width_granularity") instead.

@@ -124,7 +124,7 @@ c10::Device measurement_device(const Scenario& s) {
 // without these, a 5-round measurement has 5 TTFT samples and 640 TPOT samples (cpu-local). The
 // minimum is for short decodes of large models (cpu-1b: 8 steps of ~80 ms against a ~250 ms
 // prefill), where the share alone allowed one extra: 6 TTFT samples in 3 rounds, too few for a
-// p10 on a shared machine (#3: TTFT there was the noisier figure).
+// p10 on a shared machine (where TTFT is the noisier figure).
 constexpr int kMinExtraPrefills = 2;
 constexpr int kMaxExtraPrefills = 16;
 constexpr double kPrefillShare = 0.5;

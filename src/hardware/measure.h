@@ -27,7 +27,7 @@ double sample_median(std::vector<double> v);
 /// Latencies are read from the clock of hardware/timer.h (wall time unless AC_TIMER=cpu). The
 /// headline figures `ttft_ms` and `tpot_ms` are *uncontended* latencies: the 10th percentile
 /// of the samples, what the machine does when nothing else runs, which is what a latency model
-/// of the machine can predict. On a shared machine (this VM), other tenants slow whole runs by
+/// of the machine can predict. On a shared machine (a cloud VM), other tenants slow whole runs by
 /// 10-30% for seconds at a time: the median of a run carries that interference, the fast
 /// samples do not ("higher values ... are typically not caused by variability in Python's
 /// speed, but by other processes interfering with your timing accuracy": Python's `timeit`

@@ -370,7 +370,7 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
     // Twice the weights: even the output head (the largest matrix, 62% of stories15M) then
     // rotates over >= 2 copies, so the whole model's bytes pass between two uses of one copy,
     // as between two steps of the real forward. With one copy it stayed in the cache and its
-    // table entry ran ~2x faster than in the forward (#3: TPOT under-predicted at D = 288).
+    // table entry ran ~2x faster than in the forward (TPOT was under-predicted at D = 288).
     for (const auto& c : shapes) rotation = std::max(rotation, 2 * weight_bytes_fp32(c));
     // A GPU's last-level cache is larger (50 MB on an H100 / H200): at least 256 MiB there.
     rotation = std::clamp<int64_t>(rotation, (opt.gpu ? 256ll : 64ll) << 20, 1024ll << 20);

@@ -1,5 +1,5 @@
 // Profile: measured latency tables of the operators a transformer layer is made of, on one
-// device, for one workload (DESIGN.md, "The cost model").
+// device, for one workload (docs/design.md, "Profiling the device").
 //
 // Each table is a list of entries (dims -> median latency, spread). The dims of each table:
 //   gemm              (M, N, K)          at::linear(x [M, K], w [N, K]) -> [M, N]; M = B for
@@ -144,7 +144,7 @@ std::vector<int64_t> width_ladder(const std::vector<ModelConfig>& shapes, int64_
 
 /// The ladder of GEMM K (the reduction width, the weight's row length): `widths` plus w - 8 and
 /// w + 8 around every width w >= 512 that is a multiple of 256, sorted, unique. Rows of such a
-/// length sit on cache-aliasing strides: on the development CPU (oneDNN sgemm, M = 32) K = 512,
+/// length sit on cache-aliasing strides: on an AVX-512 CPU (oneDNN sgemm, M = 32) K = 512,
 /// 1024, 1536, 2048, 3072 and 4096 ran 30-40% below K + 8 (docs/benchmarks.md, 2026-12-02
 /// 08:40 UTC), so a pruned width between two of them must interpolate between their unaliased
 /// neighbours, not between the two slow points. The decode GEMMs (M = 1, bound by memory) do
@@ -155,7 +155,7 @@ std::vector<int64_t> reduction_ladder(const std::vector<int64_t>& widths);
 /// between them; attention at each model's heads, KV heads and head_dim and their prunes;
 /// contexts of the workload) on this CPU, torch threads = cores, or on the GPU of
 /// `opt.gpu` (every tensor on cuda:0, each sample read after device_synchronize). Default
-/// options keep a stories15M-shaped profile under about a minute on 2 cores.
+/// options keep a stories15M-shaped profile short (its time: docs/benchmarks.md).
 /// Throws ConfigError when `shapes` is empty or the workload is not valid, and when `opt.gpu`
 /// is set but the build has no CUDA, no GPU is visible, or the visible GPU is not the one
 /// `opt.gpu` describes (gpu_name_matches, hardware/device.h).

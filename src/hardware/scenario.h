@@ -1,4 +1,5 @@
-// A deployment scenario: device + engine + workload + hard limits (DESIGN.md).
+// A deployment scenario: device + engine + workload + hard limits (docs/design.md, "Scenarios:
+// device, engine, workload, limits").
 //
 // scenarios/<name>.json:
 //   { "name": "cpu-local", "device": "cpu", "engine": "native",

@@ -1,5 +1,6 @@
 // Validation of the cost model: predictions beside measurements of the native engine on this
-// machine, over real or random heterogeneous architectures (DESIGN.md, `validate`).
+// machine, over real or random heterogeneous architectures (docs/design.md, "Measuring, and the
+// measured verdict").
 #pragma once
 #include <cstdint>
 #include <string>
@@ -60,7 +61,7 @@ ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Sc
 /// architectures measured in the same interleaved rounds as `archs`. The tables stay the
 /// profile's; only the correction's coefficients (correction.h) are fitted again, on
 /// architectures disjoint from the ones judged. What this removes is a drift of the machine's
-/// speed between `profile --calibrate` and now (on this shared VM: up to 7% within minutes),
+/// speed between `profile --calibrate` and now (on a shared VM: up to 7% within minutes),
 /// which no model of the architecture can predict. `refit` (may be null) gets the correction
 /// used. Throws ConfigError as validate_native, when `calibration` is empty, or when an
 /// architecture is in both lists.

@@ -100,7 +100,8 @@ Importance load_importance(const fs::path& path);
 void check_importance_matches(const ModelConfig& c, const Importance& imp, const char* where);
 
 // ---------------------------------------------------------------------------------------------
-// Rankings (DESIGN.md: "a width choice k keeps the k most important ones"; nested masks).
+// Rankings (docs/design.md, "The architecture space": a width choice k keeps the k most
+// important ones; nested masks).
 
 /// Indices of `scores` ([N], any float dtype) by descending score, ties by ascending index.
 /// Every top-k set is a prefix of this order, so the masks of all widths are nested.

@@ -1,4 +1,4 @@
-// ModelConfig: the heterogeneous architecture every stage works on (DESIGN.md, "The
+// ModelConfig: the heterogeneous architecture every stage works on (docs/design.md, "The
 // architecture space").
 //
 // Letters used in shape comments across the project:

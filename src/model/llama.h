@@ -15,10 +15,10 @@
 
 namespace ac {
 
-/// Structural masks on the full model (DESIGN.md: nested masks make one supernet of every
-/// candidate). Undefined tensors mean "keep all". Values in [0, 1]; with 0/1 values the masked
-/// model equals the physically pruned one (tests/test_prune.cpp). Soft values are allowed for
-/// the search.
+/// Structural masks on the full model (docs/design.md, "The architecture space": nested masks make
+/// one supernet of every candidate). Undefined tensors mean "keep all". Values in [0, 1]; with 0/1
+/// values the masked model equals the physically pruned one (tests/test_prune.cpp). Soft values are
+/// allowed for the search.
 struct LayerMasks {
   at::Tensor heads;      // [H]   multiplies each query head's attention output before o_proj
   at::Tensor ffn;        // [F]   multiplies the SwiGLU activation (input of down_proj)

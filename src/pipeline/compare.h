@@ -1,7 +1,7 @@
 // `compress --method both`: every search method's architecture pruned, distilled with the SAME
-// token budget and data, evaluated on the SAME held-out data and measured on this device, so
-// that report.json's "comparison" (and report.md's table) shows the methods side by side
-// (issue 7: quality, measured cost, search tokens).
+// token budget and data, evaluated on the SAME held-out data and measured on this device, so that
+// report.json's "comparison" (and report.md's table) shows the methods side by side: quality,
+// measured cost, search tokens.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -222,8 +222,8 @@ json run_compress(const CompressOptions& opt) {
   }
 
   // profile: this device's latency tables at the shapes the search will consider.
-  // The latency correction is fitted on real forwards of calibration prunes (profile stage
-  // 56-91 s in all for stories15M on 2 cores); without it the bare table sums are 7-25% off (#3).
+  // The latency correction is fitted on real forwards of calibration prunes (docs/design.md,
+  // "The fitted correction"); without it the bare table sums were 7-25% off (docs/benchmarks.md).
   ProfileOptions profile_options;
   // A scenario for another device uses this profile only for the llama.cpp stage (run here):
   // the correction, fitted for the native engine, is not needed there.

@@ -1,5 +1,5 @@
-// `compress`: every stage of DESIGN.md's pipeline in order, each writing its file into the
-// output folder, which appears only when the whole run succeeded (StagingDir):
+// `compress`: every stage of the pipeline (docs/design.md, "The pipeline") in order, each writing
+// its file into the output folder, which appears only when the whole run succeeded (StagingDir):
 //
 //   profile.json            measured latency tables of this device          (profile)
 //   data/*.tokens           calibration / training / held-out tokens: teacher samples, or the
@@ -22,8 +22,8 @@
 
 namespace ac {
 
-/// Options of a compress run; defaults are the README's main job on stories15M (cpu-local):
-/// about 15 minutes on 2 cores.
+/// Options of a compress run; defaults are the README's main job on stories15M (cpu-local; its
+/// time: docs/benchmarks.md).
 struct CompressOptions {
   fs::path model_dir;      // teacher checkpoint (HF layout, tokenizer.bin inside)
   std::string scenario;    // a scenario name (scenarios/NAME.json) or a path

@@ -1,5 +1,5 @@
 // Structured pruning of a Llama-family decoder to a (possibly heterogeneous) target architecture,
-// guided by activation importance (Minitron, arXiv 2407.14679, Sec. 2; DESIGN.md "The
+// guided by activation importance (Minitron, arXiv 2407.14679, Sec. 2; docs/design.md, "The
 // architecture space").
 //
 // What a target can shrink, per layer: KV groups (G), query heads per group (H/G, the same for

@@ -1,7 +1,7 @@
-// AutoCompress's differentiable architecture search under deployment limits (DESIGN.md, "The
-// search"; issue 7). The parent model, with nested masks over its importance-ordered channels,
-// is a supernet of every architecture of the space (search_space.h); the search learns one
-// logit vector per decision:
+// AutoCompress's differentiable architecture search under deployment limits (docs/design.md,
+// "AutoCompress: the differentiable search"). The parent model, with nested masks over its
+// importance-ordered channels, is a supernet of every architecture of the space (search_space.h);
+// the search learns one logit vector per decision:
 //
 //   Relaxation   Gumbel-softmax with straight-through hard samples (Jang, Gu, Poole 2017,
 //                "Categorical Reparameterization with Gumbel-Softmax", eq. 1 and §2.2; the
@@ -73,9 +73,9 @@
 
 namespace ac {
 
-/// Options of the differentiable search; defaults run stories15M on 2 CPU cores in about a
-/// minute (batches of 4 x 64 tokens, at most 48 steps, at most 12 + 8 KL evaluations of 2
-/// batches: about 23 000 search tokens).
+/// Options of the differentiable search; defaults are sized for stories15M (batches of 4 x 64
+/// tokens, at most 48 steps, at most 12 + 8 KL evaluations of 2 batches: about 23 000 search
+/// tokens; its time: docs/benchmarks.md).
 struct DifferentiableOptions {
   SearchSpaceOptions space;
   int64_t steps = 48;             // optimisation steps at most (fewer if every decision freezes)

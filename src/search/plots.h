@@ -1,6 +1,6 @@
-// The two plots written beside arch.json (issue 7): the per-layer widths of the chosen
-// architecture against the parent's, and the trajectory of the differentiable search (loss,
-// expected cost over each budget, multipliers, temperature). Plain SVG (common/svg.h).
+// The two plots written beside arch.json: the per-layer widths of the chosen architecture against
+// the parent's, and the trajectory of the differentiable search (loss, expected cost over each
+// budget, multipliers, temperature). Plain SVG (common/svg.h).
 #pragma once
 #include <string>
 #include <vector>

@@ -1,7 +1,8 @@
 // After the relaxation: turn the learned choice distribution into a few architectures that meet
-// every limit, rank them by the in-sample distillation loss, and refine the best by a short
-// local search (issue 7, "Discretize and repair"; the ranking is Minitron's "loss right after
-// pruning" criterion, arXiv 2407.14679 §4, applied to a handful of candidates instead of a grid).
+// every limit, rank them by the in-sample distillation loss, and refine the best by a short local
+// search (docs/design.md, "AutoCompress: the differentiable search"; the ranking is Minitron's
+// "loss right after pruning" criterion, arXiv 2407.14679 §4, applied to a handful of candidates
+// instead of a grid).
 //
 //   fill_slack     the greedy repair's mirror: while a single decision can move to a larger
 //                  nested option without breaking a limit, take the move that regains the most

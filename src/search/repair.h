@@ -1,7 +1,8 @@
 // Discretize-and-repair: the step that turns the search's most probable architecture into one
-// that meets every limit by the tool's own cost model (DESIGN.md, "The search": "the argmax
-// architecture is checked by the cost model and repaired greedily (drop what costs most for the
-// least importance) until every limit holds").
+// that meets every limit by the tool's own cost model (docs/design.md, "AutoCompress: the
+// differentiable search": the discretized architecture is checked by the cost model and repaired
+// greedily, giving up the least importance per unit of violation mended, until every limit
+// holds).
 //
 // Greedy rule. While check_limits(cost, limits) reports a broken limit, every move that sets
 // one decision to a smaller, nested option (hidden size, KV groups / heads per group, FFN

@@ -1,4 +1,4 @@
-// The search space of the differentiable search (DESIGN.md, "The architecture space"): one
+// The search space of the differentiable search (docs/design.md, "The architecture space"): one
 // decision per structure, each a short list of options, every option a nested mask over the
 // importance-ordered channels of the parent, so that the parent is a supernet of every
 // candidate (Minitron's importance order, arXiv 2407.14679 §2; the supernet view of
