@@ -284,3 +284,30 @@ TEST(CompressSignal, SigtermDuringDistillationStopsCompressAndWritesNothing) {
   for (const auto& e : fs::directory_iterator(tmp.path))
     EXPECT_EQ(e.path().filename().string().find("staging"), std::string::npos) << e.path();
 }
+
+// compress --profile with a profile of another machine: refused with one error that names the
+// CPU of each, before sampling or searching, and nothing written.
+TEST(CompressData, AProfileOfAnotherMachineIsRefused) {
+  TempDir tmp;
+  const fs::path model = ac::test::import_stories15m(tmp.path), run = tmp.path / "run";
+  ASSERT_FALSE(testing::Test::HasFailure());
+  const fs::path here = tmp.path / "here.json", other = tmp.path / "other.json";
+  ac::test::run_or_fail(fmt::format("AC_QUIET=1 {} profile --device cpu --scenario "
+                                    "stories15m-rtx5070 --model {} --out {} > {} 2>&1",
+                                    ac::test::cli_bin(), model.string(), here.string(),
+                                    (tmp.path / "profile.log").string()));
+  json p = parse_json_text(slurp(here), "here.json");
+  ASSERT_TRUE(p.contains("identity")) << p.dump().substr(0, 300);
+  p["identity"]["cpu_model"] = "Another CPU(R) 9999";
+  std::ofstream(other) << p.dump();
+  const fs::path log = tmp.path / "compress.log";
+  const int rc = std::system(fmt::format("{} compress --model {} --scenario stories15m-rtx5070 "
+                                         "--profile {} --out {} > {} 2>&1", ac::test::cli_bin(),
+                                         model.string(), other.string(), run.string(),
+                                         log.string()).c_str());
+  EXPECT_NE(rc, 0);
+  const std::string out = slurp(log);
+  EXPECT_NE(out.find("Another CPU(R) 9999"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[sample]"), std::string::npos) << "sampled before refusing: " << out;
+  EXPECT_FALSE(fs::exists(run));
+}

@@ -71,7 +71,7 @@ void clear_gradients(const std::vector<at::Tensor>& params) {
 
 void stop_if_interrupted(const DistillResult& r, const std::string& stage) {
   if (r.interrupted)
-    throw Error(msg(stage, "interrupted by a signal during distillation (step {}): stopped, "
+    throw Error(msg(stage.c_str(), "interrupted by a signal during distillation (step {}): stopped, "
                            "nothing written", r.steps_done));
 }
 

@@ -15,6 +15,7 @@
 #include "hardware/granularity.h"
 #include "hardware/profile.h"
 #include "hardware/scenario.h"
+#include "hardware/validate.h"
 #include "importance/importance.h"
 #include "io/checkpoint.h"
 #include "io/text_tokenizer.h"
@@ -232,6 +233,9 @@ json run_compress(const CompressOptions& opt) {
                         ? run_profile({teacher.config}, profiled_workload(scenario), profile_options)
                         : load_profile(opt.profile_path);
   use_profile_gemm_backend(profile);  // the GEMM library its tables were timed with
+  // A reused profile must be of this machine: its tables cost this CPU's scenario, and the
+  // llama.cpp stage's prediction runs here.
+  if (!opt.profile_path.empty()) check_profile_is_this_machine(profile);
   save_profile(out.path() / "profile.json", profile);
   // The scenario's costs come from this profile only when it targets this device; a GPU
   // scenario is costed by the roofline of its spec (the profile still serves the llama.cpp
@@ -306,56 +310,76 @@ json run_compress(const CompressOptions& opt) {
   }
   // The seed of the run also seeds the differentiable search's Gumbel noise.
   search_settings.autocompress.seed = opt.seed;
-  // Every method's search under `lim` (the first is the main result). Re-run by the fit loop
-  // below when the measured candidate breaks a limit: every method then searches under the
-  // same tightened limits, so that the comparison stays fair. Tokens and seconds of every
+  // Every method's search (the first is the main result), each fitted to the measurement on its
+  // own (pipeline/measured_fit.h): its candidate is measured beside the teacher before it is
+  // distilled and searched again under tightened limits while it breaks one. A method is never
+  // held to limits that another method's overshoot tightened. Tokens and seconds of every
   // attempt are counted.
-  std::vector<SearchOutcome> searches;
-  json search_rows = json::array();
+  struct MethodFit {
+    SearchOutcome outcome;
+    Limits search_limits;             // what the kept search held its predictions to
+    std::vector<FitAttempt> attempts;  // empty when nothing is measured here
+  };
+  std::vector<MethodFit> fits;
   int64_t search_tokens_all = 0;
   double search_seconds_all = 0;
   PrunePlan plan;
   std::optional<LlamaModel> candidate;
-  auto search_all = [&](const Limits& lim) {
-    searches.clear();
-    search_rows = json::array();
-    for (const std::string& m : search_methods(opt.method)) {
-      searches.push_back(run_search_method(m, teacher, imp, scenario, scenario_profile, lim,
-                                           data.calibration, opt.seq_len, search_settings,
-                                           &data.train));
-      search_rows.push_back(searches.back().summary());
-      search_tokens_all += searches.back().search_tokens;
-      search_seconds_all += searches.back().seconds;
-    }
-    plan = plan_pruning(teacher.config, imp, searches.front().best.target);
-    candidate = drop_removed_blocks(apply_plan(teacher, plan));
-    return candidate->config;
-  };
-  // Fit to the measurement (pipeline/measured_fit.h): the candidate is measured beside the
-  // teacher before it is distilled, and searched again under tightened limits if it breaks one.
-  std::vector<FitAttempt> fit_attempts;
-  if (not_measured.empty() && opt.fit_attempts > 0) {
-    FitCallbacks cb;
-    cb.search = search_all;
-    cb.predict = [&](const ModelConfig& c) { return predict(c, scenario, scenario_profile); };
-    cb.measure = [&](const ModelConfig& c) {
-      // The pruned model that `search` left (its latency does not depend on the weights, but it
-      // is the model the user gets): it must be the architecture asked for.
-      if (!candidate || candidate->config.hidden_size != c.hidden_size ||
-          candidate->config.layers != c.layers)
-        throw InternalError("[compress] the fit to the measurement asked for an architecture "
-                            "other than the searched candidate");
-      log_info("[compress] measuring the teacher and the searched architecture in paired rounds");
-      return measure_paired(teacher, *candidate, scenario.workload, scenario.limits, opt.measure);
+  for (const std::string& m : search_methods(opt.method)) {
+    MethodFit f;
+    f.search_limits = search_limits;
+    PrunePlan method_plan;
+    std::optional<LlamaModel> method_candidate;
+    auto search_one = [&](const Limits& lim) {
+      f.outcome = run_search_method(m, teacher, imp, scenario, scenario_profile, lim,
+                                    data.calibration, opt.seq_len, search_settings, &data.train);
+      search_tokens_all += f.outcome.search_tokens;
+      search_seconds_all += f.outcome.seconds;
+      method_plan = plan_pruning(teacher.config, imp, f.outcome.best.target);
+      method_candidate = drop_removed_blocks(apply_plan(teacher, method_plan));
+      return method_candidate->config;
     };
-    fit_attempts = fit_to_measurement(scenario.limits, search_limits, cb, opt.fit_attempts,
+    if (not_measured.empty() && opt.fit_attempts > 0) {
+      FitCallbacks cb;
+      cb.search = search_one;
+      cb.predict = [&](const ModelConfig& c) { return predict(c, scenario, scenario_profile); };
+      cb.measure = [&](const ModelConfig& c) {
+        // The pruned model that `search` left (its latency does not depend on the weights, but
+        // it is the model the user gets): it must be the architecture asked for.
+        if (!method_candidate || describe(method_candidate->config) != describe(c))
+          throw InternalError("[compress] the fit to the measurement asked for an architecture "
+                              "other than the searched candidate");
+        log_info(fmt::format("[compress] {}: measuring the teacher and the searched architecture "
+                             "in paired rounds", m));
+        const c10::Device dev = measurement_device(scenario);  // the scenario's GPU with CUDA
+        return measure_paired(
+            LlamaModel{teacher.config, to_device(teacher.config, teacher.weights, dev)},
+            LlamaModel{method_candidate->config,
+                       to_device(method_candidate->config, method_candidate->weights, dev)},
+            scenario.workload, scenario.limits, opt.measure);
+      };
+      f.attempts = fit_to_measurement(scenario.limits, search_limits, cb, opt.fit_attempts,
                                       opt.fit_margin);
-    const FitAttempt& fitted = fitted_attempt(fit_attempts);
-    if (&fitted != &fit_attempts.back()) search_all(fitted.search_limits);  // the kept attempt
-    search_limits = fitted.search_limits;
-  } else {
-    search_all(search_limits);
+      const FitAttempt& fitted = fitted_attempt(f.attempts);
+      if (&fitted != &f.attempts.back()) search_one(fitted.search_limits);  // the kept attempt
+      f.search_limits = fitted.search_limits;
+    } else {
+      search_one(search_limits);
+    }
+    if (fits.empty()) {  // the main result
+      plan = method_plan;
+      candidate = std::move(method_candidate);
+    }
+    fits.push_back(std::move(f));
   }
+  std::vector<SearchOutcome> searches;
+  json search_rows = json::array();
+  for (const MethodFit& f : fits) {
+    searches.push_back(f.outcome);
+    search_rows.push_back(f.outcome.summary());
+  }
+  const std::vector<FitAttempt>& fit_attempts = fits.front().attempts;
+  search_limits = fits.front().search_limits;
   for (size_t i = 0; i < searches.size(); ++i)
     write_search_outputs(i == 0 ? out.path() / "arch.json"
                                 : method_arch_path(out.path() / "arch.json", searches[i].method),
@@ -418,8 +442,11 @@ json run_compress(const CompressOptions& opt) {
       prior = fitted_attempt(fit_attempts).rounds;
     log_info(fmt::format("[compress] measuring the teacher and the compressed model in paired "
                          "rounds ({} from the fit before distillation)", prior.rounds()));
-    const PairedRounds rounds =
-        measure_paired(teacher, student, scenario.workload, scenario.limits, opt.measure, prior);
+    const c10::Device dev = measurement_device(scenario);
+    const PairedRounds rounds = measure_paired(
+        LlamaModel{teacher.config, to_device(teacher.config, teacher.weights, dev)},
+        LlamaModel{student.config, to_device(student.config, student.weights, dev)},
+        scenario.workload, scenario.limits, opt.measure, prior);
     teacher_measured = rounds.teacher_pooled();
     student_measured = rounds.student_pooled();
     measured_verdict = judge_paired(rounds, scenario.limits);
@@ -451,9 +478,14 @@ json run_compress(const CompressOptions& opt) {
   }
   for (size_t i = 1; i < searches.size(); ++i) {
     const std::string& m = searches[i].method;
-    comparison.push_back(run_method_for_comparison(searches[i], cmp, out.path() / ("model-" + m),
-                                                   "model-" + m,
+    CompareContext method_cmp = cmp;
+    method_cmp.search_limits = fits[i].search_limits;  // what its own fit kept
+    comparison.push_back(run_method_for_comparison(searches[i], method_cmp,
+                                                   out.path() / ("model-" + m), "model-" + m,
                                                    out.path() / ("distill_log." + m + ".csv")));
+    json attempts = json::array();
+    for (const FitAttempt& a : fits[i].attempts) attempts.push_back(a.to_json());
+    comparison.back()["fit_attempts"] = attempts;
     timer.done("compare_" + m);
   }
 
