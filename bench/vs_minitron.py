@@ -270,7 +270,10 @@ def main():
     print(markdown(summary))
     if a.json:
         cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
-        doc = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "command": "bench/vs_minitron.sh",
+        env = " ".join(f"{k}={os.environ[k]}" for k in ("DISTILL_TOKENS", "TASK_ITEMS", "HELDOUT", "SETTINGS")
+                       if os.environ.get(k))
+        command = (env + " " if env else "") + "bench/vs_minitron.sh"
+        doc = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "command": command,
                "machine": f"{cpu}, {os.cpu_count()} cores", "summary": summary, "runs": runs}
         tmp = a.json + ".tmp"
         with open(tmp, "w") as f:
