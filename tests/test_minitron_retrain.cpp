@@ -76,18 +76,24 @@ int64_t tokens_of(const std::vector<at::Tensor>& batches) {
   return n;
 }
 
+// Indices of r's candidates ranked by KL after pruning, best first (the retraining's order).
+std::vector<size_t> ranked_by_prune_loss(const SearchResult& r) {
+  std::vector<size_t> ranked;
+  for (size_t i = 0; i < r.candidates.size(); ++i)
+    if (r.candidates[i].loss_after_prune >= 0) ranked.push_back(i);
+  std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
+    return r.candidates[a].loss_after_prune < r.candidates[b].loss_after_prune;
+  });
+  return ranked;
+}
+
 }  // namespace
 
 TEST(MinitronRetrain, RetrainsTheTopKAndKeepsTheBestAfterRetraining) {
   Fixture f;
   SearchResult r = f.search();
-  std::vector<size_t> ranked;
-  for (size_t i = 0; i < r.candidates.size(); ++i)
-    if (r.candidates[i].loss_after_prune >= 0) ranked.push_back(i);
+  const std::vector<size_t> ranked = ranked_by_prune_loss(r);
   ASSERT_GE(ranked.size(), 3u) << "the fixture must rank at least 3 candidates";
-  std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
-    return r.candidates[a].loss_after_prune < r.candidates[b].loss_after_prune;
-  });
   const int64_t before = r.search_tokens;
   const RetrainOptions opt = f.retrain(3);
   retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, opt);
@@ -159,12 +165,7 @@ TEST(MinitronRetrain, BadOptionsAndAnUnrankedSearchAreConfigErrors) {
 TEST(MinitronRetrain, AnArchitectureListedTwiceIsRetrainedOnce) {
   Fixture f;
   SearchResult r = f.search();
-  std::vector<size_t> ranked;
-  for (size_t i = 0; i < r.candidates.size(); ++i)
-    if (r.candidates[i].loss_after_prune >= 0) ranked.push_back(i);
-  std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
-    return r.candidates[a].loss_after_prune < r.candidates[b].loss_after_prune;
-  });
+  const std::vector<size_t> ranked = ranked_by_prune_loss(r);
   ASSERT_GE(ranked.size(), 2u);
   // The best candidate again, at the end of the list: ranked second by KL after pruning.
   r.candidates.push_back(r.candidates[ranked[0]]);
