@@ -1,6 +1,7 @@
 // The small model, importance and GPU scenario that the search tests (test_search.cpp,
 // test_search_refine.cpp) share.
 #pragma once
+#include "data/dataset.h"
 #include "hardware/scenario.h"
 #include "importance/importance.h"
 #include "model/llama.h"
@@ -25,13 +26,21 @@ inline Importance importance_of(const LlamaModel& m) {
 
 /// A GPU scenario costed by the roofline of the spec (no profile), big enough a workload that
 /// widths matter beside the kernel launches.
-inline Scenario gpu_scenario(const Limits& limits = {}) {
-  json j = {{"name", "test"}, {"device", "h100-sxm"}, {"engine", "vllm"},
+/// `engine`: engines/<engine>.json (its loader rules shape run_search_method's space).
+inline Scenario gpu_scenario(const Limits& limits = {}, const std::string& engine = "vllm") {
+  json j = {{"name", "test"}, {"device", "h100-sxm"}, {"engine", engine},
             {"workload", {{"prompt_tokens", 512}, {"output_tokens", 128}, {"batch_size", 64},
                           {"weight_dtype", "bf16"}, {"kv_cache_dtype", "bf16"}}}};
   Scenario s = scenario_from_json(j, "test.json", source_dir());
   s.limits = limits;
   return s;
+}
+
+/// `n` random token ids in [0, vocab) (seed) as one token stream.
+inline TokenDataset random_text(int64_t n, int64_t vocab, uint64_t seed) {
+  at::Tensor ids = random_tokens(1, n, vocab, seed).to(at::kInt).contiguous();
+  return TokenDataset(std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n),
+                      vocab);
 }
 
 /// Widths in steps of 16 down to 40% of the parent.

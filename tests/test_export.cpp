@@ -447,6 +447,18 @@ TEST(DeciLM, ExportRefusesWidthsDeciLMCannotExpress) {
   gguf_only.hf = false;
   gguf_only.gguf = true;
   EXPECT_EQ(export_model(src, tmp.path / "out", gguf_only).max_logit_diff_gguf, 0.0);
+  // Files for an engine: its loader rules (engines/*.json "structure") are checked first, so a
+  // GGUF meant for vLLM is refused too, naming the layer and the rule, and nothing is written.
+  ExportOptions for_vllm = gguf_only;
+  for_vllm.engine = "vllm";
+  test::expect_error<ConfigError>(
+      [&] { export_model(src, tmp.path / "out-vllm", for_vllm); },
+      {"[export] vllm cannot load", "layer 3: num_attention_heads 2",
+       "layer 4: intermediate_size 300"});
+  EXPECT_FALSE(fs::exists(tmp.path / "out-vllm"));
+  ExportOptions for_llamacpp = gguf_only;
+  for_llamacpp.engine = "llama.cpp";
+  EXPECT_EQ(export_model(src, tmp.path / "out-llamacpp", for_llamacpp).max_logit_diff_gguf, 0.0);
 }
 
 TEST(Export, HomogeneousHfKeepsParentFieldsAndDtype) {

@@ -21,20 +21,16 @@ using namespace ac;
 using ac::test::gpu_scenario;
 using ac::test::importance_of;
 using ac::test::random_tokens;
+using ac::test::random_text;
 using ac::test::small_model;
 
 namespace {
 
-TokenDataset random_text(int64_t n, int64_t vocab, uint64_t seed) {
-  at::Tensor ids = random_tokens(1, n, vocab, seed).to(at::kInt).contiguous();
-  return TokenDataset(std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n),
-                      vocab);
-}
-
 struct Fixture {
   LlamaModel teacher = small_model();
   Importance imp = importance_of(teacher);
-  Scenario sc = gpu_scenario();
+  // llama.cpp builds any per-layer structure: this parent's FFN width (96) is no DeciLM width.
+  Scenario sc = gpu_scenario({}, "llama.cpp");
   std::vector<at::Tensor> calib = {random_tokens(2, 16, 97, 11), random_tokens(2, 16, 97, 12)};
   TokenDataset train = random_text(4000, 97, 13);
 

@@ -10,7 +10,7 @@
 namespace {
 
 struct Options {
-  std::string model, out, format = "hf", dtype = "f32", parent;
+  std::string model, out, format = "hf", dtype = "f32", parent, engine;
 };
 
 void print_report(const ac::ExportReport& r, const std::string& out) {
@@ -45,12 +45,17 @@ ac::cli::RegisterCommand reg(85, [](CLI::App& app) {
       ->capture_default_str();
   s->add_option("--parent", o->parent,
                 "folder whose config.json is the parent for the field listing (default: --model)");
+  s->add_option("--engine", o->engine,
+                "serving engine the files are for (engines/NAME.json: native, llama.cpp, vllm, "
+                "tensorrt-llm): an architecture its loader cannot build is refused before "
+                "anything is written");
   s->callback([o] {
     ac::ExportOptions opt;
     opt.hf = o->format != "gguf";
     opt.gguf = o->format != "hf";
     opt.dtype = ac::ggml_type_from_string(o->dtype);
     opt.parent = o->parent;
+    opt.engine = o->engine;
     print_report(ac::export_model(o->model, o->out, opt), o->out);
   });
 });

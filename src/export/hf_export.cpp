@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/json_io.h"
 #include "export/gguf_vocab.h"
+#include "hardware/engine.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 
@@ -99,6 +100,12 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
   check_not_overwriting_input(model_dir, out_dir, "export");
   const LlamaModel m = load_checkpoint(model_dir);
   ExportReport r;
+  if (!opt.engine.empty()) {
+    const EngineSpec engine = load_engine(opt.engine);
+    check_engine_loads(m.config, engine, "export");
+    r.checks.push_back(fmt::format("{} loads this structure (engines/{}.json \"structure\")",
+                                   engine.name, engine.name));
+  }
   const bool heterogeneous = config_to_hf_json(m.config)["model_type"] == "nemotron-nas";
   if (opt.hf && heterogeneous) {
     check_decilm_loadable(m.config);

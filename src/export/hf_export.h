@@ -32,6 +32,8 @@ struct ExportOptions {
   bool gguf = false;               // write model.gguf
   GgmlType dtype = GgmlType::F32;  // weights (HF: every tensor; GGUF: 2-D weights)
   fs::path parent;                 // folder whose config.json is the parent; default: the input
+  std::string engine;              // engines/<engine>.json: refuse, before writing, a model its
+                                   // loader cannot build ("structure"); empty = no engine check
 };
 
 struct ExportReport {

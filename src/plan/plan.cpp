@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <tuple>
 
 #include "common/error.h"
@@ -284,13 +285,18 @@ struct Move {
 
 class Greedy {
  public:
-  Greedy(const ModelConfig& parent, const Limits& limits, const PlanOptions& o, MemoCost& memo)
-      : parent_(light_copy(parent)), limits_(limits), o_(o), memo_(memo) {
+  // `engine`: the per-layer moves are those its loader builds (engines/*.json "structure"):
+  // without per-layer query heads no head is dropped in one layer alone, FFN widths step by its
+  // ffn_width_multiple too, and removal only where it builds it.
+  Greedy(const ModelConfig& parent, const Limits& limits, const PlanOptions& o, MemoCost& memo,
+         const EngineStructure& engine)
+      : parent_(light_copy(parent)), limits_(limits), o_(o), memo_(memo), engine_(engine) {
     const LayerConfig& ref = reference_layer(parent);
     hidden_ladder_ = width_ladder(parent.hidden_size, o.width_granularity, o.min_width_fraction,
                                   o.width_steps);
-    ffn_ladder_ = width_ladder(ref.intermediate_size, o.width_granularity, o.min_width_fraction,
-                               o.width_steps);
+    ffn_ladder_ = width_ladder(ref.intermediate_size,
+                               std::lcm(o.width_granularity, engine.ffn_width_multiple),
+                               o.min_width_fraction, o.width_steps);
   }
 
   /// The smallest architecture the moves can reach: every width and count at its minimum, the
@@ -300,8 +306,8 @@ class Greedy {
     ModelConfig c = parent_;
     c.hidden_size = hidden_ladder_.back();
     const int64_t L = c.num_layers();
-    int64_t attn_left = int64_t(o_.max_attention_removed_fraction * L);
-    int64_t ffn_left = int64_t(o_.max_ffn_removed_fraction * L);
+    int64_t attn_left = engine_.attention_removed ? int64_t(o_.max_attention_removed_fraction * L) : 0;
+    int64_t ffn_left = engine_.ffn_removed ? int64_t(o_.max_ffn_removed_fraction * L) : 0;
     for (int64_t i = L - 2; i >= 1; --i) {  // the end layers stay
       LayerConfig& l = c.layers[size_t(i)];
       if (l.has_attention() && attn_left-- > 0) l.attention_no_op = true, l.num_attention_heads = l.num_key_value_heads = 0;
@@ -309,7 +315,7 @@ class Greedy {
     }
     for (LayerConfig& l : c.layers) {
       if (l.has_ffn()) l.intermediate_size = ffn_ladder_.back();
-      if (!l.has_attention()) continue;
+      if (!l.has_attention() || !engine_.per_layer_query_heads) continue;
       const int64_t per = l.num_attention_heads / l.num_key_value_heads;
       l.num_key_value_heads = min_count(l.num_key_value_heads);
       l.num_attention_heads = min_count(per) * l.num_key_value_heads;
@@ -361,15 +367,21 @@ class Greedy {
       const bool ends = i == 0 || i == L - 1;
       if (l.has_ffn() && next_width(ffn_ladder_, l.intermediate_size) > 0)
         out.push_back({MoveKind::ffn_narrow, i});
-      if (l.has_ffn() && !ends && ffn_removed + 1 <= int64_t(o_.max_ffn_removed_fraction * L))
+      if (l.has_ffn() && !ends && engine_.ffn_removed &&
+          ffn_removed + 1 <= int64_t(o_.max_ffn_removed_fraction * L))
         out.push_back({MoveKind::ffn_remove, i});
-      if (l.has_attention()) {
+      if (l.has_attention() && !engine_.per_layer_query_heads) {
+        if (!ends && engine_.attention_removed &&
+            attn_removed + 1 <= int64_t(o_.max_attention_removed_fraction * L))
+          out.push_back({MoveKind::attention_remove, i});
+      } else if (l.has_attention()) {
         const int64_t per = l.num_attention_heads / l.num_key_value_heads;
         const int64_t per_parent = p.num_attention_heads / p.num_key_value_heads;
         if (l.num_key_value_heads - 1 >= min_count(p.num_key_value_heads))
           out.push_back({MoveKind::kv_drop, i});
         if (per - 1 >= min_count(per_parent)) out.push_back({MoveKind::q_drop, i});
-        if (!ends && attn_removed + 1 <= int64_t(o_.max_attention_removed_fraction * L))
+        if (!ends && engine_.attention_removed &&
+            attn_removed + 1 <= int64_t(o_.max_attention_removed_fraction * L))
           out.push_back({MoveKind::attention_remove, i});
       }
     }
@@ -423,6 +435,7 @@ class Greedy {
   Limits limits_;
   PlanOptions o_;
   MemoCost& memo_;
+  EngineStructure engine_;
   std::vector<int64_t> hidden_ladder_, ffn_ladder_;
 };
 
@@ -545,7 +558,7 @@ Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profil
     plan.uniform.push_back(verified("uniform", label, shape_config(config, shape), plan, profile,
                                     shape_changes(parent, shape)));
 
-  Greedy search(config, plan.limits, options, memo);
+  Greedy search(config, plan.limits, options, memo, scenario.engine_spec.structure);
   const ModelConfig floor = search.floor();
   const bool reachable_per_layer = check_limits(memo.estimate(floor), plan.limits).empty();
   const ModelConfig greedy = reachable_per_layer ? search.run(&plan.greedy_steps) : floor;

@@ -85,6 +85,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
       retrain_top_candidates(teacher, imp, r, *retrain_data, batches, st.retrain);
     }
     o.best = r.best;
+    check_engine_loads(o.best.target, scenario.engine_spec, "search");  // uniform: always loads
     o.search_tokens = r.search_tokens;
     o.seconds = r.seconds;
     o.search = r.to_json();
@@ -93,6 +94,22 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
   if (method != "autocompress") search_methods(method);  // throws the ConfigError
   DifferentiableOptions dopt = st.autocompress;
   dopt.safety_margin = st.safety_margin;
+  // The space holds only what the scenario's engine loads (engines/*.json "structure"). Its FFN
+  // options keep the parent's own width, so that width must be one the engine expresses.
+  dopt.space.structure = scenario.engine_spec.structure;
+  const int64_t step = dopt.space.structure.ffn_width_multiple;
+  for (size_t l = 0; l < teacher.config.layers.size(); ++l) {
+    const LayerConfig& p = teacher.config.layers[l];
+    if (p.has_ffn() && p.intermediate_size % step != 0)
+      throw ConfigError(msg("search", "layer {} of the parent has intermediate_size {}, not a "
+                            "multiple of {}: {} cannot load a per-layer architecture that keeps "
+                            "it (engines/{}.json \"structure\": {}). Use --method minitron (one "
+                            "shape for every layer, which {} loads as the parent's class) or a "
+                            "scenario with another engine",
+                            l, p.intermediate_size, step, scenario.engine_spec.name,
+                            scenario.engine_spec.name, scenario.engine_spec.structure.source,
+                            scenario.engine_spec.name));
+  }
   std::vector<at::Tensor> batches = calibration.sequential_batches(
       st.autocompress_batch_size, st.autocompress_seq_len, st.autocompress_batches);
   DifferentiableResult r =
@@ -104,6 +121,9 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
                            st.autocompress_retrain_options);
   }
   o.best = r.search.best;
+  // Holds by construction of the space; checked so that a change to the space cannot hand the
+  // user an architecture the engine refuses.
+  check_engine_loads(o.best.target, scenario.engine_spec, "search");
   o.search_tokens = r.search.search_tokens;
   o.seconds = r.search.seconds;
   o.trajectory = r.trajectory;

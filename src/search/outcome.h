@@ -79,8 +79,11 @@ std::vector<std::string> search_methods(const std::string& method);
 /// autocompress_batch_size x autocompress_seq_len from the same stream). `limits` must be
 /// absolute. `retrain_data`: the training text of the lightweight retraining (required when
 /// settings.minitron_retrain or autocompress_retrain; its tokens count as search tokens).
-/// Throws what the method throws (InfeasibleError with the smallest reachable cost);
-/// ConfigError when the retraining is asked for without data.
+/// The differentiable search's space holds only what the scenario's engine loads
+/// (engines/*.json "structure", hardware/engine.h); every result is checked with
+/// check_engine_loads. Throws what the method throws (InfeasibleError with the smallest
+/// reachable cost); ConfigError when the retraining is asked for without data, or when a parent
+/// layer's FFN width is not one the engine expresses per layer (autocompress).
 SearchOutcome run_search_method(const std::string& method, const LlamaModel& teacher,
                                 const Importance& imp, const Scenario& scenario,
                                 const Profile* profile, const Limits& limits,

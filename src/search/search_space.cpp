@@ -114,6 +114,8 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
   parent.validate("search");
   check_importance_matches(parent, imp, "search");
   const int64_t L = parent.num_layers(), g = opt.width_granularity;
+  // FFN widths: multiples of the granularity and of what the engine's loader expresses.
+  const int64_t g_ffn = std::lcm(g, opt.structure.ffn_width_multiple);
   SearchSpace s;
   s.parent = parent;
   s.max_blocks_removed = opt.max_blocks_removed >= 0 ? opt.max_blocks_removed : L / 3;
@@ -144,6 +146,9 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
           LayerConfig a = p;
           a.num_attention_heads = gk * pk;
           a.num_key_value_heads = gk;
+          // One query-head count for every layer: keep the parent's.
+          if (!opt.structure.per_layer_query_heads && a.num_attention_heads != p.num_attention_heads)
+            continue;
           att.push_back(a);
         }
       std::stable_sort(att.begin(), att.end(), [](const LayerConfig& a, const LayerConfig& b) {
@@ -152,15 +157,16 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
                    : a.num_key_value_heads > b.num_key_value_heads;
       });
     }
-    if (opt.allow_removal || !p.has_attention()) att.push_back(attention_removed(p));
+    if ((opt.allow_removal && opt.structure.attention_removed) || !p.has_attention())
+      att.push_back(attention_removed(p));
     std::vector<LayerConfig> ffn;
     if (p.has_ffn())
-      for (int64_t F : width_options(p.intermediate_size, g, opt.min_width_fraction, opt.max_ffn_widths)) {
+      for (int64_t F : width_options(p.intermediate_size, g_ffn, opt.min_width_fraction, opt.max_ffn_widths)) {
         LayerConfig f = p;
         f.intermediate_size = F;
         ffn.push_back(f);
       }
-    if (opt.allow_removal || !p.has_ffn()) ffn.push_back(ffn_removed(p));
+    if ((opt.allow_removal && opt.structure.ffn_removed) || !p.has_ffn()) ffn.push_back(ffn_removed(p));
 
     // Masks of every option, from the same selection rule as pruning (prune/prune.h).
     std::vector<at::Tensor> heads, agate, fmask, fgate;

@@ -18,6 +18,14 @@
 //
 // Structural rules every architecture of the space obeys (structurally_valid): at most
 // max_blocks_removed whole blocks removed, and at least one layer keeps its attention.
+//
+// The serving engine's loader rules (SearchSpaceOptions::structure, engines/*.json) shape the
+// options: an engine with one query-head count for every layer (vLLM, TensorRT-LLM: DeciLM)
+// gets attention options that keep the parent's query heads (and "removed"); FFN widths are
+// multiples of the engine's ffn_width_multiple as well as of the width granularity (the
+// parent's own width stays option 0); removal is offered only where the engine builds it. So
+// every architecture of the space is one the engine loads (hardware/engine.h
+// structure_violations), provided the parent's own FFN width is a multiple of that step.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -25,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "hardware/engine.h"
 #include "importance/importance.h"
 #include "model/config.h"
 
@@ -40,6 +49,7 @@ struct SearchSpaceOptions {
   bool allow_removal = true;        // offer "attention removed" / "FFN removed"
   int64_t max_blocks_removed = -1;  // whole blocks removable at most; < 0 = L / 3 (Minitron's
                                     // depth pruning drops up to a third of the layers)
+  EngineStructure structure;        // what the serving engine's loader builds (default: anything)
 };
 
 /// One option index per decision.
