@@ -27,8 +27,8 @@
 // values <= 64 MiB, arrays <= 2^28 elements (and no more than the bytes left could hold), no
 // nested arrays, <= 65,536 keys and tensors, n_dims 1..4, each ne 1..2^40 with a product
 // <= 2^40 elements, ne[0] a multiple of the type's block size (32 for Q8_0 and Q4_0),
-// alignment a power-of-two uint32, every tensor offset a multiple of the
-// alignment with its bytes inside the file, tensors not overlapping, unique keys and names.
+// alignment a power-of-two uint32, every tensor offset a multiple of the alignment with its
+// bytes inside the file, tensors not overlapping, unique keys and names.
 #pragma once
 #include <cstdint>
 #include <map>
