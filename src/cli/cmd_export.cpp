@@ -1,6 +1,6 @@
 // `autocompress export`: writes a checkpoint in the formats serving engines load (HF safetensors
-// + config.json, DeciLM for heterogeneous models; GGUF for llama.cpp) and proves each reloads
-// to identical logits (export/hf_export.h).
+// + config.json, DeciLM for heterogeneous models; GGUF for llama.cpp, also quantized to q8_0 or
+// q4_0) and proves each reloads to identical logits (export/hf_export.h).
 #include <cstdio>
 
 #include "cli/command.h"
@@ -40,8 +40,9 @@ ac::cli::RegisterCommand reg(85, [](CLI::App& app) {
   s->add_option("--format", o->format, "hf, gguf (model.gguf) or both")
       ->check(CLI::IsMember({"hf", "gguf", "both"}))
       ->capture_default_str();
-  s->add_option("--dtype", o->dtype, "weight type: f32, f16 or bf16")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+  s->add_option("--dtype", o->dtype, "weight type: f32, f16 or bf16; GGUF also q8_0 or q4_0 "
+                                     "(ggml's 32-value blocks, docs/formats.md)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}))
       ->capture_default_str();
   s->add_option("--parent", o->parent,
                 "folder whose config.json is the parent for the field listing (default: --model)");

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "export/gguf_quant.h"
 
 namespace ac {
 
@@ -15,13 +16,38 @@ constexpr uint32_t kMaxDims = kGgufMaxDims;
 
 bool is_float(GgufType t) { return t == GgufType::FLOAT32 || t == GgufType::FLOAT64; }
 
+/// The torch dtype a tensor of `t` is read as: quantized types are dequantized to float32.
 at::ScalarType torch_dtype(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return at::kFloat;
     case GgmlType::F16: return at::kHalf;
     case GgmlType::BF16: return at::kBFloat16;
+    default: return at::kFloat;
   }
-  return at::kFloat;
+}
+
+/// A tensor's bytes as the file stores them: the float types cast, Q8_0 / Q4_0 rows quantized
+/// into a flat uint8 tensor of blocks. `where` names errors.
+at::Tensor encode(const at::Tensor& t, GgmlType type, const std::string& where) {
+  if (!ggml_is_quantized(type)) return t.to(torch_dtype(type)).contiguous();
+  const int64_t block = ggml_block_values(type);
+  if (t.dim() < 1 || t.size(-1) % block)
+    throw ConfigError(msg("write_gguf", "{}: rows of {} values cannot be written as {}: blocks of "
+                          "{} values (export/gguf_quant.h); write it as F16 instead", where,
+                          t.dim() ? t.size(-1) : 0, ggml_type_name(type), block));
+  const at::Tensor x = t.to(at::kFloat).contiguous();
+  at::Tensor out = at::empty({int64_t(ggml_bytes(type, uint64_t(x.numel())))}, at::kByte);
+  // Rows are whole blocks, so the tensor quantizes as one long row.
+  const float* src = x.data_ptr<float>();
+  if (type == GgmlType::Q8_0) quantize_row_q8_0(src, out.data_ptr<uint8_t>(), x.numel());
+  else quantize_row_q4_0(src, out.data_ptr<uint8_t>(), x.numel());
+  return out;
+}
+
+/// `numel` values of `type` stored at `bytes` -> float32 `out` (quantized types only).
+void dequantize(GgmlType type, const char* bytes, int64_t numel, float* out) {
+  const auto* in = reinterpret_cast<const uint8_t*>(bytes);
+  if (type == GgmlType::Q8_0) dequantize_row_q8_0(in, out, numel);
+  else dequantize_row_q4_0(in, out, numel);
 }
 
 uint64_t pad_to(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
@@ -111,7 +137,7 @@ void write_gguf(const fs::path& path, const GgufMetadata& kv,
     if (!t.data.defined() || t.data.dim() < 1 || t.data.dim() > int64_t(kMaxDims))
       throw ConfigError(msg("write_gguf", "{}: tensor '{}' must have 1..4 dimensions",
                             path.string(), t.name));
-    data.push_back(t.data.to(torch_dtype(t.type)).contiguous());
+    data.push_back(encode(t.data, t.type, path.string() + ": tensor '" + t.name + "'"));
     o.str(t.name);
     o.pod<uint32_t>(uint32_t(t.data.dim()));
     for (int64_t d = t.data.dim() - 1; d >= 0; --d) o.pod<uint64_t>(uint64_t(t.data.size(d)));
@@ -198,8 +224,20 @@ uint64_t GgufFile::data_offset(const std::string& name) const { return info(name
 at::Tensor GgufFile::tensor(const std::string& name) const {
   const GgufTensorInfo& i = info(name);
   at::Tensor t = at::empty(shape(name), torch_dtype(i.type));
-  std::memcpy(t.data_ptr(), bytes_.data() + i.offset, i.bytes);
+  if (ggml_is_quantized(i.type))
+    dequantize(i.type, bytes_.data() + i.offset, t.numel(), t.data_ptr<float>());
+  else
+    std::memcpy(t.data_ptr(), bytes_.data() + i.offset, i.bytes);
   return t;
+}
+
+at::Tensor ggml_round_trip(const at::Tensor& t, GgmlType type) {
+  if (!ggml_is_quantized(type)) return t.to(torch_dtype(type)).to(at::kFloat);
+  const at::Tensor bytes = encode(t, type, "ggml_round_trip");
+  at::Tensor out = at::empty(t.sizes(), at::kFloat);
+  dequantize(type, reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), out.numel(),
+             out.data_ptr<float>());
+  return out;
 }
 
 }  // namespace ac

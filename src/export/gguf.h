@@ -1,8 +1,8 @@
 // GGUF (version 3) reader and writer: the container llama.cpp loads.
 //
 // The byte layout, the value types and the limits enforced on read are in export/gguf_format.h
-// (torch-free, so that the fuzz targets build without torch); this file adds the writer and
-// access to the tensors as torch tensors.
+// (torch-free, so that the fuzz targets build without torch), the Q8_0 / Q4_0 blocks in
+// export/gguf_quant.h; this file adds the writer and access to the tensors as torch tensors.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -18,7 +18,8 @@
 namespace ac {
 
 /// A tensor to write: torch order shape, converted to `type` on write (1-D tensors should be
-/// F32: llama.cpp's norms are F32 in every converter).
+/// F32: llama.cpp's norms are F32 in every converter). Q8_0 / Q4_0 quantize each row (the last
+/// torch dimension, ggml's ne[0]) in blocks of 32 from its float32 values.
 struct GgufTensorOut {
   std::string name;
   at::Tensor data;  // any float dtype, any layout; written row-major as `type`
@@ -27,7 +28,8 @@ struct GgufTensorOut {
 
 /// Writes a GGUF v3 file atomically. `general.alignment` from `kv` is used when present
 /// (must be a power of two); otherwise 32 and the key is not written.
-/// Throws ConfigError on duplicate keys or tensor names, a tensor of rank > 4 or an empty name.
+/// Throws ConfigError on duplicate keys or tensor names, a tensor of rank > 4, an empty name, or
+/// a Q8_0 / Q4_0 tensor whose last dimension is not a multiple of 32.
 void write_gguf(const fs::path& path, const GgufMetadata& kv,
                 const std::vector<GgufTensorOut>& tensors);
 
@@ -63,7 +65,8 @@ class GgufFile {
   GgmlType type(const std::string& name) const;
   /// Absolute file offset of a tensor's first byte.
   uint64_t data_offset(const std::string& name) const;
-  /// The tensor in its stored dtype (float, half or bfloat16), torch order, owning its memory.
+  /// The tensor in its stored dtype (float, half or bfloat16), torch order, owning its memory;
+  /// Q8_0 and Q4_0 tensors dequantized to float32 (ggml dequantize_row_q8_0 / _q4_0).
   at::Tensor tensor(const std::string& name) const;
 
  private:
@@ -72,5 +75,10 @@ class GgufFile {
   std::string bytes_;
   GgufLayout layout_;
 };
+
+/// The float32 values `t` reads back as once written as `type`: cast (F32, F16, BF16) or
+/// quantized and dequantized row by row (Q8_0, Q4_0; the last dimension a multiple of 32,
+/// ConfigError otherwise). Same shape as `t`, float32.
+at::Tensor ggml_round_trip(const at::Tensor& t, GgmlType type);
 
 }  // namespace ac

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "export/gguf_quant.h"
 
 namespace ac {
 
@@ -25,6 +26,12 @@ size_t scalar_bytes(GgufType t) {
 bool is_float(GgufType t) { return t == GgufType::FLOAT32 || t == GgufType::FLOAT64; }
 
 bool is_known(uint32_t t) { return t <= uint32_t(GgufType::FLOAT64); }
+
+bool is_known_tensor_type(uint32_t t) {
+  for (GgmlType k : {GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::BF16})
+    if (t == uint32_t(k)) return true;
+  return false;
+}
 
 uint64_t pad_to(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
 
@@ -138,16 +145,19 @@ std::pair<std::string, GgufTensorInfo> tensor_info(In& in, uint64_t alignment) {
     info.ne.push_back(int64_t(ne));
   }
   const auto type = in.pod<uint32_t>("tensor type", name);
-  if (type != uint32_t(GgmlType::F32) && type != uint32_t(GgmlType::F16) &&
-      type != uint32_t(GgmlType::BF16))
-    in.fail(fmt::format("tensor '{}' has ggml type {}; only F32 (0), F16 (1) and BF16 (30) are "
-                        "read (quantized files are not supported)", name, type));
+  if (!is_known_tensor_type(type))
+    in.fail(fmt::format("tensor '{}' has ggml type {}; F32 (0), F16 (1), Q4_0 (2), Q8_0 (8) and "
+                        "BF16 (30) are read (other quantizations are not supported)", name, type));
   info.type = GgmlType(type);
+  if (info.ne[0] % ggml_block_values(info.type))
+    in.fail(fmt::format("tensor '{}' of type {} has rows of ne[0] = {} values, not a multiple of "
+                        "its block size {}", name, ggml_type_name(info.type), info.ne[0],
+                        ggml_block_values(info.type)));
   info.offset = in.pod<uint64_t>("tensor offset", name);
   if (info.offset % alignment)
     in.fail(fmt::format("tensor '{}' offset {} is not a multiple of the alignment {}", name,
                         info.offset, alignment));
-  info.bytes = numel * ggml_element_bytes(info.type);
+  info.bytes = ggml_bytes(info.type, numel);
   return {std::move(name), info};
 }
 
@@ -182,23 +192,55 @@ void place_tensors(GgufLayout& g, std::vector<std::pair<std::string, GgufTensorI
 
 }  // namespace
 
+namespace {
+const std::pair<GgmlType, const char*> kDtypeStrings[] = {
+    {GgmlType::F32, "f32"}, {GgmlType::F16, "f16"}, {GgmlType::BF16, "bf16"},
+    {GgmlType::Q8_0, "q8_0"}, {GgmlType::Q4_0, "q4_0"}};
+}  // namespace
+
 GgmlType ggml_type_from_string(const std::string& s) {
-  if (s == "f32") return GgmlType::F32;
-  if (s == "f16") return GgmlType::F16;
-  if (s == "bf16") return GgmlType::BF16;
-  throw ConfigError(msg("gguf", "dtype '{}' is not supported: expected f32, f16 or bf16", s));
+  for (const auto& [type, name] : kDtypeStrings)
+    if (s == name) return type;
+  throw ConfigError(msg("gguf", "dtype '{}' is not supported: expected f32, f16, bf16, q8_0 or "
+                        "q4_0", s));
+}
+
+const char* ggml_dtype_string(GgmlType t) {
+  for (const auto& [type, name] : kDtypeStrings)
+    if (t == type) return name;
+  return "?";
 }
 
 const char* ggml_type_name(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return "F32";
     case GgmlType::F16: return "F16";
+    case GgmlType::Q4_0: return "Q4_0";
+    case GgmlType::Q8_0: return "Q8_0";
     case GgmlType::BF16: return "BF16";
   }
   return "?";
 }
 
-size_t ggml_element_bytes(GgmlType t) { return t == GgmlType::F32 ? 4 : 2; }
+bool ggml_is_quantized(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+
+int64_t ggml_block_values(GgmlType t) {
+  return t == GgmlType::Q8_0 ? kQ8_0BlockValues : t == GgmlType::Q4_0 ? kQ4_0BlockValues : 1;
+}
+
+int64_t ggml_block_bytes(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 4;
+    case GgmlType::F16: case GgmlType::BF16: return 2;
+    case GgmlType::Q8_0: return kQ8_0BlockBytes;
+    case GgmlType::Q4_0: return kQ4_0BlockBytes;
+  }
+  return 0;
+}
+
+uint64_t ggml_bytes(GgmlType t, uint64_t numel) {
+  return numel / uint64_t(ggml_block_values(t)) * uint64_t(ggml_block_bytes(t));
+}
 
 GgufValue GgufValue::u32(int64_t v) { return {GgufType::UINT32, false, {v}, {}, {}}; }
 GgufValue GgufValue::f32(double v) { return {GgufType::FLOAT32, false, {}, {v}, {}}; }

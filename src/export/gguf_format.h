@@ -15,15 +15,20 @@
 //     string name; uint32 n_dims (<= 4); uint64 ne[n_dims]; uint32 ggml_type; uint64 offset
 //       ne is ggml order: ne[0] is the fastest-moving (innermost) dimension, i.e. the torch
 //       shape REVERSED: a torch [F, D] weight (row-major) has ne = {D, F}.
-//       ggml_type here: 0 F32, 1 F16, 30 BF16. offset is relative to the data section.
+//       ggml_type here: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 30 BF16. offset is relative to the data
+//       section. A row (ne[0] values) of a block type is ne[0] / 32 blocks (export/gguf_quant.h),
+//       so ne[0] must be a multiple of 32; a tensor's bytes are numel / block_values *
+//       block_bytes (ggml.c type_traits: F32 1 value in 4 bytes, F16 and BF16 1 in 2, Q8_0 32 in
+//       34, Q4_0 32 in 18).
 //   padding with 0x00 to a multiple of `general.alignment` (uint32 key; 32 when absent)
 //   data section: each tensor's bytes at its offset (a multiple of the alignment), in info
 //     order, each followed by zero padding to the alignment (llama.cpp checks this packing).
 // Limits enforced on read (hostile files; docs/formats.md "Limits"): keys, names and string
 // values <= 64 MiB, arrays <= 2^28 elements (and no more than the bytes left could hold), no
 // nested arrays, <= 65,536 keys and tensors, n_dims 1..4, each ne 1..2^40 with a product
-// <= 2^40 elements, alignment a power-of-two uint32, every tensor offset a multiple of the
-// alignment with its bytes inside the file, tensors not overlapping, unique keys and names.
+// <= 2^40 elements, ne[0] a multiple of the type's block size (32 for Q8_0 and Q4_0),
+// alignment a power-of-two uint32, every tensor offset a multiple of the alignment with its
+// bytes inside the file, tensors not overlapping, unique keys and names.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -41,13 +46,22 @@ enum class GgufType : uint32_t {
 };
 
 /// Tensor element types we read and write (ggml.h enum ggml_type).
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, BF16 = 30 };
+enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 30 };
 
-/// "f32" | "f16" | "bf16" -> GgmlType; throws ConfigError otherwise.
+/// "f32" | "f16" | "bf16" | "q8_0" | "q4_0" -> GgmlType; throws ConfigError otherwise.
 GgmlType ggml_type_from_string(const std::string& s);
+/// "F32", "F16", "Q4_0", "Q8_0", "BF16" (ggml_type_name).
 const char* ggml_type_name(GgmlType t);
-/// Bytes of one element: 4 (F32) or 2 (F16, BF16).
-size_t ggml_element_bytes(GgmlType t);
+/// The --dtype spelling, "f32" ... "q4_0": the inverse of ggml_type_from_string.
+const char* ggml_dtype_string(GgmlType t);
+/// Q8_0 and Q4_0: values stored in blocks of 32 with a scale (export/gguf_quant.h).
+bool ggml_is_quantized(GgmlType t);
+/// Values per block: 1 for F32, F16, BF16; 32 for Q8_0, Q4_0 (ggml_blck_size).
+int64_t ggml_block_values(GgmlType t);
+/// Bytes per block: 4 F32, 2 F16 and BF16, 34 Q8_0, 18 Q4_0 (ggml_type_size).
+int64_t ggml_block_bytes(GgmlType t);
+/// Bytes of `numel` values (a multiple of the block size): numel / block values * block bytes.
+uint64_t ggml_bytes(GgmlType t, uint64_t numel);
 
 inline constexpr uint64_t kGgufMaxString = 64ull << 20;
 inline constexpr uint64_t kGgufMaxArray = 1ull << 28;
@@ -82,7 +96,7 @@ struct GgufTensorInfo {
   std::vector<int64_t> ne;  // ggml order (innermost first), each >= 1
   GgmlType type = GgmlType::F32;
   uint64_t offset = 0;  // absolute file offset of the first byte
-  uint64_t bytes = 0;   // numel * element size
+  uint64_t bytes = 0;   // ggml_bytes(type, numel)
 };
 
 /// Everything a GGUF file holds except the tensor bytes.

@@ -54,8 +54,16 @@ bool uses_llama_arch(const ModelConfig& c) {
   return c.is_homogeneous() && c.layers[0].has_attention() && c.layers[0].has_ffn();
 }
 
-int64_t file_type_of(GgmlType t) {  // llama.h enum llama_ftype
-  return t == GgmlType::F32 ? 0 : t == GgmlType::F16 ? 1 : 32;
+// llama.h enum llama_ftype of each --dtype.
+const std::pair<GgmlType, int64_t> kFileTypes[] = {
+    {GgmlType::F32, 0}, {GgmlType::F16, 1}, {GgmlType::Q4_0, 2}, {GgmlType::Q8_0, 7},
+    {GgmlType::BF16, 32}};
+
+int64_t file_type_of(GgmlType t) {
+  for (const auto& [type, ftype] : kFileTypes)
+    if (type == t) return ftype;
+  AC_CHECK(false, "no llama_ftype for ggml type {}", uint32_t(t));
+  return 0;
 }
 
 /// The single head_dim of all attention layers (GGUF's key_length is global).
@@ -186,7 +194,7 @@ std::vector<GgufTensorOut> model_tensors(const LlamaModel& m, GgmlType dtype,
   const ModelConfig& c = m.config;
   const ModelWeights& w = m.weights;
   auto out = [dtype](std::string name, const at::Tensor& t) {
-    return GgufTensorOut{std::move(name), t, t.dim() == 1 ? GgmlType::F32 : dtype};
+    return GgufTensorOut{std::move(name), t, gguf_tensor_type(dtype, t.sizes())};
   };
   std::vector<GgufTensorOut> ts = {out("token_embd.weight", w.embed_tokens),
                                    out("output_norm.weight", w.norm)};
@@ -231,6 +239,18 @@ std::vector<GgufTensorOut> model_tensors(const LlamaModel& m, GgmlType dtype,
 }
 
 }  // namespace
+
+GgmlType gguf_tensor_type(GgmlType dtype, at::IntArrayRef shape) {
+  if (shape.size() == 1) return GgmlType::F32;
+  if (ggml_is_quantized(dtype) && shape.back() % ggml_block_values(dtype)) return GgmlType::F16;
+  return dtype;
+}
+
+LlamaModel round_to_gguf(const LlamaModel& m, GgmlType dtype) {
+  TensorMap t = to_tensor_map(m.config, m.weights);
+  for (auto& [name, v] : t) v = ggml_round_trip(v, gguf_tensor_type(dtype, v.sizes()));
+  return LlamaModel{m.config, from_tensor_map(m.config, t, "round_to_gguf")};
+}
 
 at::Tensor unpermute_rotary_rows(const at::Tensor& w, int64_t n_heads) {
   const int64_t rows = w.size(0);
@@ -528,6 +548,9 @@ GgufModel read_model_gguf(const fs::path& path) {
   out.model.config = c;
   out.model.weights = read_weights(g, c);
   out.dtype = g.type("token_embd.weight");
+  if (g.find("general.file_type"))
+    for (const auto& [type, ftype] : kFileTypes)
+      if (ftype == g.get_int("general.file_type")) out.dtype = type;
   return out;
 }
 

@@ -6,7 +6,8 @@
 //
 // Metadata written ({arch} = llama | deci; types as gguf-py's GGUFWriter writes them):
 //   general.architecture str, general.name str, general.alignment u32 (32),
-//   general.file_type u32 (0 ALL_F32, 1 MOSTLY_F16, 32 MOSTLY_BF16),
+//   general.file_type u32 (llama.h llama_ftype: 0 ALL_F32, 1 MOSTLY_F16, 2 MOSTLY_Q4_0,
+//     7 MOSTLY_Q8_0, 32 MOSTLY_BF16),
 //   {arch}.vocab_size, .context_length (max_position_embeddings), .embedding_length (D),
 //   .block_count (L), .feed_forward_length (F), .attention.head_count (H),
 //   .attention.head_count_kv (G), .attention.key_length / .value_length (Hd),
@@ -46,6 +47,10 @@
 //     pairs, so rows are permuted back as convert_hf_to_gguf.py LlamaModel.permute does, and
 //     permuted forward again on import (io/llama2c.h permute_rotary_rows).
 // 2-D weights are written as the chosen dtype; 1-D tensors (norms, biases, rope_freqs) are F32.
+// With q8_0 / q4_0 every 2-D weight is quantized, token_embd and output included (what
+// `llama-quantize --pure` does), except one whose rows (ne[0]) are not a multiple of 32, which
+// is F16 (llama-quantize's fallback for a 32-block type: llama-quant.cpp tensor_type_fallback):
+// gguf_tensor_type is that rule.
 //
 // llama.cpp limits handled at export (src/models/deci.cpp of the node-llama-cpp 3.21.1 bundle):
 //   - a layer with attention but no FFN: llama.cpp's deci graph skips the whole layer when
@@ -78,7 +83,7 @@ namespace ac {
 std::string llama2c_tokenizer_bytes(const GgufVocab& v, const std::string& file);
 
 struct GgufExportOptions {
-  GgmlType dtype = GgmlType::F32;  // of the 2-D weights
+  GgmlType dtype = GgmlType::F32;  // of the 2-D weights (gguf_tensor_type)
   std::string name = "autocompress";  // general.name
 };
 
@@ -92,12 +97,23 @@ void write_model_gguf(const fs::path& path, const LlamaModel& m, const GgufVocab
 struct GgufModel {
   LlamaModel model;
   GgufVocab vocab;
-  GgmlType dtype = GgmlType::F32;  // type of the 2-D weights in the file
+  GgmlType dtype = GgmlType::F32;  // the 2-D weights' type: general.file_type, else token_embd's
 };
 
-/// Reads a llama/deci GGUF (F32/F16/BF16 tensors). Config values come from the standard keys;
-/// autocompress.hf_config, when present, restores the fields GGUF has no key for (extra,
-/// rope_scaling parameters, architecture) and must agree with the standard keys.
+/// The type a tensor of torch shape `shape` is written as in a model exported with `dtype`:
+/// F32 for 1-D tensors; for Q8_0 / Q4_0, F16 when the rows (the last dimension, ggml's ne[0])
+/// are not a multiple of 32 (llama-quant.cpp tensor_type_fallback); `dtype` otherwise.
+GgmlType gguf_tensor_type(GgmlType dtype, at::IntArrayRef shape);
+
+/// The model as its GGUF of `dtype` stores it: every tensor through ggml_round_trip with its
+/// gguf_tensor_type (q/k rows are permuted in the file, which changes no row's blocks). What
+/// read_model_gguf gives back, exactly.
+LlamaModel round_to_gguf(const LlamaModel& m, GgmlType dtype);
+
+/// Reads a llama/deci GGUF (F32/F16/BF16 tensors; Q8_0/Q4_0 dequantized to fp32). Config values
+/// come from the standard keys; autocompress.hf_config, when present, restores the fields GGUF
+/// has no key for (extra, rope_scaling parameters, architecture) and must agree with the
+/// standard keys.
 /// The vocabulary is read as written (tokenizer.ggml.model "llama" or "gpt2"); a special id the
 /// file lacks is llama.cpp's default for "llama" (bos 1, eos 2, unk 0) and -1 for "gpt2".
 /// Throws FormatError naming the file and key/tensor on anything missing or inconsistent.

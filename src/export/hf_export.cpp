@@ -74,10 +74,10 @@ void add_decilm_notes(const ModelConfig& c, ExportReport& r) {
 
 }  // namespace
 
-LlamaModel round_to_dtype(const LlamaModel& m, GgmlType dtype, bool matrices_only) {
+LlamaModel round_to_dtype(const LlamaModel& m, GgmlType dtype) {
+  AC_CHECK(!ggml_is_quantized(dtype), "round_to_dtype of the block type {}", ggml_type_name(dtype));
   TensorMap t = to_tensor_map(m.config, m.weights);
-  for (auto& [name, v] : t)
-    if (!matrices_only || v.dim() == 2) v = v.to(torch_type(dtype)).to(at::kFloat);
+  for (auto& [name, v] : t) v = v.to(torch_type(dtype)).to(at::kFloat);
   return LlamaModel{m.config, from_tensor_map(m.config, t, "round_to_dtype")};
 }
 
@@ -97,6 +97,9 @@ json ExportReport::to_json() const {
 ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
                           const ExportOptions& opt) {
   if (!opt.hf && !opt.gguf) throw ConfigError(msg("export", "no output format chosen"));
+  if (opt.hf && ggml_is_quantized(opt.dtype))
+    throw ConfigError(msg("export", "--dtype {} is a GGUF block type: use --format gguf (HF "
+                          "safetensors hold f32, f16 or bf16)", ggml_dtype_string(opt.dtype)));
   check_not_overwriting_input(model_dir, out_dir, "export");
   const LlamaModel m = load_checkpoint(model_dir);
   ExportReport r;
@@ -136,15 +139,14 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
   // Reload checks: each file must give the logits of the model as that file stores it.
   if (opt.hf) {
     r.max_logit_diff_hf = logit_diff(load_checkpoint(staging.path()),
-                                     round_to_dtype(m, opt.dtype, /*matrices_only=*/false));
+                                     round_to_dtype(m, opt.dtype));
     if (r.max_logit_diff_hf != 0)
       throw InternalError(msg("export", "the HF export reloads to logits that differ by {}",
                               r.max_logit_diff_hf));
   }
   if (opt.gguf) {
     const GgufModel back = read_model_gguf(staging.path() / "model.gguf");
-    r.max_logit_diff_gguf =
-        logit_diff(back.model, round_to_dtype(m, opt.dtype, /*matrices_only=*/true));
+    r.max_logit_diff_gguf = logit_diff(back.model, round_to_gguf(m, opt.dtype));
     if (r.max_logit_diff_gguf != 0 || back.vocab.tokens != vocab.tokens)
       throw InternalError(msg("export", "model.gguf reloads to logits that differ by {} (or a "
                               "different vocabulary)", r.max_logit_diff_gguf));

@@ -14,7 +14,8 @@
 // Output folder (written atomically): the HF files and/or model.gguf, plus export_report.json
 // listing every config.json field as carried / changed / added with the reason, the files
 // copied, the checks run and notes. After writing, every output is loaded back and must give
-// logits identical to the source model with its weights rounded to --dtype.
+// logits identical to the source model with its weights rounded to --dtype (q8_0 / q4_0:
+// quantized and dequantized as the GGUF stores them, gguf_model.h round_to_gguf).
 #pragma once
 #include <string>
 #include <vector>
@@ -30,7 +31,8 @@ namespace ac {
 struct ExportOptions {
   bool hf = true;                  // write the HF folder
   bool gguf = false;               // write model.gguf
-  GgmlType dtype = GgmlType::F32;  // weights (HF: every tensor; GGUF: 2-D weights)
+  GgmlType dtype = GgmlType::F32;  // weights (HF: every tensor, f32/f16/bf16 only; GGUF: 2-D
+                                   // weights, also q8_0 / q4_0: gguf_model.h gguf_tensor_type)
   fs::path parent;                 // folder whose config.json is the parent; default: the input
   std::string engine;              // engines/<engine>.json: refuse, before writing, a model its
                                    // loader cannot build ("structure"); empty = no engine check
@@ -46,13 +48,14 @@ struct ExportReport {
 };
 
 /// Exports `model_dir` into `out_dir` (see the file header). Throws ConfigError when a format
-/// cannot express the model or a check fails, FormatError on unreadable input, InternalError
+/// cannot express the model or a check fails (a q8_0 / q4_0 dtype with HF output among them,
+/// before anything is written), FormatError on unreadable input, InternalError
 /// if a written file does not load back to identical logits.
 ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
                           const ExportOptions& opt);
 
-/// The model as a file of `dtype` stores it: tensors rounded to dtype and back to fp32
-/// (all tensors, or only 2-D ones with `matrices_only`, as GGUF keeps norms in F32).
-LlamaModel round_to_dtype(const LlamaModel& m, GgmlType dtype, bool matrices_only);
+/// The model as an HF file of `dtype` (F32, F16, BF16) stores it: every tensor rounded to
+/// dtype and back to fp32. (GGUF: gguf_model.h round_to_gguf.)
+LlamaModel round_to_dtype(const LlamaModel& m, GgmlType dtype);
 
 }  // namespace ac

@@ -16,8 +16,9 @@
 // add_special false, so no BOS, and parse_special true, so that the text of an added token is
 // that token, as in Hugging Face's tokenizers). No context is created.
 //
-// Used by tests/test_export.cpp (LlamaCpp.*), tests/test_gguf_tokenizer.cpp (GgufTokenizer.*) and
-// for the TPOT figure of the export report.
+// Used by tests/test_export.cpp (LlamaCpp.*), tests/test_gguf_tokenizer.cpp (GgufTokenizer.*),
+// for the TPOT figure of the export report and by bench/gguf_types.sh (perplexity.mjs beside it
+// gives llama.cpp's perplexity).
 import fs from "node:fs";
 import os from "node:os";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
