@@ -370,16 +370,14 @@ class Greedy {
       if (l.has_ffn() && !ends && engine_.ffn_removed &&
           ffn_removed + 1 <= int64_t(o_.max_ffn_removed_fraction * L))
         out.push_back({MoveKind::ffn_remove, i});
-      if (l.has_attention() && !engine_.per_layer_query_heads) {
-        if (!ends && engine_.attention_removed &&
-            attn_removed + 1 <= int64_t(o_.max_attention_removed_fraction * L))
-          out.push_back({MoveKind::attention_remove, i});
-      } else if (l.has_attention()) {
+      if (l.has_attention()) {
         const int64_t per = l.num_attention_heads / l.num_key_value_heads;
         const int64_t per_parent = p.num_attention_heads / p.num_key_value_heads;
-        if (l.num_key_value_heads - 1 >= min_count(p.num_key_value_heads))
-          out.push_back({MoveKind::kv_drop, i});
-        if (per - 1 >= min_count(per_parent)) out.push_back({MoveKind::q_drop, i});
+        if (engine_.per_layer_query_heads) {  // both drop query heads in this layer alone
+          if (l.num_key_value_heads - 1 >= min_count(p.num_key_value_heads))
+            out.push_back({MoveKind::kv_drop, i});
+          if (per - 1 >= min_count(per_parent)) out.push_back({MoveKind::q_drop, i});
+        }
         if (!ends && engine_.attention_removed &&
             attn_removed + 1 <= int64_t(o_.max_attention_removed_fraction * L))
           out.push_back({MoveKind::attention_remove, i});
