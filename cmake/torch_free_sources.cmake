@@ -10,7 +10,7 @@ set(AC_TORCH_FREE_SOURCES
   src/export/gguf_format.cpp src/export/gguf_quant.cpp src/export/gguf_vocab.cpp
   src/hardware/scenario.cpp src/hardware/device.cpp src/hardware/engine.cpp
   src/hardware/data_dir.cpp src/hardware/profile_json.cpp src/hardware/correction.cpp
-  src/hardware/granularity.cpp
+  src/hardware/granularity.cpp src/hardware/engine_calibration.cpp
   src/io/hf_tokenizer.cpp src/io/hf_bpe.cpp src/io/hf_components.cpp src/io/hf_regex.cpp
   src/io/hf_unicode.cpp src/io/text_tokenizer.cpp src/data/text_corpus.cpp
   src/data/data_source.cpp)

@@ -27,6 +27,7 @@ set(_ac_label_rules
   model  "^LlamaCppStage\\.MeasuresTpot"
   model  "^ReportHtml\\.CompressOnTheCpuScenario"
   client "^LlamaCpp\\."
+  client "^LlamaCppEngineClient\\."
   client "^CompressData\\.Stories15mOnMobyDick"
   client "^HubCheckpoint\\."
   client "^HfTokenizerParity\\."

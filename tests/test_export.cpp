@@ -28,6 +28,7 @@
 #include "io/tokenizer.h"
 #include "model/llama.h"
 #include "prune/prune.h"
+#include "gguf_fixture.h"
 #include "test_util.h"
 
 namespace ac {
@@ -55,25 +56,7 @@ at::Tensor logits(const LlamaModel& m) {
   return m.forward(at::arange(0, 13, at::kLong).mul(7).remainder(V).view({1, -1}));  // [1, 13, V]
 }
 
-/// A SentencePiece-style vocabulary with llama2.c's layout: <unk> <s> </s>, 256 byte tokens,
-/// then V - 259 pieces (some with spaces).
-GgufVocab synthetic_vocab(int64_t V) {
-  GgufVocab v;
-  for (int64_t id = 0; id < V; ++id) {
-    std::string t;
-    int64_t type = 1;
-    if (id == 0) t = "<unk>", type = 2;
-    else if (id == 1) t = "<s>", type = 3;
-    else if (id == 2) t = "</s>", type = 3;
-    else if (id <= 258) t = fmt::format("<0x{:02X}>", id - 3), type = 6;
-    else if (id == 259) t = "\xE2\x96\x81";  // the space piece (the dummy prefix)
-    else t = fmt::format("\xE2\x96\x81w{}", id);
-    v.tokens.push_back(t);
-    v.scores.push_back(-float(id));
-    v.types.push_back(type);
-  }
-  return v;
-}
+using test::synthetic_vocab;
 
 /// A checkpoint folder of a random model with a tokenizer.bin (synthetic vocabulary).
 fs::path write_checkpoint(const fs::path& dir, const LlamaModel& m) {

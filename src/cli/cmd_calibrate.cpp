@@ -1,6 +1,8 @@
 // `autocompress calibrate`: fits (or re-fits) the latency correction of a CPU profile on real
 // native forwards of calibration architectures (hardware/calibration.h) and writes the
 // corrected profile; --samples also writes the raw measurements and features for analysis.
+// With --engine llama.cpp it measures llama.cpp itself (pipeline/llamacpp_engine.h) at the
+// scenario's threads and weight type and adds that engine's calibration to the profile.
 #include <cstdio>
 
 #include "cli/command.h"
@@ -9,17 +11,51 @@
 #include "common/runtime.h"
 #include "hardware/calibration.h"
 #include "hardware/validate.h"
+#include "pipeline/llamacpp_engine.h"
 
 namespace {
 struct CalibrateArgs {
-  std::string profile, out, samples, base;
+  std::string profile, out, samples, base, engine = "native", scenario, tokenizer;
   int count = 12, repeats = 3;
   uint64_t seed = 0xCA1B;
   double ridge = ac::kCorrectionRidge;
   bool no_shapes = false;
 };
 
+// llama.cpp measured at the scenario's threads and weight type; its calibration is added to
+// the profile (replacing one of the same threads and types).
+void run_llamacpp(const CalibrateArgs& a) {
+  if (a.scenario.empty() || a.tokenizer.empty())
+    throw ac::ConfigError(ac::msg("calibrate", "--engine llama.cpp needs --scenario (its threads "
+                                  "and weight type) and --tokenizer (a checkpoint folder whose "
+                                  "tokenizer goes into the GGUFs)"));
+  ac::check_not_overwriting_inputs({a.profile, a.tokenizer}, a.out, "calibrate");
+  ac::Profile p = ac::load_profile(a.profile);
+  ac::check_profile_is_this_machine(p);
+  ac::Scenario s = ac::find_scenario(a.scenario);
+  const ac::ModelConfig base = a.base.empty() ? ac::stories15m_shape() : ac::read_architecture(a.base);
+  ac::LlamaCppCalibrationOptions o;
+  o.count = a.count;
+  o.seed = a.seed;
+  o.rounds = a.repeats;
+  o.ridge = a.ridge;
+  o.samples_path = a.samples;
+  o.scratch = (a.out.empty() ? ac::fs::temp_directory_path() / "ac-calibrate"
+                             : ac::fs::path(a.out + ".gguf-scratch"));
+  const ac::EngineCalibration ec = ac::calibrate_llamacpp(
+      p, base, ac::vocab_from_checkpoint(a.tokenizer, base.vocab_size), s, o);
+  std::printf("%s\n", ec.to_json().dump(1).c_str());
+  if (!a.out.empty()) {
+    p.set_engine_calibration(ec);
+    ac::save_profile(a.out, p);
+  }
+}
+
 void run(const CalibrateArgs& a) {
+  if (a.engine == "llama.cpp") return run_llamacpp(a);
+  if (a.engine != "native")
+    throw ac::ConfigError(ac::msg("calibrate", "--engine {}: expected native or llama.cpp (the "
+                                  "engines that run on this CPU)", a.engine));
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.out, "calibrate");
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.samples, "calibrate");
   ac::Profile p = ac::load_profile(a.profile);
@@ -61,6 +97,14 @@ ac::cli::RegisterCommand reg(33, [](CLI::App& app) {
   s->add_option("--repeats", a->repeats, "measured runs per architecture")->capture_default_str();
   s->add_option("--ridge", a->ridge, "ridge toward the identity correction")->capture_default_str();
   s->add_flag("--no-base", a->no_shapes, "measure the random prunes only, not the base itself");
+  s->add_option("--engine", a->engine,
+                "engine to measure: native (the profile's correction) or llama.cpp (its own "
+                "calibration, added to the profile)")->capture_default_str();
+  s->add_option("--scenario", a->scenario,
+                "with --engine llama.cpp: the scenario whose workload (threads, weight_dtype, "
+                "prompt and output tokens) is measured");
+  s->add_option("--tokenizer", a->tokenizer,
+                "with --engine llama.cpp: checkpoint folder whose tokenizer goes into the GGUFs");
   s->callback([a] { run(*a); });
 });
 }  // namespace

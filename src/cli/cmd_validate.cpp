@@ -1,5 +1,7 @@
 // `autocompress validate`: measures architectures on this CPU with the native engine and prints
-// each prediction beside its measurement, with the MAPE per metric.
+// each prediction beside its measurement, with the MAPE per metric. With --engine llama.cpp the
+// architectures run in llama.cpp (GGUFs of the scenario's weight type, its threads) and are
+// predicted with the profile's llama.cpp calibration.
 #include <cstdio>
 
 #include "cli/command.h"
@@ -7,10 +9,11 @@
 #include "common/json_io.h"
 #include "hardware/calibration.h"
 #include "hardware/validate.h"
+#include "pipeline/llamacpp_engine.h"
 
 namespace {
 struct ValidateArgs {
-  std::string profile, scenario = "cpu-local", out, base;
+  std::string profile, scenario = "cpu-local", out, base, engine, tokenizer;
   std::vector<std::string> models;
   int count = 20, repeats = 3;
   uint64_t seed = 1;
@@ -31,6 +34,49 @@ void run(const ValidateArgs& a) {
   if (archs.empty()) archs = ac::random_architectures(base, a.count, a.seed);
   ac::ValidationReport rep;
   ac::LatencyCorrection refit;
+  if (!a.engine.empty() && a.engine != s.engine) {
+    s.engine = a.engine;
+    s.engine_spec = ac::load_engine(a.engine);
+  }
+  if (s.engine == "llama.cpp") {
+    if (a.tokenizer.empty())
+      throw ac::ConfigError(ac::msg("validate", "--engine llama.cpp needs --tokenizer (a "
+                                    "checkpoint folder whose tokenizer goes into the GGUFs)"));
+    const ac::EngineCalibration* stored = p.engine_calibration(s);
+    // Random prunes as the search proposes them for the weight type (rows of whole blocks).
+    if (a.models.empty())
+      for (auto& c : archs) c = ac::snap_to_rows(c, ac::weight_row_multiple(s.workload.weight_dtype));
+    std::optional<ac::LlamaCppCalibrationOptions> recal;
+    if (a.recalibrate) {
+      recal.emplace();
+      recal->count = a.calibration_models;
+      if (stored) recal->seed = stored->correction.fit.seed;  // the profile's calibration set
+    }
+    ac::EngineCalibration refit_engine;
+    rep = ac::validate_llamacpp(archs, base, s, p,
+                                ac::vocab_from_checkpoint(a.tokenizer, base.vocab_size), a.repeats,
+                                ac::fs::temp_directory_path() / "ac-validate-llamacpp", recal,
+                                &refit_engine);
+    const ac::EngineCalibration* ec = a.recalibrate ? &refit_engine : stored;
+    std::printf("%s", rep.table().c_str());
+    const int overlap = ac::correction_overlap(ec->correction, archs);
+    std::printf("llama.cpp %s, %d threads, %s weights; its correction fitted on %d calibration "
+                "architectures (seed %llu)%s; of these %zu validation architectures, %d %s among "
+                "them\n", ec->release.c_str(), ec->threads, ec->weight_dtype.c_str(),
+                ec->correction.fit.models, (unsigned long long)ec->correction.fit.seed,
+                a.recalibrate ? ", measured in the same rounds (--recalibrate)" : "",
+                archs.size(), overlap, overlap == 1 ? "is" : "are");
+    if (!a.out.empty()) {
+      ac::json j = rep.to_json();
+      j["engine"] = ec->to_json();
+      j["recalibrated"] = a.recalibrate;
+      j["calibration_overlap"] = overlap;
+      j["scenario"] = s.name;
+      j["profile"] = a.profile;
+      ac::write_json_file(a.out, j);
+    }
+    return;
+  }
   if (a.recalibrate) {
     // The profile's calibration set (its seed), measured again in the same rounds as archs.
     const uint64_t cseed = p.correction.fitted ? p.correction.fit.seed : ac::ProfileOptions{}.calibration_seed;
@@ -80,6 +126,11 @@ ac::cli::RegisterCommand reg(90, [](CLI::App& app) {
   s->add_option("--seed", a->seed, "seed of the random architectures")->capture_default_str();
   s->add_option("--repeats", a->repeats, "measured runs per architecture")->capture_default_str();
   s->add_option("--out", a->out, "validation JSON to write");
+  s->add_option("--engine", a->engine,
+                "engine to measure in (default: the scenario's): native, or llama.cpp (needs the "
+                "profile's llama.cpp calibration, `calibrate --engine llama.cpp`)");
+  s->add_option("--tokenizer", a->tokenizer,
+                "with --engine llama.cpp: checkpoint folder whose tokenizer goes into the GGUFs");
   s->add_flag("--recalibrate", a->recalibrate,
               "re-fit the latency correction on the profile's calibration architectures (prunes "
               "of --base, its seed) measured in the same rounds, so that a drift of the "

@@ -24,17 +24,34 @@ Scenario calibration_scenario(const Workload& w, const std::string& device) {
 std::pair<PhaseFeatures, PhaseFeatures> correction_features(const Profile& profile,
                                                             const ModelConfig& config,
                                                             const Workload& workload) {
+  return correction_features(profile, config,
+                             calibration_scenario(workload, profile.identity.device));
+}
+
+std::pair<PhaseFeatures, PhaseFeatures> correction_features(const Profile& profile,
+                                                            const ModelConfig& config,
+                                                            const Scenario& s) {
   Profile bare = profile;
   bare.calibration = Calibration{};
   bare.correction = LatencyCorrection{};
-  bare.correction.fitted = true;
-  Scenario s = calibration_scenario(workload, profile.identity.device);
+  bare.engines.clear();
+  LatencyCorrection* target = &bare.correction;
+  if (s.engine != "native") {  // an engine measured here: its correction over the same tables
+    EngineCalibration e;
+    e.engine = s.engine;
+    e.threads = s.workload.threads > 0 ? int(s.workload.threads) : profile.identity.cores;
+    e.weight_dtype = s.workload.weight_dtype;
+    e.kv_cache_dtype = s.workload.kv_cache_dtype;
+    bare.engines.push_back(e);
+    target = &bare.engines.back().correction;
+  }
+  target->fitted = true;
   PhaseFeatures pre, dec;
   // Prediction is linear in the coefficients: e_j gives feature j, step_table alone the offset.
   for (int j = 0; j <= kCorrectionTerms; ++j) {
     PhaseCorrection c = j < kCorrectionTerms ? PhaseCorrection::unit(j) : PhaseCorrection::unit(0);
     if (j == kCorrectionTerms) c.gemm = 0, c.step_table = 1;
-    bare.correction.prefill = bare.correction.decode = c;
+    target->prefill = target->decode = c;
     CostEstimate e = predict(config, s, &bare);
     (j < kCorrectionTerms ? pre.x[size_t(j)] : pre.offset) = e.ttft_ms;
     (j < kCorrectionTerms ? dec.x[size_t(j)] : dec.offset) = e.tpot_ms;
@@ -88,12 +105,20 @@ std::vector<CalibrationSample> calibration_samples(const Profile& profile,
                                                    const std::vector<ModelConfig>& archs,
                                                    const std::vector<Measurement>& measured,
                                                    const Workload& workload) {
+  return calibration_samples(profile, archs, measured,
+                             calibration_scenario(workload, profile.identity.device));
+}
+
+std::vector<CalibrationSample> calibration_samples(const Profile& profile,
+                                                   const std::vector<ModelConfig>& archs,
+                                                   const std::vector<Measurement>& measured,
+                                                   const Scenario& scenario) {
   AC_CHECK(measured.size() >= archs.size(), "fewer measurements than architectures");
   std::vector<CalibrationSample> out;
   for (size_t i = 0; i < archs.size(); ++i) {
     CalibrationSample s;
     s.config = archs[i];
-    std::tie(s.prefill, s.decode) = correction_features(profile, archs[i], workload);
+    std::tie(s.prefill, s.decode) = correction_features(profile, archs[i], scenario);
     s.measured = measured[i];
     out.push_back(std::move(s));
   }

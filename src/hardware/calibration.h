@@ -35,6 +35,12 @@ std::pair<PhaseFeatures, PhaseFeatures> correction_features(const Profile& profi
                                                             const ModelConfig& config,
                                                             const Workload& workload);
 
+/// The same features in `scenario`: its engine (another than the native one: as that engine's
+/// calibration in the profile would cost it, hardware/engine_calibration.h) and workload.
+std::pair<PhaseFeatures, PhaseFeatures> correction_features(const Profile& profile,
+                                                            const ModelConfig& config,
+                                                            const Scenario& scenario);
+
 /// Measures every architecture (random weights, seed weight_seed + i) in `rounds` interleaved
 /// rounds: each round runs each architecture once (measure_native with one warm-up and one
 /// timed run), so a slow drift of the machine's speed hits every architecture alike instead of
@@ -72,6 +78,12 @@ std::vector<CalibrationSample> calibration_samples(const Profile& profile,
                                                    const std::vector<ModelConfig>& archs,
                                                    const std::vector<Measurement>& measured,
                                                    const Workload& workload);
+
+/// The same, with the features in `scenario` (correction_features with a scenario).
+std::vector<CalibrationSample> calibration_samples(const Profile& profile,
+                                                   const std::vector<ModelConfig>& archs,
+                                                   const std::vector<Measurement>& measured,
+                                                   const Scenario& scenario);
 
 /// Fits both phases on the samples (fit_phase_correction), fills CorrectionFit's errors
 /// (in-sample, leave-one-out with >= 2 samples, uncorrected). Throws ConfigError when empty.

@@ -40,7 +40,8 @@ Phase decode_phase(const Workload& w) {
 // Latency source for one op: the native profile's tables, or the device roofline.
 class OpCosts {
  public:
-  OpCosts(const Scenario& s, const Profile* p) : s_(s), p_(p) {
+  OpCosts(const Scenario& s, const Profile* p)
+      : s_(s), p_(p), engine_(p ? p->engine_calibration(s) : nullptr) {
     const Workload& w = s.workload;
     tp_ = double(w.tensor_parallel);
     wbytes_ = dtype_bytes(w.weight_dtype, "predict");
@@ -59,9 +60,16 @@ class OpCosts {
       graph_launch_ms_ = d.graph_kernel_us.value * 1e-3;
     }
   }
-  bool use_tables() const { return p_ && s_.engine == "native"; }
+  // The native engine, or an engine measured here (its correction over the same tables).
+  bool use_tables() const { return p_ && (s_.engine == "native" || engine_); }
+  const EngineCalibration* engine_calibration() const { return engine_; }
 
+  // An engine measured here (engine_): each op's *work* in its own units, which the engine's
+  // fitted correction turns into milliseconds (hardware/engine_calibration.h): a GEMM's weight
+  // bytes times its rows, the attention's cached keys and values read (decode) or its causal
+  // score products (prefill), an elementwise op's values; millions of each.
   double gemm(const Phase& ph, int64_t N, int64_t K) const {
+    if (engine_) return corr(ph).gemm * double(ph.M) * double(N) * double(K) * wbytes_ * 1e-6;
     if (use_tables())
       return corr(ph).gemm * p_->table("gemm").lookup({double(ph.M), double(N), double(K)}, "gemm");
     double n = double(N) / tp_;
@@ -70,6 +78,7 @@ class OpCosts {
     return launch(ph) + std::max(fl / flops_ * 1e3, by / bw_ * 1e3);
   }
   double lm_head(const Phase& ph, int64_t V, int64_t D) const {
+    if (engine_) return corr(ph).lm_head * double(ph.B) * double(V) * double(D) * wbytes_ * 1e-6;
     if (use_tables())
       return corr(ph).lm_head *
              p_->table("lm_head").lookup({double(ph.B), double(V), double(D)}, "lm_head");
@@ -78,6 +87,12 @@ class OpCosts {
     return gemm(last, V, D);
   }
   double attention(const Phase& ph, int64_t H, int64_t G, int64_t Hd) const {
+    if (engine_) {
+      const double C = double(ph.T_or_C), B = double(ph.B), hd = double(Hd);
+      const double work = ph.prefill ? B * C * (C + 1) / 2 * hd * double(H)
+                                     : B * C * hd * double(H + G);
+      return corr(ph).attention * work * 1e-6;
+    }
     if (use_tables()) {
       const char* t = ph.prefill ? "attention_prefill" : "attention_decode";
       return corr(ph).attention *
@@ -98,6 +113,7 @@ class OpCosts {
   }
   // An elementwise op over M x W values reading `reads` and writing one tensor.
   double small(const char* table, const Phase& ph, int64_t W, int reads = 1) const {
+    if (engine_) return corr(ph).elementwise * double(ph.M) * double(W) * 1e-6;
     if (use_tables())
       return corr(ph).elementwise * p_->table(table).lookup({double(ph.M), double(W)}, table);
     double by = double(ph.M) * W * abytes_ * (reads + 1);
@@ -106,6 +122,7 @@ class OpCosts {
   // Once-per-call work beside the layers; Hd: head dim of the first attention layer.
   double step_overhead(const Phase& ph, int64_t Hd, int64_t V) const {
     if (!use_tables()) return s_.engine_spec.per_step_overhead_ms.value;
+    if (engine_) return corr(ph).per_step_ms;
     double T = ph.prefill ? double(ph.T_or_C) : 1.0;
     double t = p_->table("step").lookup({double(ph.B), T, double(Hd), double(V)}, "step");
     return corr(ph).step_table * t + corr(ph).per_step_ms +
@@ -122,14 +139,16 @@ class OpCosts {
   // The profile's fitted correction of this phase (identity when not fitted).
   const PhaseCorrection& corr(const Phase& ph) const {
     static const PhaseCorrection identity;
-    if (!p_->correction.fitted) return identity;
-    return ph.prefill ? p_->correction.prefill : p_->correction.decode;
+    const LatencyCorrection& c = engine_ ? engine_->correction : p_->correction;
+    if (!c.fitted) return identity;
+    return ph.prefill ? c.prefill : c.decode;
   }
   double launch(const Phase& ph) const {
     return (!ph.prefill && s_.engine_spec.cuda_graphs) ? graph_launch_ms_ : launch_ms_;
   }
   const Scenario& s_;
   const Profile* p_;
+  const EngineCalibration* engine_;
   double tp_ = 1, wbytes_ = 4, kvbytes_ = 4, abytes_ = 4;
   double bw_ = 0, flops_ = 0, launch_ms_ = 0, graph_launch_ms_ = 0;
 };
@@ -140,7 +159,8 @@ void check_profile(const Scenario& s, const Profile* p) {
                                      "'{}' targets device '{}': profile that device (`autocompress "
                                      "profile --device {}`)",
                           p->identity.device, p->identity.cpu_model, s.name, s.device, s.device));
-  if (p && p->workload.prompt_tokens > 0 &&
+  // An engine measured here is costed from its own work features, not the tables.
+  if (p && p->workload.prompt_tokens > 0 && !p->engine_calibration(s) &&
       (p->workload.batch_size != s.workload.batch_size ||
        p->workload.prompt_tokens != s.workload.prompt_tokens ||
        p->workload.output_tokens != s.workload.output_tokens)) {
@@ -225,10 +245,39 @@ static int64_t ffn_activation_bytes(const ModelConfig& c, const LayerConfig& l, 
   return int64_t(abytes * (2 * M * D + 4 * M * double(l.intermediate_size) / tp));
 }
 
+// What llama.cpp runs of a removed part, as export/gguf_model.h writes a heterogeneous model for
+// its deci graph: an FFN-free layer that keeps its attention carries a zero FFN of width 1
+// (llama.cpp skips a layer whose n_ff is 0), and an attention-free layer 0 one zero head
+// (llama.cpp reads the head size from layer 0). Those stubs are computed for every token.
+static std::optional<LayerConfig> engine_stub(const ModelConfig& c, const LayerConfig& l,
+                                              const Scenario& s, bool attention) {
+  if (s.engine != "llama.cpp") return std::nullopt;
+  LayerConfig stub = l;
+  stub.attention_no_op = stub.ffn_no_op = false;
+  if (!attention && !l.has_ffn() && l.has_attention()) {
+    stub.intermediate_size = 1;
+    return stub;
+  }
+  if (attention && !l.has_attention() && l.has_ffn() && !c.layers.empty() && &l == &c.layers[0]) {
+    stub.num_attention_heads = stub.num_key_value_heads = 1;
+    for (const auto& o : c.layers)
+      if (o.has_attention()) {
+        stub.head_dim = o.head_dim;
+        break;
+      }
+    if (stub.head_dim < 1) stub.head_dim = 1;
+    return stub;
+  }
+  return std::nullopt;
+}
+
 PartCost attention_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenario& s,
                              const Profile* p) {
   PartCost r;
-  if (!l.has_attention()) return r;
+  if (!l.has_attention()) {
+    if (auto stub = engine_stub(c, l, s, /*attention=*/true)) return attention_part_cost(c, *stub, s, p);
+    return r;
+  }
   check_profile(s, p);
   OpCosts op(s, p);
   const EngineSpec& e = s.engine_spec;
@@ -242,14 +291,20 @@ PartCost attention_part_cost(const ModelConfig& c, const LayerConfig& l, const S
   r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
   r.kv_cache_bytes = int64_t(2.0 * s.workload.batch_size * kv * kv_capacity_tokens(s.workload, e) *
                              op.kvbytes() / op.tp());
-  r.activation_bytes = attention_activation_bytes(c, l, s.workload, e, op.abytes(), op.tp());
+  // An engine measured here has its buffers in fixed_cost (its compute buffer is sized for the
+  // whole graph, not per layer).
+  if (!op.engine_calibration())
+    r.activation_bytes = attention_activation_bytes(c, l, s.workload, e, op.abytes(), op.tp());
   return r;
 }
 
 PartCost ffn_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenario& s,
                        const Profile* p) {
   PartCost r;
-  if (!l.has_ffn()) return r;
+  if (!l.has_ffn()) {
+    if (auto stub = engine_stub(c, l, s, /*attention=*/false)) return ffn_part_cost(c, *stub, s, p);
+    return r;
+  }
   check_profile(s, p);
   OpCosts op(s, p);
   const EngineSpec& e = s.engine_spec;
@@ -261,7 +316,8 @@ PartCost ffn_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenari
   r.tpot_ms = ffn_ms(op, dec, c, l, gu, silu, add);
   int64_t params = c.hidden_size + 3 * c.hidden_size * l.intermediate_size;
   r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
-  r.activation_bytes = ffn_activation_bytes(c, l, s.workload, e, op.abytes(), op.tp());
+  if (!op.engine_calibration())
+    r.activation_bytes = ffn_activation_bytes(c, l, s.workload, e, op.abytes(), op.tp());
   return r;
 }
 
@@ -283,6 +339,12 @@ PartCost fixed_cost(const ModelConfig& c, const Scenario& s, const Profile* p) {
   int64_t params = V * D * (c.tie_word_embeddings ? 1 : 2) + D;
   r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
   const Workload& w = s.workload;
+  if (const EngineCalibration* ec = op.engine_calibration()) {
+    // The engine's own output and compute buffers (hardware/engine_calibration.h).
+    r.activation_bytes = int64_t(
+        ec->memory.activation_bytes(c, kv_capacity_tokens(w, s.engine_spec), w.batch_size));
+    return r;
+  }
   // The logits of the last position and the RoPE tables cos, sin [T, Hd] (built in float64).
   r.activation_bytes = int64_t(op.abytes() * double(w.batch_size) * V / op.tp() +
                                6.0 * 4 * w.prompt_tokens * Hd);
@@ -317,7 +379,11 @@ CostEstimate combine(const std::vector<PartCost>& attention, const std::vector<P
   e.activation_bytes = layer_peak + fixed.activation_bytes;
   const EngineSpec& eng = s.engine_spec;
   double device_mem = s.device_spec.memory_bytes ? s.device_spec.memory_bytes->value : 0.0;
-  e.reserve_bytes = int64_t(eng.reserve_bytes.value + eng.memory_reserved_fraction.value * device_mem);
+  // An engine measured here ("profile+llama.cpp") has every buffer it allocates in its memory
+  // model (fixed.activation_bytes); the spec's reserve is an estimate for when it is not.
+  const bool engine_measured = source.rfind("profile+", 0) == 0;
+  e.reserve_bytes = engine_measured ? 0
+                    : int64_t(eng.reserve_bytes.value + eng.memory_reserved_fraction.value * device_mem);
   e.peak_memory_bytes = e.weight_bytes + e.kv_cache_bytes + e.activation_bytes + e.reserve_bytes;
   const Workload& w = s.workload;
   double request_ms = e.ttft_ms + double(w.output_tokens) * e.tpot_ms;
@@ -334,8 +400,10 @@ CostEstimate predict(const ModelConfig& c, const Scenario& s, const Profile* p) 
     attn.push_back(attention_part_cost(c, l, s, p));
     ffn.push_back(ffn_part_cost(c, l, s, p));
   }
-  bool tables = p && s.engine == "native";
-  return combine(attn, ffn, fixed_cost(c, s, p), s, tables ? "profile" : "roofline");
+  const bool engine_measured = p && p->engine_calibration(s);
+  const bool tables = p && (s.engine == "native" || engine_measured);
+  return combine(attn, ffn, fixed_cost(c, s, p), s,
+                 engine_measured ? "profile+" + s.engine : tables ? "profile" : "roofline");
 }
 
 json CostEstimate::to_json() const {

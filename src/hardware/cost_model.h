@@ -17,6 +17,10 @@
 // max(FLOPs / (peak * gemm_efficiency), bytes / (bandwidth * bandwidth_efficiency)) plus one
 // kernel launch per kernel the engine does not fuse, plus the engine's per-step overhead.
 //
+// An engine other than the native one that was measured on this CPU (Profile::engines, e.g.
+// llama.cpp at the scenario's threads and weight type) is costed from the same tables with its
+// own fitted correction, and its memory is its own buffers (hardware/engine_calibration.h).
+//
 // Memory: weights (parameters x weight dtype bytes) + KV cache (2 * B * G * Hd * capacity *
 // KV dtype bytes per attention layer; capacity = prompt + output rounded up to the engine's
 // block size; layers without attention hold none) + activations (the largest live set of one
@@ -54,7 +58,8 @@ struct CostEstimate {
   std::vector<double> layer_ttft_ms, layer_tpot_ms;         // [L]
   std::vector<int64_t> layer_weight_bytes, layer_kv_cache_bytes;  // [L]
   PartCost fixed;      // embedding, final norm, head, step overhead
-  std::string source;  // "profile" or "roofline"
+  std::string source;  // "profile", "profile+ENGINE" (an engine measured on this CPU: its
+                       // calibration in the profile) or "roofline"
 
   json to_json() const;
 };

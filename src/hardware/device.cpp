@@ -17,7 +17,11 @@ double dtype_bytes(const std::string& dtype, const char* where) {
   if (dtype == "bf16" || dtype == "fp16") return 2;
   if (dtype == "fp8" || dtype == "int8") return 1;
   if (dtype == "int4") return 0.5;
-  throw ConfigError(msg(where, "unknown dtype '{}', expected fp32, bf16, fp16, fp8, int8 or int4",
+  // ggml's block formats: 32 values and one fp16 scale per block (export/gguf_quant.h).
+  if (dtype == "q8_0") return 34.0 / 32;
+  if (dtype == "q4_0") return 18.0 / 32;
+  throw ConfigError(msg(where, "unknown dtype '{}', expected fp32, bf16, fp16, fp8, int8, int4, "
+                               "q8_0 or q4_0",
                         dtype));
 }
 
@@ -25,6 +29,7 @@ double DeviceSpec::peak_flops_for(const std::string& dtype) const {
   std::string key = dtype;
   if (key == "fp16") key = "bf16";
   if (key == "int8" || key == "int4") key = "fp8";
+  if (key == "q8_0" || key == "q4_0") key = "bf16";  // ggml dequantizes a block, then multiplies
   auto it = peak_flops.find(key);
   if (it == peak_flops.end() || it->second.value <= 0)
     throw ConfigError(msg("peak_flops", "device '{}' has no dense peak FLOP/s for {} ({}){}",

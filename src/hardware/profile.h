@@ -44,6 +44,7 @@
 
 #include "hardware/correction.h"
 #include "hardware/device.h"
+#include "hardware/engine_calibration.h"
 #include "hardware/scenario.h"
 #include "model/config.h"
 
@@ -105,12 +106,19 @@ struct Profile {
   double gemm_peak_flops = 0;               // best FLOP/s over the measured GEMMs
   Calibration calibration;       // older profiles: constant residual per step (else zeros)
   LatencyCorrection correction;  // fitted residual model (identity when not fitted)
+  std::vector<EngineCalibration> engines;  // other engines measured here (llama.cpp), each
+                                           // for one thread count and weight type
   int64_t width_granularity = 0;  // derived from gemm_width_scan (0: not derived)
   std::vector<std::pair<int64_t, double>> granularity_levels;  // (granularity, mean efficiency)
   double elapsed_s = 0;
 
   /// Throws ConfigError naming the table when it is missing.
   const OpTable& table(const std::string& name) const;
+  /// The calibration of the scenario's engine for its threads (0 = every core) and dtypes, or
+  /// null (the native engine, another device, or not calibrated).
+  const EngineCalibration* engine_calibration(const Scenario& s) const;
+  /// Adds `c`, replacing a calibration of the same engine, threads and dtypes.
+  void set_engine_calibration(const EngineCalibration& c);
   json to_json() const;
   static Profile from_json(const json& j, const std::string& file);
 };

@@ -54,6 +54,24 @@ double OpTable::lookup(const std::vector<double>& query, const std::string& name
   return interp(rows, query, 0);
 }
 
+const EngineCalibration* Profile::engine_calibration(const Scenario& s) const {
+  if (s.engine == "native" || s.device != identity.device || identity.device != "cpu")
+    return nullptr;
+  const int threads = s.workload.threads > 0 ? int(s.workload.threads) : identity.cores;
+  for (const auto& e : engines)
+    if (e.matches(s.engine, threads, s.workload.weight_dtype, s.workload.kv_cache_dtype)) return &e;
+  return nullptr;
+}
+
+void Profile::set_engine_calibration(const EngineCalibration& c) {
+  for (auto& e : engines)
+    if (e.matches(c.engine, c.threads, c.weight_dtype, c.kv_cache_dtype)) {
+      e = c;
+      return;
+    }
+  engines.push_back(c);
+}
+
 const OpTable& Profile::table(const std::string& name) const {
   auto it = tables.find(name);
   if (it == tables.end())
@@ -81,6 +99,8 @@ json Profile::to_json() const {
     t[name] = {{"dims", table.dim_names}, {"entries", rows}};
   }
   const auto& id = identity;
+  json engines_json = json::array();
+  for (const auto& e : engines) engines_json.push_back(e.to_json());
   json levels = json::array();
   for (const auto& [g, eff] : granularity_levels)
     levels.push_back({{"granularity", g}, {"mean_efficiency", eff}});
@@ -100,6 +120,7 @@ json Profile::to_json() const {
                            {"decode_step_ms", calibration.decode_step_ms},
                            {"models", calibration.models}}},
           {"correction", correction.to_json()},
+          {"engines", engines_json},
           {"width_granularity", width_granularity},
           {"granularity_levels", levels},
           {"elapsed_s", elapsed_s},
@@ -194,6 +215,13 @@ Profile Profile::from_json(const json& j, const std::string& file) {
   p.calibration.models = json_get_or<int>(c, "models", 0, fc);
   if (j.contains("correction"))
     p.correction = LatencyCorrection::from_json(j.at("correction"), file + ": correction");
+  if (j.contains("engines")) {
+    if (!j.at("engines").is_array())
+      throw FormatError(msg("load_profile", "{}: engines: expected an array", file));
+    for (size_t i = 0; i < j.at("engines").size(); ++i)
+      p.engines.push_back(EngineCalibration::from_json(j.at("engines")[i],
+                                                       fmt::format("{}: engines[{}]", file, i)));
+  }
   p.width_granularity = json_get_or<int64_t>(j, "width_granularity", 0, file);
   if (p.width_granularity < 0 || p.width_granularity > (int64_t(1) << 20))
     throw FormatError(msg("load_profile", "{}: width_granularity: expected 0 (not derived) or a "

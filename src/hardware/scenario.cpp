@@ -38,13 +38,14 @@ static Workload workload_from_json(const json& j, const std::string& where) {
   if (!j.is_object())
     throw FormatError(msg("load_scenario", "{}: expected an object, found {}", where, j.dump()));
   reject_unknown_fields(j, {"prompt_tokens", "output_tokens", "batch_size", "weight_dtype",
-                            "kv_cache_dtype", "tensor_parallel"}, where);
+                            "kv_cache_dtype", "tensor_parallel", "threads"}, where);
   Workload w;
   w.prompt_tokens = positive_int(j, "prompt_tokens", w.prompt_tokens, kMaxWorkloadTokens, where);
   w.output_tokens = positive_int(j, "output_tokens", w.output_tokens, kMaxWorkloadTokens, where);
   w.batch_size = positive_int(j, "batch_size", w.batch_size, kMaxWorkloadBatch, where);
   w.tensor_parallel =
       positive_int(j, "tensor_parallel", w.tensor_parallel, kMaxTensorParallel, where);
+  w.threads = positive_int(j, "threads", w.threads, 4096, where);
   w.weight_dtype = json_get_or<std::string>(j, "weight_dtype", w.weight_dtype, where);
   w.kv_cache_dtype = json_get_or<std::string>(j, "kv_cache_dtype", w.weight_dtype, where);
   for (const auto& [field, dtype] : {std::pair<const char*, const std::string&>{
@@ -54,10 +55,14 @@ static Workload workload_from_json(const json& j, const std::string& where) {
       dtype_bytes(dtype, "load_scenario");
     } catch (const ConfigError&) {
       throw ConfigError(msg("load_scenario", "{}.{}: unknown dtype '{}', expected fp32, bf16, "
-                            "fp16, fp8, int8 or int4", where, field, dtype));
+                            "fp16, fp8, int8, int4, q8_0 or q4_0", where, field, dtype));
     }
   }
   return w;
+}
+
+int64_t weight_row_multiple(const std::string& weight_dtype) {
+  return weight_dtype == "q8_0" || weight_dtype == "q4_0" ? 32 : 1;
 }
 
 // A limit: a positive number, or {"fraction_of_teacher": positive number}.

@@ -38,9 +38,13 @@ struct Workload {
   int64_t prompt_tokens = 128;  // T of the prefill
   int64_t output_tokens = 128;  // decode steps (the KV cache holds prompt + output)
   int64_t batch_size = 1;       // B: concurrent sequences
-  std::string weight_dtype = "fp32";    // fp32, bf16, fp16, fp8, int8, int4
+  std::string weight_dtype = "fp32";    // fp32, bf16, fp16, fp8, int8, int4; q8_0, q4_0
+                                        // (ggml's 32-value blocks: 34 and 18 bytes)
   std::string kv_cache_dtype = "fp32";  // same choices
   int64_t tensor_parallel = 1;  // GPUs a model is split over (weights and heads divided)
+  int64_t threads = 0;          // CPU threads the engine runs with (llama.cpp's n_threads);
+                                // 0 = every core. Part of the deployment: at small sizes more
+                                // threads can be slower (their synchronization per op)
 
   int64_t context_tokens() const { return prompt_tokens + output_tokens; }
 };
@@ -73,6 +77,13 @@ struct Scenario {
   DeviceSpec device_spec;  // loaded from `device`
   EngineSpec engine_spec;  // loaded from `engine`
 };
+
+/// The multiple every weight row (a matrix's input width: hidden_size, intermediate_size,
+/// num_attention_heads x head_dim) must be for `weight_dtype` to hold its type: 32 for ggml's
+/// block types q8_0 and q4_0 (32 values per block; llama-quantize writes a tensor whose rows are
+/// not a multiple as F16 instead, larger and slower: llama-quant.cpp tensor_type_fallback),
+/// 1 otherwise.
+int64_t weight_row_multiple(const std::string& weight_dtype);
 
 /// Reads a scenario file and the device and engine it names. Throws FormatError naming the
 /// file and field ("workload.batch_size: expected a positive integer, found 0"), unknown fields

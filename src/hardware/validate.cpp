@@ -140,8 +140,7 @@ void check_profile_is_this_machine(const Profile& p) {
 
 static double ape(double pred, double meas) { return std::fabs(pred - meas) / meas * 100.0; }
 
-// Predictions beside the measurements, and the errors.
-static ValidationReport compare_rows(const std::vector<ModelConfig>& archs,
+ValidationReport validation_report(const std::vector<ModelConfig>& archs,
                                      const std::vector<Measurement>& measured, const Scenario& s,
                                      const Profile& profile) {
   ValidationReport rep;
@@ -189,7 +188,7 @@ ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Sc
   std::vector<Measurement> measured =
       measure_interleaved(archs, s.workload, repeats, /*weight_seed=*/1000, progress,
                           profile_device(profile));
-  return compare_rows(archs, measured, s, profile);
+  return validation_report(archs, measured, s, profile);
 }
 
 ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& archs,
@@ -221,7 +220,7 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
   now.correction.fit.repeats = repeats;
   if (refit) *refit = now.correction;
   measured.resize(archs.size());
-  return compare_rows(archs, measured, s, now);
+  return validation_report(archs, measured, s, now);
 }
 
 json ValidationReport::to_json() const {

@@ -48,6 +48,12 @@ struct ValidationReport {
   std::string table() const;
 };
 
+/// Each architecture's prediction from `profile` in `scenario` beside measured[i], and the errors
+/// (MAPE, worst row, bias, interference). Throws as predict().
+ValidationReport validation_report(const std::vector<ModelConfig>& archs,
+                                   const std::vector<Measurement>& measured,
+                                   const Scenario& scenario, const Profile& profile);
+
 /// Measures each architecture with random weights (measure_interleaved: `repeats` rounds over
 /// all architectures, their samples pooled per architecture) and predicts
 /// it from `profile`; the scenario must be measurable here (not_measurable_reason,

@@ -62,11 +62,16 @@ nlohmann::json run_method_for_comparison(const SearchOutcome& o, const CompareCo
   std::optional<Measurement> measured;
   std::optional<PairedVerdict> verdict;
   if (ctx.not_measured.empty()) {
-    const c10::Device dev = measurement_device(*ctx.scenario);
-    const PairedRounds rounds = measure_paired(
-        LlamaModel{ctx.teacher->config, to_device(ctx.teacher->config, ctx.teacher->weights, dev)},
-        LlamaModel{student.config, to_device(student.config, student.weights, dev)},
-        ctx.scenario->workload, ctx.scenario->limits, ctx.measure);
+    PairedRounds rounds;
+    if (ctx.measure_pair) {
+      rounds = ctx.measure_pair(*ctx.teacher, student, PairedRounds{});
+    } else {
+      const c10::Device dev = measurement_device(*ctx.scenario);
+      rounds = measure_paired(
+          LlamaModel{ctx.teacher->config, to_device(ctx.teacher->config, ctx.teacher->weights, dev)},
+          LlamaModel{student.config, to_device(student.config, student.weights, dev)},
+          ctx.scenario->workload, ctx.scenario->limits, ctx.measure);
+    }
     measured = rounds.student_pooled();
     verdict = judge_paired(rounds, ctx.scenario->limits);
   }

@@ -3,6 +3,7 @@
 // report.json's "comparison" (and report.md's table) shows the methods side by side: quality,
 // measured cost, search tokens.
 #pragma once
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -37,6 +38,10 @@ struct CompareContext {
   // The main run's in-domain tasks stage (same seed and items, so the same tasks); out_dir is
   // replaced by tasks-METHOD beside model_dir. max_items 0 = no tasks.
   StoryTasksStageOptions tasks;
+  // How the teacher and a method's model are measured in paired rounds in the scenario's
+  // engine (the main run's: the native engine, or llama.cpp); empty = the native engine.
+  std::function<PairedRounds(const LlamaModel& teacher, const LlamaModel& student,
+                             PairedRounds prior)> measure_pair;
 };
 
 /// One row of report.json's "comparison" from results at hand:

@@ -10,6 +10,7 @@
 #include "data/token_file.h"
 #include "distill/distill.h"
 #include "eval/eval.h"
+#include "export/gguf_model.h"
 #include "hardware/cost_model.h"
 #include "hardware/measure.h"
 #include "hardware/granularity.h"
@@ -21,6 +22,7 @@
 #include "io/text_tokenizer.h"
 #include "model/finite.h"
 #include "pipeline/compare.h"
+#include "pipeline/llamacpp_engine.h"
 #include "pipeline/llamacpp_stage.h"
 #include "pipeline/measured_fit.h"
 #include "pipeline/report.h"
@@ -228,7 +230,9 @@ json run_compress(const CompressOptions& opt) {
   ProfileOptions profile_options;
   // A scenario for another device uses this profile only for the llama.cpp stage (run here):
   // the correction, fitted for the native engine, is not needed there.
-  profile_options.calibrate = scenario.device == "cpu";
+  // A scenario served by llama.cpp has its own calibration (below) and needs no native one.
+  const bool llamacpp_engine = scenario.engine == "llama.cpp" && scenario.device == "cpu";
+  profile_options.calibrate = scenario.device == "cpu" && !llamacpp_engine;
   Profile profile = opt.profile_path.empty()
                         ? run_profile({teacher.config}, profiled_workload(scenario), profile_options)
                         : load_profile(opt.profile_path);
@@ -236,6 +240,19 @@ json run_compress(const CompressOptions& opt) {
   // A reused profile must be of this machine: its tables cost this CPU's scenario, and the
   // llama.cpp stage's prediction runs here.
   if (!opt.profile_path.empty()) check_profile_is_this_machine(profile);
+  // llama.cpp serving on this CPU: llama.cpp itself is measured (pipeline/llamacpp_engine.h: its
+  // own correction and memory model, at the scenario's threads and weight type) unless the
+  // profile already holds that calibration. Its GGUFs carry the teacher's tokenizer.
+  std::optional<GgufVocab> gguf_vocab;
+  if (llamacpp_engine) {
+    gguf_vocab = vocab_from_checkpoint(opt.model_dir, teacher.config.vocab_size);
+    if (!profile.engine_calibration(scenario)) {
+      LlamaCppCalibrationOptions lo;
+      lo.scratch = out.path() / ".llama_cpp_calibration";
+      profile.set_engine_calibration(
+          calibrate_llamacpp(profile, teacher.config, *gguf_vocab, scenario, lo));
+    }
+  }
   save_profile(out.path() / "profile.json", profile);
   // The scenario's costs come from this profile only when it targets this device; a GPU
   // scenario is costed by the roofline of its spec (the profile still serves the llama.cpp
@@ -251,9 +268,32 @@ json run_compress(const CompressOptions& opt) {
   // The teacher measured on this device: relative limits resolve against it. A scenario for
   // another device (a GPU costed by its spec sheet) has nothing here to measure: its costs are
   // predictions only, and the report says so.
-  const std::string not_measured = not_measurable_reason(scenario);
+  fs::path llamacpp_script;
+  const std::string not_measured = llamacpp_engine
+                                       ? llamacpp_client("measure.mjs", &llamacpp_script)
+                                       : not_measurable_reason(scenario);
+  // The teacher and a student in paired rounds, in the scenario's engine (prior: rounds of the
+  // same architecture measured before).
+  auto measure_pair = [&](const LlamaModel& t, const LlamaModel& s, PairedRounds prior) {
+    if (llamacpp_engine)
+      return measure_paired_llamacpp(t, s, *gguf_vocab, scenario.workload, scenario.limits,
+                                     opt.measure, out.path() / ".llama_cpp_rounds", prior);
+    const c10::Device dev = measurement_device(scenario);  // the scenario's GPU with CUDA
+    return measure_paired(LlamaModel{t.config, to_device(t.config, t.weights, dev)},
+                          LlamaModel{s.config, to_device(s.config, s.weights, dev)},
+                          scenario.workload, scenario.limits, opt.measure, prior);
+  };
   std::optional<Measurement> teacher_measured;
-  if (not_measured.empty()) {
+  if (not_measured.empty() && llamacpp_engine) {
+    LlamaCppRunOptions ro;
+    ro.threads = scenario.workload.threads > 0 ? int(scenario.workload.threads) : cpu_cores();
+    ro.rounds = opt.measure.min_rounds;
+    teacher_measured = measure_llamacpp_models({&teacher}, *gguf_vocab, scenario.workload, ro,
+                                               out.path() / ".llama_cpp_teacher")
+                           .models.front()
+                           .measured;
+    fs::remove_all(out.path() / ".llama_cpp_teacher");
+  } else if (not_measured.empty()) {
     // On the scenario's device: this CPU, or its GPU in a build with CUDA.
     const c10::Device dev = measurement_device(scenario);
     teacher_measured = measure_native(
@@ -350,13 +390,8 @@ json run_compress(const CompressOptions& opt) {
           throw InternalError("[compress] the fit to the measurement asked for an architecture "
                               "other than the searched candidate");
         log_info(fmt::format("[compress] {}: measuring the teacher and the searched architecture "
-                             "in paired rounds", m));
-        const c10::Device dev = measurement_device(scenario);  // the scenario's GPU with CUDA
-        return measure_paired(
-            LlamaModel{teacher.config, to_device(teacher.config, teacher.weights, dev)},
-            LlamaModel{method_candidate->config,
-                       to_device(method_candidate->config, method_candidate->weights, dev)},
-            scenario.workload, scenario.limits, opt.measure);
+                             "in paired rounds ({})", m, scenario.engine));
+        return measure_pair(teacher, *method_candidate, PairedRounds{});
       };
       f.attempts = fit_to_measurement(scenario.limits, search_limits, cb, opt.fit_attempts,
                                       opt.fit_margin);
@@ -427,6 +462,16 @@ json run_compress(const CompressOptions& opt) {
   if (roundtrip != 0)
     throw InternalError(fmt::format("[compress] the exported checkpoint does not reload to the "
                                     "same logits (max diff {})", roundtrip));
+  // Served by llama.cpp: the GGUF of the scenario's weight type is what the user runs.
+  json gguf_export = nullptr;
+  if (llamacpp_engine) {
+    GgufExportOptions g;
+    g.dtype = gguf_type_for(scenario.workload.weight_dtype);
+    fs::create_directories(out.path() / "gguf");
+    write_model_gguf(out.path() / "gguf" / "model.gguf", student, *gguf_vocab, g);
+    gguf_export = {{"path", "gguf/model.gguf"}, {"type", ggml_type_name(g.dtype)},
+                   {"bytes", int64_t(fs::file_size(out.path() / "gguf" / "model.gguf"))}};
+  }
   timer.done("export");
 
   // The student and the teacher again, in paired rounds (hardware/paired_measure.h): every
@@ -442,11 +487,7 @@ json run_compress(const CompressOptions& opt) {
       prior = fitted_attempt(fit_attempts).rounds;
     log_info(fmt::format("[compress] measuring the teacher and the compressed model in paired "
                          "rounds ({} from the fit before distillation)", prior.rounds()));
-    const c10::Device dev = measurement_device(scenario);
-    const PairedRounds rounds = measure_paired(
-        LlamaModel{teacher.config, to_device(teacher.config, teacher.weights, dev)},
-        LlamaModel{student.config, to_device(student.config, student.weights, dev)},
-        scenario.workload, scenario.limits, opt.measure, prior);
+    const PairedRounds rounds = measure_pair(teacher, student, prior);
     teacher_measured = rounds.teacher_pooled();
     student_measured = rounds.student_pooled();
     measured_verdict = judge_paired(rounds, scenario.limits);
@@ -467,6 +508,7 @@ json run_compress(const CompressOptions& opt) {
                      limits, search_limits, dopt, eo, opt.measure, not_measured,
                      opt.model_dir};
   cmp.tasks = task_opt;  // the same tasks for every method
+  cmp.measure_pair = measure_pair;  // the same engine and protocol for every method
   json comparison = json::array();
   comparison.push_back(comparison_row(search, student.config, student_predicted,
                                       student_measured ? &*student_measured : nullptr,
@@ -532,7 +574,7 @@ json run_compress(const CompressOptions& opt) {
                 {"train_tokens", data.train.num_tokens()},
                 {"heldout_tokens", data.heldout.num_tokens()},
                 {"heldout_documents_removed_for_overlap", data.overlap_removed}}},
-      {"export", {{"path", "model"}, {"reload_max_abs_diff", roundtrip}}},
+      {"export", {{"path", "model"}, {"reload_max_abs_diff", roundtrip}, {"gguf", gguf_export}}},
   };
   json fit = {{"max_attempts", opt.fit_attempts}, {"margin", opt.fit_margin},
               {"attempts", json::array()}};

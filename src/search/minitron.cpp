@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <set>
 
@@ -90,7 +91,8 @@ int64_t UniformSpace::size() const {
 
 UniformSpace uniform_space(const ModelConfig& parent, const MinitronOptions& opt) {
   const LayerConfig& ref = reference_layer(parent);
-  const int64_t g = std::max<int64_t>(1, opt.width_granularity);
+  const int64_t g = std::lcm(std::max<int64_t>(1, opt.width_granularity),
+                             std::max<int64_t>(1, opt.row_multiple));
   UniformSpace s;
   s.hidden_sizes = widths(parent.hidden_size, g, opt.min_width_fraction, g);
   s.ffn_widths = widths(ref.intermediate_size, g, opt.min_width_fraction, ref.intermediate_size / 8);
@@ -152,6 +154,10 @@ SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, c
       for (int64_t G : space.kv_groups)
         for (int64_t per : space.heads_per_group)
           for (int64_t F : space.ffn_widths) {
+            // o_proj's rows, H x head_dim, a whole number of the weight type's blocks.
+            if (G * per != ref.num_attention_heads &&
+                G * per * ref.head_dim % std::max<int64_t>(1, opt.row_multiple) != 0)
+              continue;
             Candidate c;
             c.target = parent;
             c.target.hidden_size = D;

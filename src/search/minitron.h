@@ -43,6 +43,8 @@ struct UniformSpace {
 /// Options of the grid and the ranking.
 struct MinitronOptions {
   int64_t width_granularity = 32;  // widths are multiples of this (from the profile)
+  int64_t row_multiple = 1;        // every weight row (D, F, H x head_dim) a multiple of this:
+                                   // the weight type's block (weight_row_multiple)
   double min_width_fraction = 0.4; // smallest width considered, as a fraction of the parent's
   int64_t max_layers_dropped = 2;  // depth choices: L, L-1, ..., L-max
   int64_t max_ranked = 24;         // at most this many feasible candidates are ranked by loss

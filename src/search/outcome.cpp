@@ -72,9 +72,12 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
   o.parent = teacher.config;
   o.limits = limits;
   o.safety_margin = st.safety_margin;
+  // Rows of the weight type's blocks (q8_0, q4_0: 32), or the weights fall back to F16.
+  const int64_t row_multiple = weight_row_multiple(scenario.workload.weight_dtype);
   if (method == "minitron") {
     MinitronOptions mo = st.minitron;
     mo.safety_margin = st.safety_margin;
+    mo.row_multiple = row_multiple;
     CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, profile); };
     std::vector<at::Tensor> batches =
         calibration.sequential_batches(st.minitron_batch_size, seq_len, st.minitron_batches);
@@ -97,6 +100,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
   // The space holds only what the scenario's engine loads (engines/*.json "structure"). Its FFN
   // options keep the parent's own width, so that width must be one the engine expresses.
   dopt.space.structure = scenario.engine_spec.structure;
+  dopt.space.row_multiple = row_multiple;
   const int64_t step = dopt.space.structure.ffn_width_multiple;
   for (size_t l = 0; l < teacher.config.layers.size(); ++l) {
     const LayerConfig& p = teacher.config.layers[l];

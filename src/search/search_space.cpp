@@ -71,6 +71,8 @@ std::vector<double> layer_weights(const Importance& imp, int64_t L) {
 }
 
 void check_options(const SearchSpaceOptions& o) {
+  if (o.row_multiple < 1)
+    throw ConfigError(msg("search", "row_multiple: expected >= 1, found {}", o.row_multiple));
   if (o.width_granularity < 1)
     throw ConfigError(msg("search", "width_granularity: expected >= 1, found {}", o.width_granularity));
   if (!(o.min_width_fraction > 0 && o.min_width_fraction <= 1))
@@ -113,7 +115,7 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
   check_options(opt);
   parent.validate("search");
   check_importance_matches(parent, imp, "search");
-  const int64_t L = parent.num_layers(), g = opt.width_granularity;
+  const int64_t L = parent.num_layers(), g = std::lcm(opt.width_granularity, opt.row_multiple);
   // FFN widths: multiples of the granularity and of what the engine's loader expresses.
   const int64_t g_ffn = std::lcm(g, opt.structure.ffn_width_multiple);
   SearchSpace s;
@@ -148,6 +150,10 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
           a.num_key_value_heads = gk;
           // One query-head count for every layer: keep the parent's.
           if (!opt.structure.per_layer_query_heads && a.num_attention_heads != p.num_attention_heads)
+            continue;
+          // o_proj's rows are H' x head_dim wide: a whole number of the weight type's blocks.
+          if (a.num_attention_heads != p.num_attention_heads &&
+              a.num_attention_heads * a.head_dim % opt.row_multiple != 0)
             continue;
           att.push_back(a);
         }

@@ -50,6 +50,8 @@ struct SearchSpaceOptions {
   int64_t max_blocks_removed = -1;  // whole blocks removable at most; < 0 = L / 3 (Minitron's
                                     // depth pruning drops up to a third of the layers)
   EngineStructure structure;        // what the serving engine's loader builds (default: anything)
+  int64_t row_multiple = 1;         // every weight row (D', F', H' x head_dim) a multiple of
+                                    // this: the weight type's block (weight_row_multiple)
 };
 
 /// One option index per decision.
