@@ -31,13 +31,52 @@ LlamaModel parent_model(int64_t heads, int64_t kv, uint64_t seed) {
 }
 
 TEST(EngineStructure, ShippedEnginesStateTheirRulesWithASource) {
+  const std::set<std::string> sharded = {"num_attention_heads", "num_key_value_heads",
+                                         "intermediate_size"};
   for (const std::string& name : kEngines) {
     const EngineSpec e = load_engine(name, test::source_dir());
-    EXPECT_FALSE(e.structure.source.empty()) << name;
+    const EngineStructure& r = e.structure;
+    EXPECT_FALSE(r.source.empty()) << name;
+    // Every rule states the loader file and function it is read from.
+    for (const char* rule : {"per_layer_query_heads", "query_heads_divisible_by_kv_heads",
+                             "per_layer_head_dim", "head_dim_explicit", "attention_removed",
+                             "ffn_removed", "block_removed", "ffn_width_multiple",
+                             "tensor_parallel_divides"})
+      EXPECT_FALSE(r.sources.count(rule) ? r.sources.at(rule).empty() : true) << name << " " << rule;
     const bool decilm = name == "vllm" || name == "tensorrt-llm";
-    EXPECT_EQ(e.structure.per_layer_query_heads, !decilm) << name;
-    EXPECT_EQ(e.structure.ffn_width_multiple, decilm ? 256 : 1) << name;
-    EXPECT_TRUE(e.structure.attention_removed && e.structure.ffn_removed) << name;
+    EXPECT_EQ(r.per_layer_query_heads, !decilm) << name;
+    EXPECT_EQ(r.ffn_width_multiple, decilm ? 256 : 1) << name;
+    EXPECT_TRUE(r.attention_removed && r.ffn_removed && r.block_removed) << name;
+    EXPECT_TRUE(r.query_heads_divisible_by_kv_heads) << name;
+    EXPECT_EQ(r.per_layer_head_dim, name == "native") << name;  // GGUF key_length is global too
+    EXPECT_EQ(r.head_dim_explicit, name != "tensorrt-llm") << name;
+    EXPECT_EQ(r.tensor_parallel_divides, decilm ? sharded : std::set<std::string>{}) << name;
+  }
+}
+
+// The DeciLM loaders state at least what the DeciLM format itself imposes (export's check).
+TEST(EngineStructure, TheDecilmLoadersStateAtLeastTheFormatsRules) {
+  const EngineStructure f = decilm_format_structure();
+  for (const std::string name : {"vllm", "tensorrt-llm"}) {
+    const EngineStructure r = load_engine(name, test::source_dir()).structure;
+    EXPECT_TRUE(!r.per_layer_query_heads || f.per_layer_query_heads) << name;
+    EXPECT_TRUE(!r.per_layer_head_dim || f.per_layer_head_dim) << name;
+    EXPECT_TRUE(r.query_heads_divisible_by_kv_heads || !f.query_heads_divisible_by_kv_heads) << name;
+    EXPECT_EQ(r.ffn_width_multiple % f.ffn_width_multiple, 0) << name;
+  }
+}
+
+// The FFN rule "a multiple of 256" is exactly DeciLM's ffn_mult rule: every multiple of 256
+// (and nothing else) is given back by some ffn_mult, for odd and even hidden sizes.
+TEST(EngineStructure, MultiplesOf256AreExactlyTheWidthsFfnMultGives) {
+  for (int64_t D : {31, 64, 257, 288, 4096, 8192}) {
+    for (int64_t F = 1; F <= 8 * 4096; F += (F < 1024 ? 1 : 97)) {
+      const std::optional<double> m = decilm_ffn_mult_for(F, D);
+      EXPECT_EQ(m.has_value(), F % 256 == 0) << "D " << D << " F " << F;
+      if (m) EXPECT_EQ(decilm_ffn_width(*m, D), F) << "D " << D << " F " << F;
+    }
+    for (int64_t F = 256; F <= 65536; F += 256)
+      EXPECT_TRUE(decilm_ffn_mult_for(F, D).has_value()) << "D " << D << " F " << F;
   }
 }
 
@@ -45,16 +84,35 @@ TEST(EngineStructure, ABadRuleNamesTheFileAndTheField) {
   auto with = [](json st) {
     return json{{"name", "x"}, {"structure", std::move(st)}};
   };
+  auto rule = [](json v) { return json{{"value", std::move(v)}, {"source", "loader.py f"}}; };
   expect_error<FormatError>(
-      [&] { engine_from_json(with({{"ffn_width_multiple", 0}, {"source", "s"}}), "x.json"); },
-      {"x.json: structure.ffn_width_multiple", "expected >= 1, found 0"});
+      [&] { engine_from_json(with({{"ffn_width_multiple", rule(0)}, {"source", "s"}}), "x.json"); },
+      {"x.json: structure.ffn_width_multiple.value", "expected an integer >= 1, found 0"});
   expect_error<FormatError>(
-      [&] { engine_from_json(with({{"per_layer_heads", false}, {"source", "s"}}), "x.json"); },
+      [&] { engine_from_json(with({{"per_layer_heads", rule(false)}, {"source", "s"}}), "x.json"); },
       {"x.json: structure", "unknown field 'per_layer_heads'"});
-  expect_error<FormatError>([&] { engine_from_json(with({{"ffn_removed", false}}), "x.json"); },
+  expect_error<FormatError>([&] { engine_from_json(with({{"ffn_removed", rule(false)}}), "x.json"); },
                             {"x.json: structure", "'source'"});
   expect_error<FormatError>([&] { engine_from_json(with(json::array()), "x.json"); },
                             {"x.json: structure", "expected an object"});
+  // A rule without its source, a bare value, a wrong type, an unknown sharded field.
+  expect_error<FormatError>(
+      [&] {
+        engine_from_json(with({{"head_dim_explicit", {{"value", false}}}, {"source", "s"}}), "x.json");
+      },
+      {"x.json: structure.head_dim_explicit", "\"source\": the loader file and function"});
+  expect_error<FormatError>(
+      [&] { engine_from_json(with({{"ffn_removed", false}, {"source", "s"}}), "x.json"); },
+      {"x.json: structure.ffn_removed", "found false"});
+  expect_error<FormatError>(
+      [&] { engine_from_json(with({{"per_layer_head_dim", rule(1)}, {"source", "s"}}), "x.json"); },
+      {"x.json: structure.per_layer_head_dim.value", "expected true or false, found 1"});
+  expect_error<FormatError>(
+      [&] {
+        engine_from_json(with({{"tensor_parallel_divides", rule({"hidden_size"})}, {"source", "s"}}),
+                         "x.json");
+      },
+      {"x.json: structure.tensor_parallel_divides", "unknown field 'hidden_size'"});
 }
 
 TEST(EngineStructure, ViolationsNameTheLayerTheFieldAndTheRule) {
@@ -68,7 +126,7 @@ TEST(EngineStructure, ViolationsNameTheLayerTheFieldAndTheRule) {
   EXPECT_EQ(bad[0], "layer 1: num_attention_heads 4, but vllm builds every attention layer with "
                     "one count (layer 0 has 8)");
   EXPECT_EQ(bad[1], "layer 2: intermediate_size 320, but vllm builds FFN widths that are "
-                    "multiples of 256 only");
+                    "multiples of 256 only (nearest: 256 or 512)");
   expect_error<ConfigError>([&] { check_engine_loads(c, vllm, "export"); },
                             {"[export] vllm cannot load", "layer 1: num_attention_heads 4",
                              "nemotron_nas.py"});
@@ -125,35 +183,57 @@ TEST(EngineStructure, TheDecilmRulesAgreeWithTheExportCheck) {
 }
 
 // Every architecture of the space built for an engine is one that engine loads: random choices
-// over random parents (MHA and GQA), for each shipped engine.
+// over random parents (MHA and GQA), for each shipped engine and one that builds per-layer heads
+// but shards them, split over 1, 2 and 4 GPUs.
 TEST(EngineStructure, EveryArchitectureOfTheSpaceLoadsInItsEngine) {
   std::mt19937 rng(11);
-  for (const std::string& name : kEngines) {
-    const EngineSpec engine = load_engine(name, test::source_dir());
-    for (const auto& [heads, kv] : std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {4, 4}, {8, 8}}) {
-      const LlamaModel m = parent_model(heads, kv, 3 + uint64_t(heads + kv));
-      SearchSpaceOptions o = test::space_options();
-      o.structure = engine.structure;
-      const SearchSpace s = build_search_space(m.config, test::importance_of(m), o);
-      for (int trial = 0; trial < 200; ++trial) {
-        ArchChoice c = s.full();
-        c.hidden = int64_t(rng() % s.hidden_sizes.size());
-        for (int64_t l = 0; l < s.num_layers(); ++l) {
-          c.attention[size_t(l)] = int64_t(rng() % s.attention[size_t(l)].size());
-          c.ffn[size_t(l)] = int64_t(rng() % s.ffn[size_t(l)].size());
+  std::vector<EngineSpec> engines;
+  for (const std::string& name : kEngines) engines.push_back(load_engine(name, test::source_dir()));
+  EngineSpec sharded = load_engine("vllm", test::source_dir());
+  sharded.name = "sharded";
+  sharded.structure.per_layer_query_heads = true;
+  engines.push_back(sharded);
+  int with_tp_cuts = 0;  // options a tensor-parallel rule left out
+  for (const EngineSpec& engine : engines) {
+    for (const int64_t tp : {1, 2, 4}) {
+      for (const auto& [heads, kv] : std::vector<std::pair<int64_t, int64_t>>{{8, 2}, {4, 4}, {8, 8}}) {
+        const LlamaModel m = parent_model(heads, kv, 3 + uint64_t(heads + kv));
+        SearchSpaceOptions o = test::space_options();
+        o.structure = engine.structure;
+        o.tensor_parallel = tp;
+        const SearchSpace s = build_search_space(m.config, test::importance_of(m), o);
+        if (tp > 1) {
+          o.tensor_parallel = 1;
+          const SearchSpace free = build_search_space(m.config, test::importance_of(m), o);
+          for (size_t l = 0; l < s.attention.size(); ++l)
+            with_tp_cuts += int(free.attention[l].size() - s.attention[l].size());
         }
-        if (!structural_violation(s, c).empty()) continue;
-        const ModelConfig t = target_of(s, c);
-        EXPECT_TRUE(structure_violations(t, engine).empty())
-            << name << ": " << describe(t) << ": " << structure_violations(t, engine).front();
+        for (int trial = 0; trial < 200; ++trial) {
+          ArchChoice c = s.full();
+          c.hidden = int64_t(rng() % s.hidden_sizes.size());
+          for (int64_t l = 0; l < s.num_layers(); ++l) {
+            c.attention[size_t(l)] = int64_t(rng() % s.attention[size_t(l)].size());
+            c.ffn[size_t(l)] = int64_t(rng() % s.ffn[size_t(l)].size());
+          }
+          if (!structural_violation(s, c).empty()) continue;
+          const ModelConfig t = target_of(s, c);
+          EXPECT_TRUE(structure_violations(t, engine, tp).empty())
+              << engine.name << " tp " << tp << ": " << describe(t) << ": "
+              << structure_violations(t, engine, tp).front();
+        }
+        EXPECT_TRUE(structure_violations(target_of(s, smallest_choice(s)), engine, tp).empty())
+            << engine.name;
+        if (!engine.structure.per_layer_query_heads)
+          for (const auto& layer : s.attention)
+            for (const LayerConfig& a : layer)
+              if (a.has_attention()) EXPECT_EQ(a.num_attention_heads, heads) << engine.name;
+        // A derived head_dim (TensorRT-LLM's DeciLM): the hidden size stays the parent's.
+        if (!engine.structure.head_dim_explicit) EXPECT_EQ(s.hidden_sizes.size(), 1u) << engine.name;
+        else EXPECT_GT(s.hidden_sizes.size(), 1u) << engine.name;
       }
-      EXPECT_TRUE(structure_violations(target_of(s, smallest_choice(s)), engine).empty()) << name;
-      if (!engine.structure.per_layer_query_heads)
-        for (const auto& layer : s.attention)
-          for (const LayerConfig& a : layer)
-            if (a.has_attention()) EXPECT_EQ(a.num_attention_heads, heads) << name;
     }
   }
+  EXPECT_GT(with_tp_cuts, 0);
 }
 
 // The differentiable search under random binding budgets, through run_search_method with the
@@ -163,11 +243,14 @@ TEST(EngineStructure, SearchesUnderRandomBudgetsReturnWhatTheEngineLoads) {
   const Importance imp = test::importance_of(m);
   TokenDataset calibration = test::random_text(2000, 97, 17);
   std::mt19937 rng(3);
-  for (const std::string& engine : {"vllm", "llama.cpp"}) {
+  for (const auto& [engine, tp] : std::vector<std::pair<std::string, int64_t>>{
+           {"vllm", 1}, {"llama.cpp", 1}, {"tensorrt-llm", 2}}) {
     Scenario sc = test::gpu_scenario({}, engine);
+    sc.workload.tensor_parallel = tp;
     CostFn cost = [&](const ModelConfig& c) { return predict(c, sc, nullptr); };
     SearchSpaceOptions o = test::space_options();
     o.structure = sc.engine_spec.structure;
+    o.tensor_parallel = tp;
     const double full = cost(m.config).tpot_ms;
     const double least = smallest_reachable(build_search_space(m.config, imp, o), cost).tpot_ms;
     for (int trial = 0; trial < 3; ++trial) {
@@ -185,12 +268,12 @@ TEST(EngineStructure, SearchesUnderRandomBudgetsReturnWhatTheEngineLoads) {
       // budget of the per-layer space.)
       const SearchOutcome r =
           run_search_method("autocompress", m, imp, sc, nullptr, lim, calibration, 16, st);
-      EXPECT_TRUE(structure_violations(r.best.target, sc.engine_spec).empty())
+      EXPECT_TRUE(structure_violations(r.best.target, sc.engine_spec, tp).empty())
           << engine << ": " << describe(r.best.target);
       EXPECT_LE(r.best.cost.tpot_ms, *lim.tpot_ms * (1 + 1e-9)) << engine;
       // The pruned model passes what the DeciLM export checks for vLLM.
       const LlamaModel pruned = drop_removed_blocks(prune_model(m, imp, r.best.target));
-      if (engine == std::string("vllm") && !pruned.config.is_homogeneous())
+      if (engine != "llama.cpp" && !pruned.config.is_homogeneous())
         EXPECT_NO_THROW(check_decilm_loadable(pruned.config)) << describe(pruned.config);
     }
   }
@@ -215,18 +298,24 @@ TEST(EngineStructure, AParentWidthTheEngineCannotExpressIsOneClearError) {
       {"[search]", "layer 0", "intermediate_size 96", "multiple of 256", "--method minitron"});
 }
 
-// plan's suggestions for the shipped GPU scenarios load in each scenario's engine.
+// plan's suggestions for the shipped GPU scenarios load in each scenario's engine, also when the
+// workload splits the model over 8 GPUs.
 TEST(EngineStructure, PlanSuggestionsLoadInTheScenarioEngine) {
+  const ModelConfig c =
+      read_architecture(test::source_dir() / "tests/fixtures/configs/llama-3.1-8b.json");
   for (const std::string& name : {"h100-serving", "rtx5080-game", "rtx5070-coding"}) {
-    const Scenario sc = find_scenario(name, test::source_dir());
-    const ModelConfig c =
-        read_architecture(test::source_dir() / "tests/fixtures/configs/llama-3.1-8b.json");
-    const Plan p = make_plan(c, sc, nullptr);
-    if (p.per_layer)
-      EXPECT_TRUE(structure_violations(p.per_layer->config, sc.engine_spec).empty())
-          << name << ": " << describe(p.per_layer->config);
-    for (const PlanSuggestion& u : p.uniform)
-      EXPECT_TRUE(structure_violations(u.config, sc.engine_spec).empty()) << name;
+    for (const int64_t tp : {1, 8}) {
+      Scenario sc = find_scenario(name, test::source_dir());
+      if (tp > 1 && sc.engine_spec.structure.tensor_parallel_divides.empty()) continue;
+      sc.workload.tensor_parallel = tp;
+      const Plan p = make_plan(c, sc, nullptr);
+      if (p.per_layer)
+        EXPECT_TRUE(structure_violations(p.per_layer->config, sc.engine_spec, tp).empty())
+            << name << " tp " << tp << ": " << describe(p.per_layer->config);
+      for (const PlanSuggestion& u : p.uniform)
+        EXPECT_TRUE(structure_violations(u.config, sc.engine_spec, tp).empty())
+            << name << " tp " << tp << ": " << describe(u.config);
+    }
   }
 }
 

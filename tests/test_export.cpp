@@ -517,9 +517,9 @@ TEST(DeciLM, ExportRefusesWidthsDeciLMCannotExpress) {
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     const std::string w = e.what();
-    EXPECT_NE(w.find("layer 4 has FFN width 300"), std::string::npos) << w;
+    EXPECT_NE(w.find("layer 4: intermediate_size 300"), std::string::npos) << w;
     EXPECT_NE(w.find("nearest: 256 or 512"), std::string::npos) << w;
-    EXPECT_NE(w.find("layer 3 has 2 query heads"), std::string::npos) << w;
+    EXPECT_NE(w.find("layer 3: num_attention_heads 2"), std::string::npos) << w;
   }
   EXPECT_FALSE(fs::exists(tmp.path / "out"));
   ExportOptions gguf_only;  // GGUF has per-layer arrays: no such limit

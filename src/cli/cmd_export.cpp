@@ -5,12 +5,15 @@
 
 #include "cli/command.h"
 #include "common/error.h"
+#include "export/engine_loaders.h"
 #include "export/hf_export.h"
 
 namespace {
 
 struct Options {
   std::string model, out, format = "hf", dtype = "f32", parent, engine;
+  int64_t tensor_parallel = 1;
+  std::vector<std::string> check_loaders;
 };
 
 void print_report(const ac::ExportReport& r, const std::string& out) {
@@ -50,6 +53,16 @@ ac::cli::RegisterCommand reg(85, [](CLI::App& app) {
                 "serving engine the files are for (engines/NAME.json: native, llama.cpp, vllm, "
                 "tensorrt-llm): an architecture its loader cannot build is refused before "
                 "anything is written");
+  s->add_option("--tensor-parallel", o->tensor_parallel,
+                "GPUs the engine splits the model over: its heads and widths must divide "
+                "(engines/NAME.json \"structure\" tensor_parallel_divides)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--check-loaders", o->check_loaders,
+                "after writing, read the files as these engines' loaders do "
+                "(export/engine_loaders.h: vllm, tensorrt-llm, llama.cpp) and list what each "
+                "would refuse; fails if any refuses")
+      ->delimiter(',');
   s->callback([o] {
     ac::ExportOptions opt;
     opt.hf = o->format != "gguf";
@@ -57,7 +70,21 @@ ac::cli::RegisterCommand reg(85, [](CLI::App& app) {
     opt.dtype = ac::ggml_type_from_string(o->dtype);
     opt.parent = o->parent;
     opt.engine = o->engine;
+    opt.tensor_parallel = o->tensor_parallel;
     print_report(ac::export_model(o->model, o->out, opt), o->out);
+    int refused = 0;
+    for (const std::string& engine : o->check_loaders) {
+      const std::vector<std::string> errors =
+          ac::engine_load_errors(engine, o->out, o->tensor_parallel);
+      std::printf("%s loader (tensor_parallel %lld): %s\n", engine.c_str(),
+                  static_cast<long long>(o->tensor_parallel),
+                  errors.empty() ? "builds the model, every tensor fits" : "REFUSES");
+      for (const std::string& e : errors) std::printf("  %s\n", e.c_str());
+      refused += !errors.empty();
+    }
+    if (refused)
+      throw ac::ConfigError(ac::msg("export", "{} of {} loaders refuse {}", refused,
+                                    o->check_loaders.size(), o->out));
   });
 });
 

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/json_io.h"
 #include "export/gguf_vocab.h"
+#include "hardware/engine.h"
 #include "io/hf_tokenizer.h"
 #include "io/tokenizer.h"
 
@@ -84,25 +85,12 @@ std::vector<FieldChange> compare_config_fields(const json& parent, const json& e
 }
 
 void check_decilm_loadable(const ModelConfig& c) {
-  int64_t H = 0;
-  std::vector<std::string> bad;
-  for (size_t i = 0; i < c.layers.size(); ++i) {
-    const LayerConfig& l = c.layers[i];
-    if (l.has_attention()) {
-      if (!H) H = l.num_attention_heads;
-      if (l.num_attention_heads != H)
-        bad.push_back(fmt::format("layer {} has {} query heads but layer 0's attention has {} "
-                                  "(DeciLM varies only KV heads, via n_heads_in_group)",
-                                  i, l.num_attention_heads, H));
-    }
-    if (l.has_ffn() && !decilm_ffn_mult_for(l.intermediate_size, c.hidden_size)) {
-      const int64_t F = l.intermediate_size, lo = F / 256 * 256;
-      bad.push_back(fmt::format("layer {} has FFN width {}, which DeciLM loaders cannot read "
-                                "back: they compute find_multiple(int(2*ffn_mult*{}/3), 256), a "
-                                "multiple of 256 (nearest: {}{})", i, F, c.hidden_size,
-                                lo > 0 ? fmt::format("{} or ", lo) : "", lo + 256));
-    }
-  }
+  // The rules live in one place: hardware/engine.cpp structure_violations, here with what the
+  // DeciLM format itself expresses (engine.h decilm_format_structure).
+  EngineSpec decilm;
+  decilm.name = "DeciLM";
+  decilm.structure = decilm_format_structure();
+  const std::vector<std::string> bad = structure_violations(c, decilm);
   if (!bad.empty())
     throw ConfigError(msg("export hf", "this heterogeneous model is not loadable as "
                           "DeciLMForCausalLM: {}. Choose FFN widths that are multiples of 256 "

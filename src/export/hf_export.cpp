@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "export/engine_loaders.h"
 #include "export/gguf_vocab.h"
 #include "hardware/engine.h"
 #include "io/checkpoint.h"
@@ -41,6 +42,14 @@ json write_hf(const fs::path& dir, const LlamaModel& m, const fs::path& src,
   const json config = config_to_hf_json(c);
   TensorMap tensors = to_tensor_map(c, m.weights);
   check_config_agrees_with_tensors(c, config, tensors, (dir / "config.json").string());
+  // TensorRT-LLM's DeciLM loader reads lm_head.weight even when the embeddings are tied
+  // (tensorrt_llm/models/nemotron_nas/convert.py load_model_weights); vLLM skips it when tied
+  // (nemotron_nas.py DeciLMForCausalLM.load_weights), and so does our reader.
+  if (c.tie_word_embeddings && config["model_type"] == "nemotron-nas") {
+    tensors["lm_head.weight"] = m.weights.embed_tokens.clone();
+    r.notes.push_back("lm_head.weight written (a copy of model.embed_tokens.weight, "
+                      "tie_word_embeddings true): TensorRT-LLM's DeciLM loader reads it");
+  }
   r.checks.push_back("config.json read back gives every layer shape, rope, eps, tying and "
                      "special id of the model, and every tensor shape agrees with it");
   for (auto& [name, t] : tensors) t = t.to(torch_type(opt.dtype));
@@ -105,7 +114,7 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
   ExportReport r;
   if (!opt.engine.empty()) {
     const EngineSpec engine = load_engine(opt.engine);
-    check_engine_loads(m.config, engine, "export");
+    check_engine_loads(m.config, engine, "export", opt.tensor_parallel);
     r.checks.push_back(fmt::format("{} loads this structure (engines/{}.json \"structure\")",
                                    engine.name, engine.name));
   }
@@ -153,6 +162,19 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
   }
   r.checks.push_back("every output loads back (our loaders) to logits identical to the source "
                      "rounded to --dtype");
+  // The written files as the engine's own loader reads them (export/engine_loaders.h).
+  const bool hf_engine = opt.engine == "vllm" || opt.engine == "tensorrt-llm";
+  if ((hf_engine && opt.hf) || (opt.engine == "llama.cpp" && opt.gguf)) {
+    const std::vector<std::string> errors =
+        engine_load_errors(opt.engine, staging.path(), opt.tensor_parallel);
+    if (!errors.empty())
+      throw ConfigError(msg("export", "the files written do not load in {} (export/"
+                            "engine_loaders.h, from its loader's source): {}", opt.engine,
+                            fmt::join(errors, "; ")));
+    r.checks.push_back(fmt::format("{}'s loader, as written from its source (export/"
+                                   "engine_loaders.h), builds the model and every tensor fits "
+                                   "(tensor_parallel {})", opt.engine, opt.tensor_parallel));
+  }
   write_json_file(staging.path() / "export_report.json", r.to_json());
   staging.commit();
   return r;

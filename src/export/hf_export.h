@@ -8,14 +8,17 @@
 //                      per layer (attention {no_op, replace_with_linear, n_heads_in_group},
 //                      ffn {no_op, replace_with_linear, ffn_mult}) as vLLM / TensorRT-LLM load it;
 //                      refused with a clear message when DeciLM cannot express the model
-//                      (checks.h check_decilm_loadable).
+//                      (checks.h check_decilm_loadable); lm_head.weight written even when tied
+//                      (TensorRT-LLM's DeciLM loader reads it).
 //   GGUF               model.gguf (export/gguf_model.h): llama or deci, tokenizer included.
 //
 // Output folder (written atomically): the HF files and/or model.gguf, plus export_report.json
 // listing every config.json field as carried / changed / added with the reason, the files
 // copied, the checks run and notes. After writing, every output is loaded back and must give
 // logits identical to the source model with its weights rounded to --dtype (q8_0 / q4_0:
-// quantized and dequantized as the GGUF stores them, gguf_model.h round_to_gguf).
+// quantized and dequantized as the GGUF stores them, gguf_model.h round_to_gguf). With an
+// engine (vllm, tensorrt-llm, llama.cpp) the written files are also read as its loader reads
+// them (export/engine_loaders.h) and must load there.
 #pragma once
 #include <string>
 #include <vector>
@@ -36,6 +39,8 @@ struct ExportOptions {
   fs::path parent;                 // folder whose config.json is the parent; default: the input
   std::string engine;              // engines/<engine>.json: refuse, before writing, a model its
                                    // loader cannot build ("structure"); empty = no engine check
+  int64_t tensor_parallel = 1;     // GPUs the engine splits the model over (its "structure"
+                                   // tensor_parallel_divides rules)
 };
 
 struct ExportReport {

@@ -29,6 +29,103 @@ static SpecValue engine_value(const json& j, const char* key, const std::string&
   return s;
 }
 
+namespace {
+
+const char* const kStructureRules[] = {
+    "per_layer_query_heads", "query_heads_divisible_by_kv_heads", "per_layer_head_dim",
+    "head_dim_explicit",     "attention_removed",                 "ffn_removed",
+    "block_removed",         "ffn_width_multiple",                "tensor_parallel_divides"};
+const std::set<std::string> kShardedFields = {"num_attention_heads", "num_key_value_heads",
+                                              "intermediate_size"};
+
+// One rule: {"value": ..., "source": "loader file and function"}. Returns the value.
+const json& rule_value(const json& st, const std::string& rule, const std::string& f,
+                       EngineStructure& r) {
+  const json& v = st.at(rule);
+  if (!v.is_object() || !v.contains("value") || !v.contains("source") ||
+      !v.at("source").is_string() || v.at("source").get<std::string>().empty())
+    throw FormatError(msg("load_engine", "{}.{}: expected {{\"value\": ..., \"source\": the loader "
+                                         "file and function}}, found {}",
+                          f, rule, v.dump()));
+  r.sources[rule] = v.at("source").get<std::string>();
+  return v.at("value");
+}
+
+bool rule_bool(const json& st, const std::string& rule, const std::string& f, EngineStructure& r,
+               bool fallback) {
+  if (!st.contains(rule)) return fallback;
+  const json& v = rule_value(st, rule, f, r);
+  if (!v.is_boolean())
+    throw FormatError(msg("load_engine", "{}.{}.value: expected true or false, found {}", f, rule,
+                          v.dump()));
+  return v.get<bool>();
+}
+
+EngineStructure structure_from_json(const json& st, const std::string& file) {
+  const std::string f = file + ": structure";
+  if (!st.is_object())
+    throw FormatError(msg("load_engine", "{}: expected an object, found {}", f, st.dump()));
+  for (const auto& [k, v] : st.items())
+    if (k != "source" && std::find(std::begin(kStructureRules), std::end(kStructureRules), k) ==
+                             std::end(kStructureRules))
+      throw FormatError(msg("load_engine", "{}: unknown field '{}', expected one of {}, source", f,
+                            k, fmt::join(kStructureRules, ", ")));
+  EngineStructure r;
+  r.per_layer_query_heads = rule_bool(st, "per_layer_query_heads", f, r, true);
+  r.query_heads_divisible_by_kv_heads =
+      rule_bool(st, "query_heads_divisible_by_kv_heads", f, r, true);
+  r.per_layer_head_dim = rule_bool(st, "per_layer_head_dim", f, r, true);
+  r.head_dim_explicit = rule_bool(st, "head_dim_explicit", f, r, true);
+  r.attention_removed = rule_bool(st, "attention_removed", f, r, true);
+  r.ffn_removed = rule_bool(st, "ffn_removed", f, r, true);
+  r.block_removed = rule_bool(st, "block_removed", f, r, true);
+  if (st.contains("ffn_width_multiple")) {
+    const json& v = rule_value(st, "ffn_width_multiple", f, r);
+    if (!json_holds<int64_t>(v) || v.get<int64_t>() < 1)
+      throw FormatError(msg("load_engine", "{}.ffn_width_multiple.value: expected an integer >= 1, "
+                                           "found {}", f, v.dump()));
+    r.ffn_width_multiple = v.get<int64_t>();
+  }
+  if (st.contains("tensor_parallel_divides")) {
+    const json& v = rule_value(st, "tensor_parallel_divides", f, r);
+    if (!v.is_array())
+      throw FormatError(msg("load_engine", "{}.tensor_parallel_divides.value: expected an array "
+                                           "of field names, found {}", f, v.dump()));
+    for (const json& name : v) {
+      const std::string n = name.is_string() ? name.get<std::string>() : name.dump();
+      if (!kShardedFields.count(n))
+        throw FormatError(msg("load_engine", "{}.tensor_parallel_divides: unknown field '{}', "
+                                             "expected num_attention_heads, num_key_value_heads "
+                                             "or intermediate_size", f, n));
+      r.tensor_parallel_divides.insert(n);
+    }
+  }
+  r.source = json_get_or<std::string>(st, "source", "", f);
+  if (r.source.empty())
+    throw FormatError(msg("load_engine", "{}: the rules need a 'source' (the loader file and "
+                                         "function they are read from)", f));
+  return r;
+}
+
+}  // namespace
+
+bool EngineStructure::shards(const std::string& field, int64_t n, int64_t tensor_parallel) const {
+  if (tensor_parallel <= 1 || !tensor_parallel_divides.count(field)) return true;
+  if (field == "num_key_value_heads" && n < tensor_parallel) return tensor_parallel % n == 0;
+  return n % tensor_parallel == 0;
+}
+
+EngineStructure decilm_format_structure() {
+  EngineStructure r;
+  r.per_layer_query_heads = false;
+  r.per_layer_head_dim = false;
+  r.ffn_width_multiple = 256;
+  r.source = "DeciLM config.json: global num_attention_heads and head_dim, block_configs[i] "
+             "{attention: {no_op, n_heads_in_group}, ffn: {no_op, ffn_mult}}, FFN width "
+             "find_multiple(int(2*ffn_mult*hidden_size/3), 256) (model/config.h decilm_ffn_width)";
+  return r;
+}
+
 EngineSpec engine_from_json(const json& j, const std::string& file) {
   static const std::set<std::string> known_ops = {"qkv_proj", "gate_up_proj", "silu_mul",
                                                   "add_rmsnorm", "rope", "attention"};
@@ -70,35 +167,84 @@ EngineSpec engine_from_json(const json& j, const std::string& file) {
       throw FormatError(msg("load_engine", "{}.block_size_tokens: expected >= 1, found {}", f,
                             e.kv_block_size_tokens));
   }
-  if (j.contains("structure")) {
-    const json& st = j.at("structure");
-    const std::string f = file + ": structure";
-    if (!st.is_object())
-      throw FormatError(msg("load_engine", "{}: expected an object, found {}", f, st.dump()));
-    static const std::set<std::string> known = {"per_layer_query_heads", "attention_removed",
-                                                "ffn_removed", "ffn_width_multiple", "source"};
-    for (const auto& [k, v] : st.items())
-      if (!known.count(k))
-        throw FormatError(msg("load_engine", "{}: unknown field '{}', expected one of "
-                                             "per_layer_query_heads, attention_removed, "
-                                             "ffn_removed, ffn_width_multiple, source", f, k));
-    EngineStructure& r = e.structure;
-    r.per_layer_query_heads = json_get_or<bool>(st, "per_layer_query_heads", true, f);
-    r.attention_removed = json_get_or<bool>(st, "attention_removed", true, f);
-    r.ffn_removed = json_get_or<bool>(st, "ffn_removed", true, f);
-    r.ffn_width_multiple = json_get_or<int64_t>(st, "ffn_width_multiple", 1, f);
-    r.source = json_get_or<std::string>(st, "source", "", f);
-    if (r.ffn_width_multiple < 1)
-      throw FormatError(msg("load_engine", "{}.ffn_width_multiple: expected >= 1, found {}", f,
-                            r.ffn_width_multiple));
-    if (r.source.empty())
-      throw FormatError(msg("load_engine", "{}: the rules need a 'source' (the loader file and "
-                                           "function they are read from)", f));
-  }
+  if (j.contains("structure")) e.structure = structure_from_json(j.at("structure"), file);
   return e;
 }
 
-std::vector<std::string> structure_violations(const ModelConfig& c, const EngineSpec& engine) {
+namespace {
+
+// The tensor-parallel rules: every model, homogeneous or not.
+void tensor_parallel_violations(const ModelConfig& c, const EngineSpec& engine, int64_t tp,
+                                std::vector<std::string>& bad) {
+  const EngineStructure& r = engine.structure;
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    const LayerConfig& l = c.layers[i];
+    auto check = [&](const char* field, int64_t n, const char* how) {
+      if (!r.shards(field, n, tp))
+        bad.push_back(fmt::format("layer {}: {} {}, but {} splits it over tensor_parallel {} "
+                                  "({})", i, field, n, engine.name, tp, how));
+    };
+    if (l.has_attention()) {
+      check("num_attention_heads", l.num_attention_heads, "it must be a multiple of it");
+      check("num_key_value_heads", l.num_key_value_heads,
+            "it must be a multiple of it, or divide it to be replicated");
+    }
+    if (l.has_ffn()) check("intermediate_size", l.intermediate_size, "it must be a multiple of it");
+  }
+}
+
+// The per-layer rules of a heterogeneous model (`kept`: the layers export keeps).
+void per_layer_violations(const ModelConfig& c, const EngineSpec& engine,
+                          const std::vector<size_t>& kept, std::vector<std::string>& bad) {
+  const EngineStructure& r = engine.structure;
+  int64_t first = -1;
+  for (size_t i : kept) {
+    const LayerConfig& l = c.layers[i];
+    if (l.has_attention()) {
+      if (first < 0) first = int64_t(i);
+      const LayerConfig& f = c.layers[size_t(first)];
+      if (!r.per_layer_query_heads && l.num_attention_heads != f.num_attention_heads)
+        bad.push_back(fmt::format("layer {}: num_attention_heads {}, but {} builds every attention "
+                                  "layer with one count (layer {} has {})",
+                                  i, l.num_attention_heads, engine.name, first, f.num_attention_heads));
+      if (r.query_heads_divisible_by_kv_heads &&
+          (l.num_key_value_heads <= 0 || l.num_attention_heads % l.num_key_value_heads != 0))
+        bad.push_back(fmt::format("layer {}: num_attention_heads {} is not a multiple of "
+                                  "num_key_value_heads {}, which {} needs (n_heads_in_group = "
+                                  "num_attention_heads / num_key_value_heads)",
+                                  i, l.num_attention_heads, l.num_key_value_heads, engine.name));
+      if (!r.per_layer_head_dim && l.head_dim != f.head_dim)
+        bad.push_back(fmt::format("layer {}: head_dim {}, but {} builds every attention layer "
+                                  "with one head_dim (layer {} has {})",
+                                  i, l.head_dim, engine.name, first, f.head_dim));
+      if (!r.head_dim_explicit && c.hidden_size / l.num_attention_heads != l.head_dim)
+        bad.push_back(fmt::format("layer {}: head_dim {}, but {} derives head_dim as hidden_size "
+                                  "/ num_attention_heads = {} / {} = {}",
+                                  i, l.head_dim, engine.name, c.hidden_size,
+                                  l.num_attention_heads, c.hidden_size / l.num_attention_heads));
+    } else if (!r.attention_removed) {
+      bad.push_back(fmt::format("layer {}: attention removed, which {} cannot build", i,
+                                engine.name));
+    }
+    if (l.has_ffn()) {
+      if (l.intermediate_size % r.ffn_width_multiple != 0) {
+        const int64_t lo = l.intermediate_size / r.ffn_width_multiple * r.ffn_width_multiple;
+        bad.push_back(fmt::format("layer {}: intermediate_size {}, but {} builds FFN widths that "
+                                  "are multiples of {} only (nearest: {}{})",
+                                  i, l.intermediate_size, engine.name, r.ffn_width_multiple,
+                                  lo > 0 ? fmt::format("{} or ", lo) : "",
+                                  lo + r.ffn_width_multiple));
+      }
+    } else if (!r.ffn_removed) {
+      bad.push_back(fmt::format("layer {}: FFN removed, which {} cannot build", i, engine.name));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> structure_violations(const ModelConfig& c, const EngineSpec& engine,
+                                              int64_t tensor_parallel) {
   std::vector<std::string> bad;
   // A layer with neither attention nor FFN is a removed block: dropped before export (depth
   // pruning), so it is no structure the engine builds. What remains, if every layer is alike, is
@@ -106,38 +252,17 @@ std::vector<std::string> structure_violations(const ModelConfig& c, const Engine
   std::vector<size_t> kept;
   for (size_t i = 0; i < c.layers.size(); ++i)
     if (c.layers[i].has_attention() || c.layers[i].has_ffn()) kept.push_back(i);
-  if (std::all_of(kept.begin(), kept.end(),
-                  [&](size_t i) { return c.layers[i] == c.layers[kept.front()]; }))
-    return bad;
-  const EngineStructure& r = engine.structure;
-  int64_t first = -1;
-  for (size_t i : kept) {
-    const LayerConfig& l = c.layers[i];
-    if (l.has_attention()) {
-      if (first < 0) first = int64_t(i);
-      const int64_t H = c.layers[size_t(first)].num_attention_heads;
-      if (!r.per_layer_query_heads && l.num_attention_heads != H)
-        bad.push_back(fmt::format("layer {}: num_attention_heads {}, but {} builds every attention "
-                                  "layer with one count (layer {} has {})",
-                                  i, l.num_attention_heads, engine.name, first, H));
-    } else if (!r.attention_removed) {
-      bad.push_back(fmt::format("layer {}: attention removed, which {} cannot build", i,
-                                engine.name));
-    }
-    if (l.has_ffn()) {
-      if (l.intermediate_size % r.ffn_width_multiple != 0)
-        bad.push_back(fmt::format("layer {}: intermediate_size {}, but {} builds FFN widths that "
-                                  "are multiples of {} only", i, l.intermediate_size, engine.name,
-                                  r.ffn_width_multiple));
-    } else if (!r.ffn_removed) {
-      bad.push_back(fmt::format("layer {}: FFN removed, which {} cannot build", i, engine.name));
-    }
-  }
+  const bool homogeneous = std::all_of(kept.begin(), kept.end(), [&](size_t i) {
+    return c.layers[i] == c.layers[kept.front()];
+  });
+  if (!homogeneous) per_layer_violations(c, engine, kept, bad);
+  tensor_parallel_violations(c, engine, tensor_parallel, bad);
   return bad;
 }
 
-void check_engine_loads(const ModelConfig& c, const EngineSpec& engine, const std::string& where) {
-  const std::vector<std::string> bad = structure_violations(c, engine);
+void check_engine_loads(const ModelConfig& c, const EngineSpec& engine, const std::string& where,
+                        int64_t tensor_parallel) {
+  const std::vector<std::string> bad = structure_violations(c, engine, tensor_parallel);
   if (bad.empty()) return;
   throw ConfigError(msg(where.c_str(), "{} cannot load {}: {} (engines/{}.json \"structure\": {})",
                         engine.name, describe(c), fmt::join(bad, "; "), engine.name,

@@ -20,6 +20,7 @@
 // activations held at once. 0 (the default): the whole batch's prompt in one pass.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,30 +30,65 @@
 
 namespace ac {
 
-/// The per-layer structures an engine's loader builds for a heterogeneous model (engines/*.json
-/// "structure", each engine with the loader file and function it is read from). The search
-/// space, the measured fit and `compress` propose only what these allow; `export` refuses the
-/// rest. A homogeneous model (every layer alike) is a plain LlamaForCausalLM / llama GGUF, which
-/// every engine loads whatever these say.
+/// The structures an engine's loader builds (engines/*.json "structure", every rule with the
+/// loader file and function it is read from, in `sources`). The search space, the measured fit,
+/// `plan` and `compress` propose only what these allow; `export --engine` refuses the rest, and
+/// export/engine_loaders.h checks the exported files the same way the loaders read them.
 ///
-///   { "per_layer_query_heads": false, "attention_removed": true, "ffn_removed": true,
-///     "ffn_width_multiple": 256, "source": "vllm/model_executor/models/nemotron_nas.py ..." }
+/// Per-layer rules (query heads, head_dim, FFN width, removed parts) bind a heterogeneous model
+/// only: a homogeneous one (every layer alike) is a plain LlamaForCausalLM / llama GGUF, which
+/// every engine loads with per-model values. The divisibility rules bind every model.
+///
+///   { "per_layer_query_heads": {"value": false, "source": "vllm/.../nemotron_nas.py ..."},
+///     "query_heads_divisible_by_kv_heads": {"value": true, "source": "..."},
+///     "per_layer_head_dim": {"value": false, "source": "..."},
+///     "head_dim_explicit": {"value": true, "source": "..."},
+///     "attention_removed": {...}, "ffn_removed": {...}, "block_removed": {...},
+///     "ffn_width_multiple": {"value": 256, "source": "..."},
+///     "tensor_parallel_divides": {"value": ["num_attention_heads", "num_key_value_heads",
+///                                           "intermediate_size"], "source": "..."},
+///     "source": "the loader's entry point" }
 struct EngineStructure {
   bool per_layer_query_heads = true;  // false: every attention layer has one num_attention_heads
                                       // (DeciLM: global num_attention_heads, per-layer KV heads
                                       // only through n_heads_in_group)
-  bool attention_removed = true;      // a layer without attention (DeciLM attention.no_op)
-  bool ffn_removed = true;            // a layer without FFN (DeciLM ffn.no_op)
-  int64_t ffn_width_multiple = 1;     // FFN widths the loader expresses are multiples of this
-                                      // (DeciLM: find_multiple(int(2*ffn_mult*hidden/3), 256))
-  std::string source;                 // the loader file and function the rules are read from
+  bool query_heads_divisible_by_kv_heads = true;  // H % G == 0 (DeciLM: integer n_heads_in_group)
+  bool per_layer_head_dim = true;  // false: one head_dim for every attention layer
+  bool head_dim_explicit = true;   // false: the loader derives Hd = hidden_size / num_attention_heads
+                                   // (Python floor division) and ignores config.json's head_dim
+  bool attention_removed = true;   // a layer without attention (DeciLM attention.no_op)
+  bool ffn_removed = true;         // a layer without FFN (DeciLM ffn.no_op)
+  bool block_removed = true;       // a layer without either (export drops such layers anyway)
+  int64_t ffn_width_multiple = 1;  // FFN widths the loader expresses are multiples of this
+                                   // (DeciLM: find_multiple(int(2*ffn_mult*hidden/3), 256))
+  // Fields the workload's tensor_parallel must divide (loaders shard them over the GPUs):
+  // "num_attention_heads" (H % tp == 0), "num_key_value_heads" (G % tp == 0 when G >= tp, else
+  // tp % G == 0: the KV heads are replicated), "intermediate_size" (F % tp == 0).
+  std::set<std::string> tensor_parallel_divides;
+  std::string source;                          // the loader's entry point
+  std::map<std::string, std::string> sources;  // rule name -> loader file and function
 
   bool operator==(const EngineStructure& o) const {
     return per_layer_query_heads == o.per_layer_query_heads &&
+           query_heads_divisible_by_kv_heads == o.query_heads_divisible_by_kv_heads &&
+           per_layer_head_dim == o.per_layer_head_dim &&
+           head_dim_explicit == o.head_dim_explicit &&
            attention_removed == o.attention_removed && ffn_removed == o.ffn_removed &&
-           ffn_width_multiple == o.ffn_width_multiple;
+           block_removed == o.block_removed && ffn_width_multiple == o.ffn_width_multiple &&
+           tensor_parallel_divides == o.tensor_parallel_divides;
   }
+  /// The rules that bind a model whose workload splits it over `tensor_parallel` GPUs: whether
+  /// a head count or width `n` of `field` can be sharded (see tensor_parallel_divides).
+  bool shards(const std::string& field, int64_t n, int64_t tensor_parallel) const;
 };
+
+/// What DeciLM's config.json (block_configs) can express, whichever engine reads it: one
+/// num_attention_heads and one head_dim for the model (written explicitly), KV heads per layer
+/// through an integer n_heads_in_group, FFN widths through ffn_mult (multiples of 256), parts
+/// removed through no_op. engines/vllm.json and engines/tensorrt-llm.json state these and more
+/// (a test checks that they are at least as strict); the HF export checks these
+/// (export/checks.h check_decilm_loadable).
+EngineStructure decilm_format_structure();
 
 struct EngineSpec {
   std::string name;
@@ -77,14 +113,18 @@ EngineSpec load_engine(const std::string& name_or_path, const fs::path& data_roo
 /// Parses an engine spec; `file` is used in error messages.
 EngineSpec engine_from_json(const nlohmann::json& j, const std::string& file);
 
-/// Why `engine` cannot load `c`: one line per broken rule, naming the layer, the field and the
-/// rule (e.g. "layer 1: num_attention_heads 3, but vllm builds every attention layer with one
-/// count (layer 0 has 4)"); empty when it loads. Layers with neither attention nor FFN (removed
-/// blocks, dropped before export) are skipped; when the rest are all alike, `c` loads as a plain
-/// model of its parent's class. Never throws.
-std::vector<std::string> structure_violations(const ModelConfig& c, const EngineSpec& engine);
+/// Why `engine` cannot load `c` split over `tensor_parallel` GPUs: one line per broken rule,
+/// naming the layer, the field and the rule (e.g. "layer 1: num_attention_heads 3, but vllm
+/// builds every attention layer with one count (layer 0 has 4)"); empty when it loads. Layers
+/// with neither attention nor FFN (removed blocks, dropped before export) are skipped; when the
+/// rest are all alike, `c` loads as a plain model of its parent's class and only the
+/// tensor-parallel rules apply. Never throws.
+std::vector<std::string> structure_violations(const ModelConfig& c, const EngineSpec& engine,
+                                              int64_t tensor_parallel = 1);
 
-/// Throws ConfigError("[where] ...") listing structure_violations when there are any.
-void check_engine_loads(const ModelConfig& c, const EngineSpec& engine, const std::string& where);
+/// Throws ConfigError("[where] ...") listing structure_violations when there are any, with the
+/// sources of the engine's rules.
+void check_engine_loads(const ModelConfig& c, const EngineSpec& engine, const std::string& where,
+                        int64_t tensor_parallel = 1);
 
 }  // namespace ac

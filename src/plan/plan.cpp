@@ -287,15 +287,26 @@ class Greedy {
  public:
   // `engine`: the per-layer moves are those its loader builds (engines/*.json "structure"):
   // without per-layer query heads no head is dropped in one layer alone, FFN widths step by its
-  // ffn_width_multiple too, and removal only where it builds it.
+  // ffn_width_multiple too, removal only where it builds it, the hidden size narrows only where
+  // a derived head_dim stays the parent's, and no move leaves a count or width that
+  // `tensor_parallel` GPUs cannot shard (admissible()).
   Greedy(const ModelConfig& parent, const Limits& limits, const PlanOptions& o, MemoCost& memo,
-         const EngineStructure& engine)
-      : parent_(light_copy(parent)), limits_(limits), o_(o), memo_(memo), engine_(engine) {
+         const EngineStructure& engine, int64_t tensor_parallel)
+      : parent_(light_copy(parent)), limits_(limits), o_(o), memo_(memo), engine_(engine),
+        tp_(tensor_parallel) {
     const LayerConfig& ref = reference_layer(parent);
     hidden_ladder_ = width_ladder(parent.hidden_size, o.width_granularity, o.min_width_fraction,
                                   o.width_steps);
+    if (!engine_.head_dim_explicit && ref.has_attention())
+      hidden_ladder_.erase(std::remove_if(hidden_ladder_.begin() + 1, hidden_ladder_.end(),
+                                          [&](int64_t D) {
+                                            return D / ref.num_attention_heads != ref.head_dim;
+                                          }),
+                           hidden_ladder_.end());
+    const int64_t tp_ffn = engine_.tensor_parallel_divides.count("intermediate_size") ? tp_ : 1;
     ffn_ladder_ = width_ladder(ref.intermediate_size,
-                               std::lcm(o.width_granularity, engine.ffn_width_multiple),
+                               std::lcm(std::lcm(o.width_granularity, engine_.ffn_width_multiple),
+                                        tp_ffn),
                                o.min_width_fraction, o.width_steps);
   }
 
@@ -333,6 +344,7 @@ class Greedy {
       int64_t best_layer = -1;
       for (const Move& m : moves(cur)) {
         ModelConfig cand = apply(cur, m);
+        if (!admissible(cand, m)) continue;
         double cv = excess(memo_.estimate(cand), limits_);
         double dp = double(cur.num_parameters() - cand.num_parameters());
         if (dp <= 0 || cv >= v) continue;
@@ -353,6 +365,16 @@ class Greedy {
   }
 
  private:
+  // The moved layer keeps counts the engine shards over tp_ GPUs (the ladders already keep the
+  // widths on its steps).
+  bool admissible(const ModelConfig& c, const Move& m) const {
+    if (m.layer < 0) return true;
+    const LayerConfig& l = c.layers[size_t(m.layer)];
+    return !l.has_attention() ||
+           (engine_.shards("num_attention_heads", l.num_attention_heads, tp_) &&
+            engine_.shards("num_key_value_heads", l.num_key_value_heads, tp_));
+  }
+
   std::vector<Move> moves(const ModelConfig& c) const {
     std::vector<Move> out;
     const int64_t L = c.num_layers();
@@ -434,6 +456,7 @@ class Greedy {
   PlanOptions o_;
   MemoCost& memo_;
   EngineStructure engine_;
+  int64_t tp_ = 1;
   std::vector<int64_t> hidden_ladder_, ffn_ladder_;
 };
 
@@ -551,12 +574,22 @@ Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profil
   std::vector<Shape> feasible;  // costs fall along every lever: if the smallest fails, all do
   if (check_limits(smallest_cost, plan.limits).empty())
     feasible = feasible_shapes(light, grid, plan.limits, memo, &plan.uniform_checked);
+  // A uniform shape loads as the parent's class, within the engine's tensor-parallel rules.
+  feasible.erase(std::remove_if(feasible.begin(), feasible.end(),
+                                [&](const Shape& sh) {
+                                  return !structure_violations(shape_config(light, sh),
+                                                               scenario.engine_spec,
+                                                               scenario.workload.tensor_parallel)
+                                              .empty();
+                                }),
+                 feasible.end());
   const Shape parent = parent_shape(config);
   for (const auto& [shape, label] : pick_shapes(light, feasible, options.max_uniform))
     plan.uniform.push_back(verified("uniform", label, shape_config(config, shape), plan, profile,
                                     shape_changes(parent, shape)));
 
-  Greedy search(config, plan.limits, options, memo, scenario.engine_spec.structure);
+  Greedy search(config, plan.limits, options, memo, scenario.engine_spec.structure,
+                scenario.workload.tensor_parallel);
   const ModelConfig floor = search.floor();
   const bool reachable_per_layer = check_limits(memo.estimate(floor), plan.limits).empty();
   const ModelConfig greedy = reachable_per_layer ? search.run(&plan.greedy_steps) : floor;

@@ -88,7 +88,8 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
       retrain_top_candidates(teacher, imp, r, *retrain_data, batches, st.retrain);
     }
     o.best = r.best;
-    check_engine_loads(o.best.target, scenario.engine_spec, "search");  // uniform: always loads
+    check_engine_loads(o.best.target, scenario.engine_spec, "search",
+                       scenario.workload.tensor_parallel);  // uniform: only the divisibility rules
     o.search_tokens = r.search_tokens;
     o.seconds = r.seconds;
     o.search = r.to_json();
@@ -101,6 +102,9 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
   // options keep the parent's own width, so that width must be one the engine expresses.
   dopt.space.structure = scenario.engine_spec.structure;
   dopt.space.row_multiple = row_multiple;
+  dopt.space.tensor_parallel = scenario.workload.tensor_parallel;
+  check_engine_loads(teacher.config, scenario.engine_spec, "search",
+                     scenario.workload.tensor_parallel);  // option 0 of the space is the parent
   const int64_t step = dopt.space.structure.ffn_width_multiple;
   for (size_t l = 0; l < teacher.config.layers.size(); ++l) {
     const LayerConfig& p = teacher.config.layers[l];
@@ -113,6 +117,21 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
                             l, p.intermediate_size, step, scenario.engine_spec.name,
                             scenario.engine_spec.name, scenario.engine_spec.structure.source,
                             scenario.engine_spec.name));
+  }
+  // A loader that derives head_dim (hidden_size / num_attention_heads) reads the parent's back
+  // only if the parent's own head_dim is that quotient.
+  for (size_t l = 0; l < teacher.config.layers.size(); ++l) {
+    const LayerConfig& p = teacher.config.layers[l];
+    if (!dopt.space.structure.head_dim_explicit && p.has_attention() &&
+        teacher.config.hidden_size / p.num_attention_heads != p.head_dim)
+      throw ConfigError(msg("search", "layer {} of the parent has head_dim {}, but {} derives "
+                            "head_dim as hidden_size / num_attention_heads = {} / {} in a "
+                            "per-layer architecture (engines/{}.json \"structure\" "
+                            "head_dim_explicit). Use --method minitron (one shape for every "
+                            "layer, which {} loads as the parent's class) or a scenario with "
+                            "another engine", l, p.head_dim, scenario.engine_spec.name,
+                            teacher.config.hidden_size, p.num_attention_heads,
+                            scenario.engine_spec.name, scenario.engine_spec.name));
   }
   std::vector<at::Tensor> batches = calibration.sequential_batches(
       st.autocompress_batch_size, st.autocompress_seq_len, st.autocompress_batches);
@@ -127,7 +146,8 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
   o.best = r.search.best;
   // Holds by construction of the space; checked so that a change to the space cannot hand the
   // user an architecture the engine refuses.
-  check_engine_loads(o.best.target, scenario.engine_spec, "search");
+  check_engine_loads(o.best.target, scenario.engine_spec, "search",
+                     scenario.workload.tensor_parallel);
   o.search_tokens = r.search.search_tokens;
   o.seconds = r.search.seconds;
   o.trajectory = r.trajectory;

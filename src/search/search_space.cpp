@@ -78,6 +78,8 @@ void check_options(const SearchSpaceOptions& o) {
   if (!(o.min_width_fraction > 0 && o.min_width_fraction <= 1))
     throw ConfigError(msg("search", "min_width_fraction: expected in (0, 1], found {}",
                           o.min_width_fraction));
+  if (o.tensor_parallel < 1)
+    throw ConfigError(msg("search", "tensor_parallel: expected >= 1, found {}", o.tensor_parallel));
   if (o.max_hidden_options < 1 || o.max_ffn_widths < 1)
     throw ConfigError(msg("search", "max_hidden_options / max_ffn_widths: expected >= 1, found "
                                     "{} / {}", o.max_hidden_options, o.max_ffn_widths));
@@ -116,8 +118,12 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
   parent.validate("search");
   check_importance_matches(parent, imp, "search");
   const int64_t L = parent.num_layers(), g = std::lcm(opt.width_granularity, opt.row_multiple);
-  // FFN widths: multiples of the granularity and of what the engine's loader expresses.
-  const int64_t g_ffn = std::lcm(g, opt.structure.ffn_width_multiple);
+  const EngineStructure& rules = opt.structure;
+  const int64_t tp = opt.tensor_parallel;
+  // FFN widths: multiples of the granularity, of what the engine's loader expresses and of the
+  // tensor parallelism when the loader shards them.
+  const int64_t g_ffn = std::lcm(std::lcm(g, rules.ffn_width_multiple),
+                                 rules.tensor_parallel_divides.count("intermediate_size") ? tp : 1);
   SearchSpace s;
   s.parent = parent;
   s.max_blocks_removed = opt.max_blocks_removed >= 0 ? opt.max_blocks_removed : L / 3;
@@ -128,6 +134,19 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
                                     : 0.0);
 
   s.hidden_sizes = width_options(parent.hidden_size, g, opt.min_width_fraction, opt.max_hidden_options);
+  // A loader that derives head_dim as hidden_size / num_attention_heads reads back the parent's
+  // head_dim only at hidden sizes that give it (the parent's own size stays option 0).
+  if (!rules.head_dim_explicit)
+    s.hidden_sizes.erase(
+        std::remove_if(s.hidden_sizes.begin() + 1, s.hidden_sizes.end(),
+                       [&](int64_t D) {
+                         return std::any_of(parent.layers.begin(), parent.layers.end(),
+                                            [&](const LayerConfig& p) {
+                                              return p.has_attention() &&
+                                                     D / p.num_attention_heads != p.head_dim;
+                                            });
+                       }),
+        s.hidden_sizes.end());
   std::vector<at::Tensor> hm;
   for (int64_t D : s.hidden_sizes) {
     ModelConfig t = parent;
@@ -148,8 +167,13 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
           LayerConfig a = p;
           a.num_attention_heads = gk * pk;
           a.num_key_value_heads = gk;
-          // One query-head count for every layer: keep the parent's.
-          if (!opt.structure.per_layer_query_heads && a.num_attention_heads != p.num_attention_heads)
+          // One query-head count for every layer, or a head_dim derived from it: keep the
+          // parent's. Counts the tensor parallelism cannot shard are left out.
+          if ((!rules.per_layer_query_heads || !rules.head_dim_explicit) &&
+              a.num_attention_heads != p.num_attention_heads)
+            continue;
+          if (!rules.shards("num_attention_heads", a.num_attention_heads, tp) ||
+              !rules.shards("num_key_value_heads", a.num_key_value_heads, tp))
             continue;
           // o_proj's rows are H' x head_dim wide: a whole number of the weight type's blocks.
           if (a.num_attention_heads != p.num_attention_heads &&
@@ -163,7 +187,7 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
                    : a.num_key_value_heads > b.num_key_value_heads;
       });
     }
-    if ((opt.allow_removal && opt.structure.attention_removed) || !p.has_attention())
+    if ((opt.allow_removal && rules.attention_removed) || !p.has_attention())
       att.push_back(attention_removed(p));
     std::vector<LayerConfig> ffn;
     if (p.has_ffn())
@@ -172,7 +196,7 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
         f.intermediate_size = F;
         ffn.push_back(f);
       }
-    if ((opt.allow_removal && opt.structure.ffn_removed) || !p.has_ffn()) ffn.push_back(ffn_removed(p));
+    if ((opt.allow_removal && rules.ffn_removed) || !p.has_ffn()) ffn.push_back(ffn_removed(p));
 
     // Masks of every option, from the same selection rule as pruning (prune/prune.h).
     std::vector<at::Tensor> heads, agate, fmask, fgate;

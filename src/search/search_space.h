@@ -23,9 +23,12 @@
 // options: an engine with one query-head count for every layer (vLLM, TensorRT-LLM: DeciLM)
 // gets attention options that keep the parent's query heads (and "removed"); FFN widths are
 // multiples of the engine's ffn_width_multiple as well as of the width granularity (the
-// parent's own width stays option 0); removal is offered only where the engine builds it. So
-// every architecture of the space is one the engine loads (hardware/engine.h
-// structure_violations), provided the parent's own FFN width is a multiple of that step.
+// parent's own width stays option 0); removal is offered only where the engine builds it. A
+// loader that derives head_dim from hidden_size / num_attention_heads (TensorRT-LLM's DeciLM)
+// gets only the hidden sizes that give the parent's head_dim back. With tensor parallelism, head
+// counts and FFN widths the loader shards are offered only where tensor_parallel divides them.
+// So every architecture of the space is one the engine loads (hardware/engine.h
+// structure_violations), provided the parent itself does.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -52,6 +55,9 @@ struct SearchSpaceOptions {
   EngineStructure structure;        // what the serving engine's loader builds (default: anything)
   int64_t row_multiple = 1;         // every weight row (D', F', H' x head_dim) a multiple of
                                     // this: the weight type's block (weight_row_multiple)
+  int64_t tensor_parallel = 1;      // GPUs the workload splits the model over (Workload); the
+                                    // counts and widths structure.tensor_parallel_divides names
+                                    // are offered only where it divides them
 };
 
 /// One option index per decision.
