@@ -17,7 +17,8 @@
 # The held-out text is HELDOUT stories sampled from stories15M with seed 20262 (as
 # bench/vs_minitron.sh samples its held-out set).
 #
-# Environment: BIN (the CLI to run; without it build/autocompress is built), OUT (default
+# Environment: MODEL (the checkpoint folder to export, e.g. a compress run's model/; default
+# stories15M itself; the held-out text is always sampled from stories15M), BIN (the CLI to run; without it build/autocompress is built), OUT (default
 # out/gguf-types), HELDOUT (stories, default 32), THREADS (llama.cpp's threads, default 1: the
 # TPOT of one core, unaffected by ggml's spinning threads on a busy machine), TPOT_RUNS
 # (default 5).
@@ -40,6 +41,7 @@ log() { echo "[gguf-types $(date -u +%H:%M:%S)] $*" >&2; }
 # json FILE EXPRESSION: one value of a JSON file (EXPRESSION indexes `j`).
 json() { python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print($2)" "$1"; }
 
+src=${MODEL:-$ckpt}
 mkdir -p "$out"
 if [ ! -f "$out/heldout.tokens" ]; then
   log "sampling $heldout held-out stories"
@@ -55,9 +57,9 @@ for t in "${types[@]}"; do
   if [ ! -f "$d/model.gguf" ]; then
     log "$t: export"
     rm -rf "$d"
-    $bin export --model "$ckpt" --out "$d" --format gguf --dtype "$t" >/dev/null
+    $bin export --model "$src" --out "$d" --format gguf --dtype "$t" >/dev/null
   fi
-  weights=$ckpt
+  weights=$src
   if [ "$t" != f32 ]; then
     [ -f "$d/back/config.json" ] || $bin import gguf "$d/model.gguf" --out "$d/back" >/dev/null
     weights=$d/back

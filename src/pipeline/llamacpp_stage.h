@@ -1,7 +1,9 @@
-// The `llama_cpp` stage of compress: the real llama.cpp (npm node-llama-cpp, the client the
-// export tests use: tests/llamacpp/run.mjs) runs the teacher and the compressed model from their
-// GGUF exports, and its measured decode time per token (TPOT) is reported beside what the cost
-// model predicts for the `llama.cpp` engine (engines/llama.cpp.json) on this device.
+// The `llama_cpp` stage of compress: the real llama.cpp (npm node-llama-cpp through
+// pipeline/llamacpp_engine.h) runs the teacher and the compressed model from their GGUF exports,
+// and its measured TPOT, TTFT and buffers are reported beside what the cost model predicts for
+// the `llama.cpp` engine (engines/llama.cpp.json) on this device. A scenario served by llama.cpp
+// on this CPU runs as it is (weight type, threads) and is predicted with the profile's llama.cpp
+// calibration; any other runs the f32 GGUF on every core.
 //
 // llama.cpp is an optional client here: when node or tests/llamacpp/node_modules is missing
 // (scripts/setup_node.sh installs it), the stage records why it did not run and the pipeline
@@ -28,16 +30,16 @@ struct LlamaCppStageOptions {
 
 /// Runs both models in llama.cpp. Returns
 ///   {"ran": bool, "reason": "...why not" (when !ran), "engine": "llama.cpp",
-///    "llama_cpp_release": "...", "threads": N, "prompt_tokens": P, "output_tokens": N,
-///    "teacher":    {"tpot_ms_measured": x, "tpot_ms_predicted": y, "prediction_error": (y-x)/x},
+///    "llama_cpp_release": "...", "threads": N, "weight_dtype": "...", "prediction": "...",
+///    "prompt_tokens": P, "output_tokens": N,
+///    "teacher":    {"tpot_ms_measured": x, "tpot_ms_predicted": y, "prediction_error": (y-x)/x,
+///                   "tpot_ms_median", "tpot_ms_runs", "ttft_ms_measured", "ttft_ms_predicted",
+///                   "buffers": LlamaCppBuffers, "peak_memory_bytes_predicted", ...},
 ///    "compressed": {...}}
 /// TPOT in milliseconds per output token at batch 1 (llama.cpp's own decode loop, timed by
-/// run.mjs between the first and the last streamed token). The prediction uses the scenario's
-/// device and workload with the engine replaced by `llama.cpp` and the same profile.
-/// The prompt is a story's opening in the checkpoint's own tokenizer (BOS first when the
-/// tokenizer adds one). A tokenizer llama.cpp cannot reproduce (vocab_from_checkpoint's
-/// ConfigError) is a reason not to run, like a missing client. Throws only on errors of our own
-/// (a GGUF that cannot be written) and on an unreadable tokenizer (load_tokenizer).
+/// measure.mjs between streamed tokens). A tokenizer llama.cpp cannot reproduce
+/// (vocab_from_checkpoint's ConfigError) is a reason not to run, like a missing client or a
+/// failed run.
 nlohmann::json run_llamacpp_stage(const LlamaModel& teacher, const LlamaModel& compressed,
                                   const Scenario& scenario, const Profile* profile,
                                   const LlamaCppStageOptions& opt);

@@ -134,13 +134,14 @@ std::string render_llamacpp_md(const json& l) {
   std::string md = "\n## In llama.cpp (the real engine, GGUF export)\n\n";
   if (!l.value("ran", false))
     return md + fmt::format("Not measured: {}.\n", l.value("reason", std::string("unknown")));
-  md += fmt::format("llama.cpp {} on this CPU, {} threads, batch 1, {} prompt tokens, the two "
-                    "models in interleaved runs. TPOT is the 10th percentile of the decode steps "
-                    "(the time between consecutive tokens) pooled over the runs, the statistic of "
-                    "the native engine's measurement; the median step is beside it. The prediction "
-                    "is the cost model's for engine `llama.cpp` with this device's profile.\n\n",
+  md += fmt::format("llama.cpp {} on this CPU, {} threads, {} weights, batch 1, {} prompt tokens, "
+                    "the two models in interleaved runs. TPOT is the 10th percentile of the decode "
+                    "steps (the time between consecutive tokens) pooled over the runs, the "
+                    "statistic of the native engine's measurement; the median step is beside it. "
+                    "The prediction is the cost model's for engine `llama.cpp`: {}.\n\n",
                     l["llama_cpp_release"].dump(), l.value("threads", 0),
-                    l.value("prompt_tokens", int64_t(0)));
+                    l.value("weight_dtype", std::string("fp32")), l.value("prompt_tokens", int64_t(0)),
+                    l.value("prediction", std::string("this device's profile")));
   md += "| model | TPOT measured in llama.cpp (ms) | median step (ms) | TPOT predicted for "
         "llama.cpp (ms) | prediction error | tokens decoded |\n|---|---|---|---|---|---|\n";
   for (const char* name : {"teacher", "compressed"}) {
@@ -153,6 +154,19 @@ std::string render_llamacpp_md(const json& l) {
                       m["tpot_ms_predicted"].get<double>(),
                       has ? fmt::format("{:+.1f}%", 100 * m["prediction_error"].get<double>()) : "—",
                       m.value("generated_tokens", int64_t(0)));
+  }
+  // TTFT and memory beside their predictions (memory: the buffers llama.cpp reports).
+  if (l.contains("teacher") && l["teacher"].contains("ttft_ms_measured")) {
+    md += "\n| model | TTFT measured (ms) | TTFT predicted (ms) | llama.cpp's buffers (MB) | "
+          "memory predicted (MB) |\n|---|---|---|---|---|\n";
+    for (const char* name : {"teacher", "compressed"}) {
+      if (!l.contains(name) || !l[name].contains("buffers")) continue;
+      const json& m = l[name];
+      md += fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", name,
+                        m["ttft_ms_measured"].get<double>(), m["ttft_ms_predicted"].get<double>(),
+                        m["buffers"]["total_bytes"].get<double>() / 1e6,
+                        m["peak_memory_bytes_predicted"].get<double>() / 1e6);
+    }
   }
   if (l.contains("teacher_calibration_factor") && l["compressed"].contains("tpot_ms_predicted_teacher_calibrated"))
     md += fmt::format("\nCalibrated on the teacher: llama.cpp ran the teacher {:.2f}x the cost "
