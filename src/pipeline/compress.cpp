@@ -10,6 +10,7 @@
 #include "data/token_file.h"
 #include "distill/distill.h"
 #include "eval/eval.h"
+#include "export/engine_loaders.h"
 #include "export/gguf_model.h"
 #include "hardware/cost_model.h"
 #include "hardware/measure.h"
@@ -472,6 +473,19 @@ json run_compress(const CompressOptions& opt) {
     gguf_export = {{"path", "gguf/model.gguf"}, {"type", ggml_type_name(g.dtype)},
                    {"bytes", int64_t(fs::file_size(out.path() / "gguf" / "model.gguf"))}};
   }
+  // The files as the scenario's engine loads them (export/engine_loaders.h, written from each
+  // loader's source): the search proposed only what its rules allow; this reads the files.
+  json engine_check = nullptr;
+  // (llama.cpp on another device: no GGUF is written here.)
+  if (scenario.engine == "vllm" || scenario.engine == "tensorrt-llm" || llamacpp_engine) {
+    const fs::path files = llamacpp_engine ? out.path() / "gguf" / "model.gguf" : out.path() / "model";
+    const std::vector<std::string> errors =
+        engine_load_errors(scenario.engine, files, scenario.workload.tensor_parallel);
+    engine_check = {{"engine", scenario.engine}, {"loads", errors.empty()}, {"errors", errors}};
+    if (!errors.empty())
+      log_warn(fmt::format("[compress] {} would not load {}: {}", scenario.engine,
+                           files.string(), fmt::join(errors, "; ")));
+  }
   timer.done("export");
 
   // The student and the teacher again, in paired rounds (hardware/paired_measure.h): every
@@ -574,7 +588,8 @@ json run_compress(const CompressOptions& opt) {
                 {"train_tokens", data.train.num_tokens()},
                 {"heldout_tokens", data.heldout.num_tokens()},
                 {"heldout_documents_removed_for_overlap", data.overlap_removed}}},
-      {"export", {{"path", "model"}, {"reload_max_abs_diff", roundtrip}, {"gguf", gguf_export}}},
+      {"export", {{"path", "model"}, {"reload_max_abs_diff", roundtrip}, {"gguf", gguf_export},
+                  {"engine_check", engine_check}}},
   };
   json fit = {{"max_attempts", opt.fit_attempts}, {"margin", opt.fit_margin},
               {"attempts", json::array()}};
