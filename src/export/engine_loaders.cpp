@@ -188,6 +188,25 @@ void tensor_parallel_checks(const Built& b, int64_t tp, std::vector<std::string>
   }
 }
 
+// A DeciLM block's attention as both loaders build it: the global num_attention_heads H and
+// H // n_heads_in_group KV heads (vLLM nemotron_nas.py DeciLMDecoderLayer; TensorRT-LLM
+// convert.py hf_block_config_to_layer_config). `at` prefixes every message.
+void deci_attention(const json& a, const std::string& at, int64_t H, int64_t Hd,
+                    const char* engine, BuiltLayer& l, std::vector<std::string>& bad) {
+  l.attention = BuiltLayer::kFull;
+  l.H = H, l.Hd = Hd;
+  const int64_t n = need_int(a, "n_heads_in_group", at + "attention.", engine);
+  l.G = floor_div(H, n);
+  if (H % n)
+    bad.push_back(fmt::format("{}attention.n_heads_in_group {} does not divide "
+                              "num_attention_heads {}: {} builds {} KV heads",
+                              at, n, H, engine, l.G));
+  if (a.contains("num_attention_heads") && a["num_attention_heads"] != json(H))
+    bad.push_back(fmt::format("{}attention.num_attention_heads {} is not read: {} builds every "
+                              "attention layer with config.json num_attention_heads {}",
+                              at, a["num_attention_heads"].dump(), engine, H));
+}
+
 const json& block_part(const json& blocks, size_t i, const char* part) {
   const json& b = blocks[i];
   if (!b.is_object() || !b.contains(part) || !b[part].is_object())
@@ -212,18 +231,7 @@ void vllm_decilm_layers(const json& c, Built& b, int64_t H, int64_t Hd, int64_t 
     const std::string at = fmt::format("layer {}: block_configs[{}].", i, i);
     BuiltLayer l;
     if (!flag(a, "no_op")) {
-      l.attention = BuiltLayer::kFull;
-      l.H = H, l.Hd = Hd;
-      const int64_t n = need_int(a, "n_heads_in_group", at + "attention.", "vLLM");
-      l.G = floor_div(H, n);
-      if (H % n)
-        bad.push_back(fmt::format("{}attention.n_heads_in_group {} does not divide "
-                                  "num_attention_heads {}: vLLM builds {} KV heads",
-                                  at, n, H, l.G));
-      if (a.contains("num_attention_heads") && a["num_attention_heads"] != json(H))
-        bad.push_back(fmt::format("{}attention.num_attention_heads {} is not read: vLLM builds "
-                                  "every attention layer with config.json num_attention_heads {}",
-                                  at, a["num_attention_heads"].dump(), H));
+      deci_attention(a, at, H, Hd, "vLLM", l, bad);
       if (l.G == 0) throw Refused(at + "attention: 0 KV heads (n_heads_in_group > num_attention_heads)");
     }
     if (!flag(f, "no_op")) {
@@ -308,18 +316,7 @@ BuiltLayer trtllm_block(const json& blocks, int64_t i, const json& c, int64_t H,
   } else if (a.contains("sparsify") && !a["sparsify"].is_null() && a["sparsify"] != json(false)) {
     throw Refused(at + "attention.sparsify: TensorRT-LLM raises NotImplementedError");
   } else {
-    l.attention = BuiltLayer::kFull;
-    l.H = H, l.Hd = Hd;
-    const int64_t n = need_int(a, "n_heads_in_group", at + "attention.", "TensorRT-LLM");
-    l.G = floor_div(H, n);
-    if (H % n)
-      bad.push_back(fmt::format("{}attention.n_heads_in_group {} does not divide "
-                                "num_attention_heads {}: TensorRT-LLM builds {} KV heads",
-                                at, n, H, l.G));
-    if (a.contains("num_attention_heads") && a["num_attention_heads"] != json(H))
-      bad.push_back(fmt::format("{}attention.num_attention_heads {} is not read: TensorRT-LLM "
-                                "builds every attention layer with config.json "
-                                "num_attention_heads {}", at, a["num_attention_heads"].dump(), H));
+    deci_attention(a, at, H, Hd, "TensorRT-LLM", l, bad);
     // DeciConfig.get_layer_config: `num_key_value_heads or self.num_key_value_heads`.
     if (l.G == 0) l.G = c.value("num_key_value_heads", H);
   }
