@@ -246,9 +246,10 @@ TEST(CompressData, BadTokenizerFilesFailAtOnceAndWriteNothing) {
 }
 
 // SIGTERM while compress distills: the distillation stops at its next step, and compress stops
-// with it, with one error and no output folder (nor a staging folder beside it), instead of
-// finishing the run with a half-distilled model.
-TEST(CompressSignal, SigtermDuringDistillationStopsCompressAndWritesNothing) {
+// with it, with one error and no output folder, instead of finishing the run with a
+// half-distilled model. The complete stages stay in the run's work folder (.run.partial), and
+// the error says how to continue it.
+TEST(CompressSignal, SigtermDuringDistillationStopsCompressAndKeepsItResumable) {
   TempDir tmp;
   const fs::path model = ac::test::import_stories15m(tmp.path), run = tmp.path / "run";
   ASSERT_FALSE(testing::Test::HasFailure());
@@ -266,7 +267,7 @@ TEST(CompressSignal, SigtermDuringDistillationStopsCompressAndWritesNothing) {
   bool distilling = false;
   for (int i = 0; i < 3000 && !distilling; ++i) {  // up to 5 minutes
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    distilling = slurp(log).find("[compress] prune done") != std::string::npos;
+    distilling = slurp(log).find("prune done") != std::string::npos;
   }
   ASSERT_TRUE(distilling) << slurp(log);
   std::this_thread::sleep_for(std::chrono::seconds(2));  // inside the distillation loop
@@ -283,6 +284,85 @@ TEST(CompressSignal, SigtermDuringDistillationStopsCompressAndWritesNothing) {
   EXPECT_FALSE(fs::exists(run));
   for (const auto& e : fs::directory_iterator(tmp.path))
     EXPECT_EQ(e.path().filename().string().find("staging"), std::string::npos) << e.path();
+  EXPECT_NE(out.find("compress --resume " + run.string()), std::string::npos) << out;
+  const json stages = parse_json_text(slurp(tmp.path / ".run.partial" / "stages.json"), "stages.json");
+  std::vector<std::string> done;
+  for (const auto& s : stages["stages"]) done.push_back(s["stage"].get<std::string>());
+  EXPECT_EQ(done, (std::vector<std::string>{"profile", "data", "importance", "search"}));
+  // The distillation left its state to continue from.
+  EXPECT_TRUE(fs::exists(tmp.path / ".run.partial" / ".distill_state-autocompress"));
+}
+
+// compress killed (SIGKILL) after its search, then `compress --resume`: the complete stages are
+// taken as they are, the rest runs, and the report is that of a run never interrupted (every
+// field but times and stage records), since every stage is seeded.
+TEST(CompressResume, AKilledRunResumesToTheSameReport) {
+  TempDir tmp;
+  const fs::path model = ac::test::import_stories15m(tmp.path);
+  ASSERT_FALSE(testing::Test::HasFailure());
+  const std::string args = fmt::format(
+      "compress --model {} --scenario stories15m-rtx5070 --method autocompress "
+      "--autocompress-retrain-top-k 2 --seq-len 32 --calibration-sequences 8 "
+      "--train-sequences 8 --heldout-sequences 8 --distill-tokens 512 --distill-batch 2 "
+      "--task-items 5", model.string());
+  const fs::path whole = tmp.path / "whole", killed = tmp.path / "killed";
+  ac::test::run_or_fail(fmt::format("AC_QUIET=1 {} {} --out {} > {} 2>&1", ac::test::cli_bin(),
+                                    args, whole.string(), (tmp.path / "whole.log").string()));
+
+  const fs::path log = tmp.path / "killed.log", pid_file = tmp.path / "pid", rc_file = tmp.path / "rc";
+  ASSERT_EQ(std::system(fmt::format("(sh -c 'echo $$ > {}; exec {} {} --out {}' > {} 2>&1; "
+                                    "echo $? > {}) &", pid_file.string(), ac::test::cli_bin(), args,
+                                    killed.string(), log.string(), rc_file.string())
+                            .c_str()),
+            0);
+  bool searched = false;
+  for (int i = 0; i < 3000 && !searched; ++i) {  // up to 5 minutes
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    searched = slurp(log).find("[compress] search done") != std::string::npos;
+  }
+  ASSERT_TRUE(searched) << slurp(log);
+  ASSERT_EQ(::kill(pid_t(std::stol(slurp(pid_file))), SIGKILL), 0);
+  for (int i = 0; i < 600 && !fs::exists(rc_file); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(rc_file));
+  EXPECT_FALSE(fs::exists(killed));
+  ASSERT_TRUE(fs::exists(tmp.path / ".killed.partial" / "stages.json"));
+
+  // Options cannot be changed on resume; then the resume itself.
+  EXPECT_NE(std::system(fmt::format("{} compress --resume {} --seed 7 > /dev/null 2>&1",
+                                    ac::test::cli_bin(), killed.string()).c_str()), 0);
+  ac::test::run_or_fail(fmt::format("AC_QUIET=1 {} compress --resume {} > {} 2>&1",
+                                    ac::test::cli_bin(), killed.string(),
+                                    (tmp.path / "resume.log").string()));
+  EXPECT_FALSE(fs::exists(tmp.path / ".killed.partial"));
+  const std::string resumed_log = slurp(tmp.path / "resume.log");
+  EXPECT_NE(resumed_log.find("search: done by an earlier attempt"), std::string::npos) << resumed_log;
+
+  json a = parse_json_text(slurp(whole / "report.json"), "whole/report.json");
+  json b = parse_json_text(slurp(killed / "report.json"), "killed/report.json");
+  std::vector<std::string> resumed;
+  for (const auto& s : b["stages"])
+    if (s["resumed"].get<bool>()) resumed.push_back(s["stage"].get<std::string>());
+  EXPECT_EQ(resumed, (std::vector<std::string>{"profile", "data", "importance", "search"}));
+  // Times differ; so do the seconds the searches took, recorded per stage and per method.
+  for (json* r : {&a, &b}) {
+    // (llama.cpp's timings of the GGUF exports are measurements of another minute.)
+    for (const char* k : {"stages", "total_seconds", "date", "llama_cpp"}) r->erase(k);
+    for (const char* k : {"search_seconds", "search_seconds_all_attempts"}) (*r)["search"].erase(k);
+    (*r)["distill"].erase("wall_s");
+    for (json& row : (*r)["comparison"]) {
+      row.erase("search_seconds");
+      row["distill"].erase("wall_s");
+    }
+    for (const char* e : {"eval_after_prune", "eval"}) (*r)["compressed"][e].erase("wall_s");
+    (*r)["teacher"]["eval"].erase("wall_s");
+    for (json& row : (*r)["comparison"])
+      for (const char* e : {"eval_after_prune", "eval"}) row[e].erase("wall_s");
+    (*r)["tasks"].erase("wall_s");
+    for (json& row : (*r)["comparison"]) row["tasks"].erase("wall_s");
+  }
+  EXPECT_EQ(a.dump(1), b.dump(1));
+  EXPECT_EQ(slurp(whole / "model" / "model.safetensors"), slurp(killed / "model" / "model.safetensors"));
 }
 
 // compress --profile with a profile of another machine: refused with one error that names the

@@ -3,6 +3,7 @@
 // limit messages, scenario and data-file errors, and a profile applied to the wrong device.
 #include <fstream>
 
+#include "pipeline/limits.h"
 #include "common/error.h"
 #include "hardware/cost_model.h"
 #include "hardware/data_dir.h"
@@ -202,7 +203,7 @@ TEST(CostModel, RelativeLimitsResolveAgainstTheTeacher) {
   CostEstimate teacher;
   teacher.tpot_ms = 10;
   teacher.peak_memory_bytes = 3000;
-  Limits r = l.resolve(teacher);
+  Limits r = resolve_limits(l, teacher);
   EXPECT_FALSE(r.has_relative());
   EXPECT_DOUBLE_EQ(*r.tpot_ms, 6.0);
   EXPECT_EQ(*r.peak_memory_bytes, 1500);

@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "pipeline/limits.h"
 #include "common/error.h"
 #include "export/checks.h"
 #include "hardware/engine.h"
@@ -257,7 +258,6 @@ TEST(EngineStructure, SearchesUnderRandomBudgetsReturnWhatTheEngineLoads) {
       Limits lim;
       lim.tpot_ms = least + (0.1 + 0.8 * double(rng() % 1000) / 1000.0) * (full - least);
       SearchSettings st;
-      st.safety_margin = 0;
       st.autocompress.space = test::space_options();  // run_search_method adds the engine's rules
       st.autocompress.steps = 8;
       st.autocompress.show_progress = false;
@@ -267,7 +267,8 @@ TEST(EngineStructure, SearchesUnderRandomBudgetsReturnWhatTheEngineLoads) {
       // (Minitron's shapes are uniform: they load everywhere, and its grid cannot reach every
       // budget of the per-layer space.)
       const SearchOutcome r =
-          run_search_method("autocompress", m, imp, sc, nullptr, lim, calibration, 16, st);
+          run_search_method("autocompress", m, imp, sc, nullptr, RunLimits::absolute(lim, 0),
+                            calibration, 16, st);
       EXPECT_TRUE(structure_violations(r.best.target, sc.engine_spec, tp).empty())
           << engine << ": " << describe(r.best.target);
       EXPECT_LE(r.best.cost.tpot_ms, *lim.tpot_ms * (1 + 1e-9)) << engine;
@@ -292,7 +293,8 @@ TEST(EngineStructure, AParentWidthTheEngineCannotExpressIsOneClearError) {
   lim.tpot_ms = 1e-6;
   expect_error<ConfigError>(
       [&] {
-        run_search_method("autocompress", m, imp, test::gpu_scenario({}, "vllm"), nullptr, lim,
+        run_search_method("autocompress", m, imp, test::gpu_scenario({}, "vllm"), nullptr,
+                          RunLimits::absolute(lim, 0.05),
                           calibration, 16, st);
       },
       {"[search]", "layer 0", "intermediate_size 96", "multiple of 256", "--method minitron"});

@@ -90,7 +90,7 @@ struct FakeDevice {
 TEST(MeasuredFit, AMeasuredMissIsSearchedAgainUnderTheTightenedLimit) {
   FakeDevice dev;
   const Limits scenario = test::relative_tpot(0.6);
-  const Limits first = scenario.resolve(FakeDevice::tpot(28.8));  // tpot_ms 17.28
+  const Limits first = resolve_limits(scenario, FakeDevice::tpot(28.8));  // tpot_ms 17.28
   std::vector<FitAttempt> a = fit_to_measurement(scenario, first, dev.callbacks(), 3, 0.02);
   // Attempt 1: D = 168 (16.8 <= 17.28), measured 1.15 x 16.8 = 19.32 > 17.28: 11.806% over.
   // Attempt 2: limit 17.28 x 0.98 / (19.32 / 17.28) = 15.147 -> D = 144, measured 16.56: holds.
@@ -115,7 +115,7 @@ TEST(MeasuredFit, AFitOnTheFirstAttemptSearchesOnce) {
   dev.slowdown = 1.0;
   const Limits scenario = test::relative_tpot(0.6);
   std::vector<FitAttempt> a =
-      fit_to_measurement(scenario, scenario.resolve(FakeDevice::tpot(28.8)), dev.callbacks(), 3, 0.02);
+      fit_to_measurement(scenario, resolve_limits(scenario, FakeDevice::tpot(28.8)), dev.callbacks(), 3, 0.02);
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(dev.searches, 1);
   EXPECT_EQ(a[0].config.hidden_size, 168);
@@ -128,14 +128,14 @@ TEST(MeasuredFit, ANeverFittingDeviceStopsAfterMaxAttemptsWithTheLastOne) {
   dev.overhead_ms = 20;  // measured D / 10 + 20 > 17.28 for every D
   const Limits scenario = test::relative_tpot(0.6);
   std::vector<FitAttempt> a =
-      fit_to_measurement(scenario, scenario.resolve(FakeDevice::tpot(28.8)), dev.callbacks(), 2, 0.0);
+      fit_to_measurement(scenario, resolve_limits(scenario, FakeDevice::tpot(28.8)), dev.callbacks(), 2, 0.0);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(dev.searches, 2);
   EXPECT_NE(a[1].broken, "");
   EXPECT_LT(a[1].config.hidden_size, a[0].config.hidden_size);
   EXPECT_EQ(&fitted_attempt(a), &a[1]);
   test::expect_error<ConfigError>(
-      [&] { fit_to_measurement(scenario, scenario.resolve(FakeDevice::tpot(28.8)), dev.callbacks(), 0, 0.02); },
+      [&] { fit_to_measurement(scenario, resolve_limits(scenario, FakeDevice::tpot(28.8)), dev.callbacks(), 0, 0.02); },
       {"max_attempts"});
 }
 
@@ -143,7 +143,7 @@ TEST(MeasuredFit, NothingUnderTheTightenedLimitKeepsThePreviousAttempt) {
   FakeDevice dev;
   dev.infeasible_below_ms = 16.0;  // attempt 2's limit (15.15) finds nothing
   const Limits scenario = test::relative_tpot(0.6);
-  const Limits first = scenario.resolve(FakeDevice::tpot(28.8));
+  const Limits first = resolve_limits(scenario, FakeDevice::tpot(28.8));
   std::vector<FitAttempt> a = fit_to_measurement(scenario, first, dev.callbacks(), 3, 0.02);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_NE(a[1].search_error.find("no architecture"), std::string::npos);
@@ -176,7 +176,7 @@ TEST(MeasuredFit, ALimitNotYetCertainCountsAsBrokenAndTightensByTheIntervalsUppe
   };
   const Limits scenario = test::relative_tpot(0.6);
   std::vector<FitAttempt> a =
-      fit_to_measurement(scenario, scenario.resolve(FakeDevice::tpot(28.8)), cb, 3, 0.0);
+      fit_to_measurement(scenario, resolve_limits(scenario, FakeDevice::tpot(28.8)), cb, 3, 0.0);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(searches, 2);
   ASSERT_EQ(a[0].verdict.limits.size(), 1u);

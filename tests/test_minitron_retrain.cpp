@@ -7,6 +7,7 @@
 //   - bad options and an unranked search are ConfigErrors.
 #include <algorithm>
 
+#include "pipeline/limits.h"
 #include "common/error.h"
 #include "hardware/cost_model.h"
 #include "prune/depth.h"
@@ -187,8 +188,8 @@ TEST(MinitronRetrain, TheDifferentiableSearchRetrainsItsBestDistinctProposals) {
           .tpot_ms;
   Limits lim;
   lim.tpot_ms = least + 0.6 * (full - least);  // binding, reachable
+  const RunLimits run = RunLimits::absolute(lim, 0);  // lim is inside the reachable range
   SearchSettings st;
-  st.safety_margin = 0;  // the limit above is already inside the reachable range
   st.autocompress.space = ac::test::space_options();
   st.autocompress.steps = 12;
   st.autocompress.show_progress = false;
@@ -197,10 +198,10 @@ TEST(MinitronRetrain, TheDifferentiableSearchRetrainsItsBestDistinctProposals) {
   st.autocompress_batches = 2;
   TokenDataset calibration = random_text(2000, 97, 17);
   const SearchOutcome plain = run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr,
-                                                lim, calibration, 16, st, &f.train);
+                                                run, calibration, 16, st, &f.train);
   st.autocompress_retrain = true;
   st.autocompress_retrain_options = f.retrain(2);
-  const SearchOutcome o = run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr, lim,
+  const SearchOutcome o = run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr, run,
                                             calibration, 16, st, &f.train);
   const nlohmann::json& cands = o.search["candidates"];
   int retrained = 0;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "pipeline/limits.h"
 #include "common/error.h"
 #include "hardware/paired_measure.h"
 #include "pipeline/report.h"
@@ -138,7 +139,7 @@ bool pooled_verdict_holds(NoisyMachine& m, const Limits& limits) {
     t.push_back(tr);
     s.push_back(sr);
   }
-  const Limits resolved = limits.resolve(merge_measurements(t).as_estimate());
+  const Limits resolved = resolve_limits(limits, merge_measurements(t).as_estimate());
   return check_limits(merge_measurements(s).as_estimate(), resolved).empty();
 }
 

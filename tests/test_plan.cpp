@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "pipeline/limits.h"
 #include "common/error.h"
 #include "common/json_io.h"
 #include "hardware/cost_model.h"
@@ -31,7 +32,7 @@ const std::vector<std::string> kGpuScenarios = {"rtx5070-coding", "h100-serving"
 // Re-checks a suggestion without the plan's code: its own predict() against the scenario's
 // limits resolved against the parent's own predict().
 void expect_meets_limits(const PlanSuggestion& s, const ModelConfig& parent, const Scenario& sc) {
-  Limits limits = sc.limits.resolve(predict(parent, sc, nullptr));
+  Limits limits = resolve_limits(sc.limits, predict(parent, sc, nullptr));
   CostEstimate e = predict(s.config, sc, nullptr);
   EXPECT_EQ(check_limits(e, limits), "") << sc.name << ": " << s.label << " " << describe(s.config);
   EXPECT_LT(s.config.num_parameters(), parent.num_parameters()) << s.label;
@@ -126,7 +127,7 @@ TEST(Plan, Llama31On8BEachGpuScenarioGivesAVerdictAndSuggestionsThatFit) {
     Scenario s = find_scenario(name, data_root());
     Plan plan = make_plan(llama, s, nullptr);
     // The verdict on the full model agrees with an independent check.
-    Limits limits = s.limits.resolve(predict(llama, s, nullptr));
+    Limits limits = resolve_limits(s.limits, predict(llama, s, nullptr));
     const std::string broken = check_limits(predict(llama, s, nullptr), limits);
     EXPECT_EQ(plan.broken, broken) << name;
     EXPECT_EQ(plan.verdict == "fits", broken.empty()) << name;

@@ -20,7 +20,7 @@ namespace {
 
 // Teacher 4 layers, D 64, H 4 / G 2, F 128; result: layer 1 without attention, layer 2 with
 // F 64, layer 3 with 2/1 heads. Costs as a cpu-local run writes them.
-json fixture_report() {
+RunReport fixture_report() {
   auto cost = [](double ttft, double tpot, double mem, const char* source) {
     json j = {{"ttft_ms", ttft}, {"tpot_ms", tpot}, {"throughput_tokens_per_s", 1000.0 / tpot},
               {"peak_memory_bytes", mem}, {"weight_bytes", mem * 0.8}};
@@ -29,7 +29,19 @@ json fixture_report() {
   };
   json eval = {{"perplexity", 5.1}, {"tokens", 4096}};
   json eval_c = {{"perplexity", 5.9}, {"kl_to_teacher", 0.21}, {"top1_agreement", 0.8}, {"tokens", 4096}};
-  return {
+  const json compressed_hf = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+                               {"vocab_size", 512}, {"hidden_size", 64}, {"intermediate_size", 128},
+                               {"num_hidden_layers", 4}, {"num_attention_heads", 4},
+                               {"num_key_value_heads", 2}, {"head_dim", 16}};
+  const json row = {{"method", "minitron"}, {"config", "D=64 L=4 [...]"}, {"parameters", 220000},
+                    {"search_tokens", 2048}, {"search_seconds", 1.5}, {"model", "model"},
+                    {"predicted", cost(30, 8.2, 5.2e7, "profile")},
+                    {"measured", cost(31, 12.9, 5.3e7, nullptr)}, {"limits_predicted", ""},
+                    {"limits_measured", ""}, {"measured_verdict", nullptr},
+                    {"eval_after_prune", eval_c}, {"eval", eval_c},
+                    {"distill", {{"tokens", 4096}}}, {"tasks", nullptr},
+                    {"fit_attempts", json::array()}};
+  const json j = {
       {"scenario", {{"name", "cpu-local"}, {"device", "cpu"}, {"engine", "native"},
                     {"workload", {{"prompt_tokens", 128}, {"output_tokens", 128}, {"batch_size", 1}}},
                     {"limits", {{"tpot_ms", 13.2}}},
@@ -42,17 +54,28 @@ json fixture_report() {
                    {"eval", eval}}},
       {"compressed", {{"config", "D=64 L=4 [...]"}, {"parameters", 220000},
                       {"predicted", cost(30, 8.2, 5.2e7, "profile")}, {"measured", cost(31, 12.9, 5.3e7, nullptr)},
-                      {"limits_predicted", ""}, {"limits_measured", ""},
+                      {"hf_config", compressed_hf},
+                      {"limits_predicted", ""}, {"limits_measured", ""}, {"measured_verdict", nullptr},
                       {"eval_after_prune", eval_c}, {"eval", eval_c}}},
-      {"search", {{"method", "minitron"}, {"candidates", 6}, {"search_tokens", 2048}, {"safety_margin", 0.05}}},
+      {"search", {{"method", "minitron"}, {"candidates", 6}, {"search_tokens", 2048},
+                  {"search_seconds", 1.5}, {"search_tokens_all_attempts", 2048},
+                  {"search_seconds_all_attempts", 1.5}, {"safety_margin", 0.05}}},
+      {"comparison", json::array({row})},
       {"distill", {{"tokens", 4096}, {"steps", 8}, {"skipped_steps", 0}, {"wall_s", 3.5},
                    {"first_loss", 0.9}, {"last_loss", 0.3}}},
-      {"data", {{"calibration_tokens", 1024}, {"train_tokens", 8192}, {"heldout_tokens", 4096},
+      {"data", {{"source", {{"source", "teacher samples"}}}, {"calibration_tokens", 1024}, {"train_tokens", 8192}, {"heldout_tokens", 4096},
                 {"heldout_documents_removed_for_overlap", 0}}},
-      {"export", {{"path", "model"}, {"reload_max_abs_diff", 0.0}}},
-      {"stages", json::array({{{"stage", "profile"}, {"seconds", 12.5}}, {{"stage", "search"}, {"seconds", 3.0}}})},
+      {"export", {{"path", "model"}, {"reload_max_abs_diff", 0.0}, {"gguf", nullptr},
+                  {"engine_check", nullptr}}},
+      {"fit", {{"max_attempts", 3}, {"margin", 0.02}, {"attempts", json::array()}}},
+      {"not_measured", ""},
+      {"tasks", nullptr},
+      {"llama_cpp", nullptr},
+      {"stages", json::array({{{"stage", "profile"}, {"seconds", 12.5}, {"resumed", false}},
+                              {{"stage", "search"}, {"seconds", 3.0}, {"resumed", false}}})},
       {"total_seconds", 15.5},
   };
+  return RunReport::from_json(j, "fixture report.json");
 }
 
 json layer_entry(int i, int64_t H, int64_t G, int64_t F) {
@@ -96,7 +119,7 @@ std::string fixture_csv() {
 }
 
 fs::path write_fixture_run(const fs::path& dir) {
-  write_json_file(dir / "report.json", fixture_report());
+  write_json_file(dir / "report.json", fixture_report().to_json());
   write_json_file(dir / "arch.json", fixture_arch());
   write_json_file(dir / "arch.autocompress.json", fixture_arch_autocompress());
   write_file_atomic(dir / "distill_log.csv", fixture_csv());
@@ -167,11 +190,30 @@ TEST(ReportHtml, RendersEveryPlotSelfContainedWithProvenance) {
 }
 
 TEST(ReportHtml, SaysWhatIsMissingInsteadOfFailing) {
-  json report = {{"scenario", {{"name", "bare"}}}};
+  RunReport report;
+  report.scenario.name = "bare";
   const std::string html = render_report_html(report, {}, "");
   EXPECT_EQ(count(html, "<svg"), 4u);  // layers, cost, pareto, distill; no trajectory
   EXPECT_NE(html.find("no candidates in arch.json"), std::string::npos);
   EXPECT_NE(html.find("no distill_log.csv rows"), std::string::npos);
+}
+
+// report.json is written and read through RunReport: a round trip is exact, and a missing or
+// mistyped field is refused with its path.
+TEST(RunReport, RoundTripsAndNamesAMissingOrWrongField) {
+  const RunReport r = fixture_report();
+  EXPECT_EQ(RunReport::from_json(r.to_json(), "r").to_json(), r.to_json());
+  json missing = r.to_json();
+  missing["compressed"].erase("parameters");
+  ac::test::expect_error<FormatError>([&] { RunReport::from_json(missing, "run/report.json"); },
+                                      {"run/report.json", "compressed.parameters", "missing"});
+  json wrong = r.to_json();
+  wrong["comparison"][0]["search_tokens"] = "many";
+  ac::test::expect_error<FormatError>([&] { RunReport::from_json(wrong, "run/report.json"); },
+                                      {"comparison[0].search_tokens", "expected an integer", "many"});
+  json no_rows = r.to_json();
+  no_rows["comparison"] = json::array();
+  ac::test::expect_error<FormatError>([&] { RunReport::from_json(no_rows, "r"); }, {"comparison"});
 }
 
 TEST(ReportHtml, CliRerendersAFinishedRunFolder) {

@@ -1,7 +1,9 @@
-// `autocompress compress`: the whole pipeline (pipeline/compress.h).
+// `autocompress compress`: the whole pipeline (pipeline/compress.h), or `--resume OUT` to
+// continue an interrupted run from its last complete stage.
 #include <cstdio>
 
 #include "cli/command.h"
+#include "common/error.h"
 #include "pipeline/compress.h"
 
 namespace {
@@ -9,44 +11,65 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   auto o = std::make_shared<ac::CompressOptions>();
   auto model = std::make_shared<std::string>(), out = std::make_shared<std::string>(),
        profile = std::make_shared<std::string>(), data = std::make_shared<std::string>(),
-       data_text = std::make_shared<std::string>();
+       data_text = std::make_shared<std::string>(), resume = std::make_shared<std::string>();
+  ac::CompressInputs& in = o->in;
+  ac::CompressDataOptions& d = o->data;
+  ac::CompressSearchOptions& se = o->search;
+  ac::CompressMeasureOptions& me = o->measure;
   CLI::App* s = app.add_subcommand("compress", "Run every stage: profile, sample (or read your text), importance, search, prune, distill, eval, export, validate, report");
-  s->add_option("--model", *model, "teacher checkpoint folder (HF layout)")->required();
-  s->add_option("--scenario", o->scenario, "scenario name (scenarios/NAME.json) or path")->required();
-  s->add_option("--out", *out, "output folder (created atomically; replaced only on success)")->required();
+  CLI::Option* model_opt = s->add_option("--model", *model, "teacher checkpoint folder (HF layout)");
+  CLI::Option* scenario_opt = s->add_option("--scenario", in.scenario, "scenario name (scenarios/NAME.json) or path");
+  CLI::Option* out_opt = s->add_option("--out", *out, "output folder (created atomically; replaced only on success)");
+  CLI::Option* resume_opt = s->add_option("--resume", *resume, "continue the interrupted run that was writing to this output folder, with its options, from its last complete stage (nothing else may be given)");
   s->add_option("--profile", *profile, "reuse a profile.json of this device instead of profiling");
   s->add_option("--data", *data, "reuse the teacher-sampled token files (calibration, train, heldout .tokens) of an earlier run's data/ folder instead of sampling");
   s->add_option("--data-text", *data_text, "calibrate, distill and evaluate on your text instead of teacher samples: a UTF-8 file, JSONL (--text-field) or a folder of .txt/.jsonl files, tokenized with the teacher's tokenizer; every 20th document (or the last 5% of each, with fewer than 20) is held out for evaluation");
-  s->add_option("--text-field", o->text_field, "JSONL: the field holding each document's text")->capture_default_str();
-  s->add_option("--method", o->method, "search method: autocompress (differentiable, per-layer), minitron (uniform grid) or both side by side (same distillation budget and held-out data)")->check(CLI::IsMember({"minitron", "autocompress", "both"}))->capture_default_str();
-  s->add_option("--seed", o->seed, "seed of the run: the teacher-sampled data, the distillation's data order, the search's Gumbel noise and the task files")->capture_default_str();
-  s->add_option("--seq-len", o->seq_len, "tokens per sequence (T)")->capture_default_str();
-  s->add_option("--calibration-sequences", o->calibration_sequences, "teacher-sampled calibration stories")->capture_default_str();
-  s->add_option("--train-sequences", o->train_sequences, "teacher-sampled training stories")->capture_default_str();
-  s->add_option("--heldout-sequences", o->heldout_sequences, "held-out stories (other seeds)")->capture_default_str();
-  s->add_option("--distill-tokens", o->distill_tokens, "distillation token budget")->capture_default_str();
-  s->add_option("--distill-batch", o->distill_batch, "distillation batch size")->capture_default_str();
-  s->add_option("--task-items", o->task_items, "items per in-domain task (cloze, story ending, character; 0 = none)")->capture_default_str();
-  s->add_option("--distill-lr", o->distill_lr, "distillation peak learning rate")->capture_default_str();
-  s->add_option("--distill-hidden-loss-weight", o->distill_hidden_loss_weight, "hidden-state loss weight between mapped layers (0 = off)")->capture_default_str();
-  s->add_option("--minitron-retrain-top-k", o->minitron_retrain_top_k, "minitron: candidates (best by KL after pruning) each distilled briefly before the final pick (0 = rank by KL after pruning alone)")->capture_default_str();
-  s->add_option("--minitron-retrain-tokens", o->minitron_retrain_tokens, "minitron: distillation tokens per retrained candidate, counted as search tokens (0 = distill-tokens / 8)")->capture_default_str();
-  s->add_option("--autocompress-retrain-top-k", o->autocompress_retrain_top_k, "autocompress: its best distinct proposals (by KL after pruning) each distilled briefly before the final pick (0 = the ranking after pruning decides)")->capture_default_str();
-  s->add_option("--autocompress-retrain-tokens", o->autocompress_retrain_tokens, "autocompress: distillation tokens per retrained proposal, counted as search tokens (0 = distill-tokens / 8)")->capture_default_str();
-  s->add_option("--safety-margin", o->safety_margin, "search against limits x (1 - margin)")->capture_default_str();
-  s->add_option("--fit-attempts", o->fit_attempts, "searches at most, while the searched architecture measured beside the teacher (before distillation) breaks a limit: each next one under the limit tightened by the measured overshoot (1 = measure once, 0 = skip)")->check(CLI::Range(0, 10))->capture_default_str();
-  s->add_option("--fit-margin", o->fit_margin, "a tightened limit is the measured overshoot plus this margin")->check(CLI::Range(0.0, 0.49))->capture_default_str();
-  s->add_option("--measure-rounds", o->measure.min_rounds, "paired rounds (teacher and compressed model, one request each) measured at least, before distillation and after")->check(CLI::Range(2, 1000))->capture_default_str();
-  s->add_option("--max-measure-rounds", o->measure.max_rounds, "paired rounds at most, added while a measured limit's 95% interval straddles it or is wider than +-2%")->check(CLI::Range(2, 1000))->capture_default_str();
-  s->add_flag("--allow-nonfinite", o->allow_nonfinite, "run even if the teacher has NaN/Inf weights (refused by default)");
-  s->callback([o, model, out, profile, data, data_text] {
-    o->model_dir = *model;
-    o->out_dir = *out;
-    o->profile_path = *profile;
-    o->data_dir = *data;
-    o->data_text = *data_text;
+  s->add_option("--text-field", in.text_field, "JSONL: the field holding each document's text")->capture_default_str();
+  s->add_option("--method", se.method, "search method: autocompress (differentiable, per-layer), minitron (uniform grid) or both side by side (same distillation budget and held-out data)")->check(CLI::IsMember({"minitron", "autocompress", "both"}))->capture_default_str();
+  s->add_option("--seed", d.seed, "seed of the run: the teacher-sampled data, the distillation's data order, the search's Gumbel noise and the task files")->capture_default_str();
+  s->add_option("--seq-len", d.seq_len, "tokens per sequence (T)")->capture_default_str();
+  s->add_option("--calibration-sequences", d.calibration_sequences, "teacher-sampled calibration stories")->capture_default_str();
+  s->add_option("--train-sequences", d.train_sequences, "teacher-sampled training stories")->capture_default_str();
+  s->add_option("--heldout-sequences", d.heldout_sequences, "held-out stories (other seeds)")->capture_default_str();
+  s->add_option("--task-items", d.task_items, "items per in-domain task (cloze, story ending, character; 0 = none)")->capture_default_str();
+  s->add_option("--distill-tokens", o->distill.tokens, "distillation token budget")->capture_default_str();
+  s->add_option("--distill-batch", o->distill.batch, "distillation batch size")->capture_default_str();
+  s->add_option("--distill-lr", o->distill.lr, "distillation peak learning rate")->capture_default_str();
+  s->add_option("--distill-hidden-loss-weight", o->distill.hidden_loss_weight, "hidden-state loss weight between mapped layers (0 = off)")->capture_default_str();
+  s->add_option("--minitron-retrain-top-k", se.minitron_retrain.top_k, "minitron: candidates (best by KL after pruning) each distilled briefly before the final pick (0 = rank by KL after pruning alone)")->capture_default_str();
+  s->add_option("--minitron-retrain-tokens", se.minitron_retrain.tokens, "minitron: distillation tokens per retrained candidate, counted as search tokens (0 = distill-tokens / 8)")->capture_default_str();
+  s->add_option("--autocompress-retrain-top-k", se.autocompress_retrain.top_k, "autocompress: its best distinct proposals (by KL after pruning) each distilled briefly before the final pick (0 = the ranking after pruning decides)")->capture_default_str();
+  s->add_option("--autocompress-retrain-tokens", se.autocompress_retrain.tokens, "autocompress: distillation tokens per retrained proposal, counted as search tokens (0 = distill-tokens / 8)")->capture_default_str();
+  s->add_option("--safety-margin", se.safety_margin, "search against limits x (1 - margin)")->check(CLI::Range(0.0, 0.99))->capture_default_str();
+  s->add_option("--fit-attempts", me.fit_attempts, "searches at most, while the searched architecture measured beside the teacher (before distillation) breaks a limit: each next one under the limit tightened by the measured overshoot (1 = measure once, 0 = skip)")->check(CLI::Range(0, 10))->capture_default_str();
+  s->add_option("--fit-margin", me.fit_margin, "a tightened limit is the measured overshoot plus this margin")->check(CLI::Range(0.0, 0.49))->capture_default_str();
+  s->add_option("--measure-rounds", me.rounds.min_rounds, "paired rounds (teacher and compressed models, one request each) measured at least, before distillation and after")->check(CLI::Range(2, 1000))->capture_default_str();
+  s->add_option("--max-measure-rounds", me.rounds.max_rounds, "paired rounds at most, added while a measured limit's 95% interval straddles it or is wider than +-2%")->check(CLI::Range(2, 1000))->capture_default_str();
+  s->add_flag("--allow-nonfinite", in.allow_nonfinite, "run even if the teacher has NaN/Inf weights (refused by default)");
+  s->callback([s, o, model, out, profile, data, data_text, resume, model_opt, scenario_opt, out_opt,
+               resume_opt] {
+    if (resume_opt->count() > 0) {
+      // The recorded options are the run's: any other option would make it another run.
+      for (const CLI::Option* opt : s->get_options())
+        if (opt != resume_opt && opt->count() > 0 && opt->get_name() != "--help")
+          throw ac::ConfigError(ac::msg("compress", "--resume takes the options of the "
+                                        "interrupted run; {} cannot be given with it",
+                                        opt->get_name()));
+      ac::resume_compress(*resume);
+      std::printf("report: %s/report.md\n", resume->c_str());
+      return;
+    }
+    for (const CLI::Option* req : {model_opt, scenario_opt, out_opt})
+      if (req->count() == 0)
+        throw ac::ConfigError(ac::msg("compress", "{} is required (or --resume OUT to continue "
+                                      "an interrupted run)", req->get_name()));
+    o->in.model_dir = *model;
+    o->in.out_dir = *out;
+    o->in.profile_path = *profile;
+    o->in.data_dir = *data;
+    o->in.data_text = *data_text;
     ac::run_compress(*o);
-    std::printf("report: %s/report.md\n", o->out_dir.c_str());
+    std::printf("report: %s/report.md\n", o->in.out_dir.c_str());
   });
 });
 }  // namespace

@@ -1,6 +1,7 @@
 // `autocompress cost`: TTFT, TPOT, throughput and peak memory of an architecture in a scenario.
 #include <cstdio>
 
+#include "pipeline/limits.h"
 #include "cli/command.h"
 #include "common/error.h"
 #include "hardware/cost_model.h"
@@ -46,7 +47,7 @@ void run(const CostArgs& a) {
     if (a.teacher.empty())
       unresolved = "limits relative to the teacher are not checked: pass --teacher";
     else
-      limits = limits.resolve(ac::predict(ac::read_architecture(a.teacher), s, p));
+      limits = ac::resolve_limits(limits, ac::predict(ac::read_architecture(a.teacher), s, p));
   }
   std::string broken = unresolved.empty() ? ac::check_limits(e, limits) : "";
   if (a.json) {

@@ -1,6 +1,7 @@
 // `autocompress search`: chooses an architecture that meets the scenario's limits (search/).
 #include <cstdio>
 
+#include "pipeline/limits.h"
 #include "cli/command.h"
 #include "cli/data_options.h"
 #include "common/error.h"
@@ -20,6 +21,7 @@ struct SearchArgs {
   int64_t seq_len = 256, batches = 1, retrain_top_k = 0, retrain_tokens = 16384;
   int64_t autocompress_retrain_top_k = 0, autocompress_retrain_tokens = 8192;
   ac::SearchSettings settings;
+  double safety_margin = 0.05;
 };
 
 ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
@@ -41,7 +43,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--autocompress-retrain-top-k", a->autocompress_retrain_top_k, "autocompress: its best K distinct proposals by KL after pruning are each distilled for --autocompress-retrain-tokens on --train-data, then ranked again (0 = off)")->capture_default_str();
   s->add_option("--autocompress-retrain-tokens", a->autocompress_retrain_tokens, "autocompress: distillation tokens per retrained proposal (batches of 8 x --seq-len; counted as search tokens)")->capture_default_str();
   s->add_option("--train-data", a->train_data, "training data of the retraining (required with --minitron-retrain-top-k or --autocompress-retrain-top-k): a token file or text, read as --data is (--text-field, --split)");
-  s->add_option("--safety-margin", st.safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
+  s->add_option("--safety-margin", a->safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
   CLI::Option* gran = s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods; default: the profile's derived granularity, else the device's)");
   s->add_option("--steps", d.steps, "autocompress: optimisation steps at most")->capture_default_str();
   s->add_option("--search-batch", st.autocompress_batch_size, "autocompress: windows per step")->capture_default_str();
@@ -90,14 +92,13 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
       a->settings.autocompress.space.width_granularity =
           ac::width_granularity_for(p, scenario.device_spec);
     a->settings.minitron.width_granularity = a->settings.autocompress.space.width_granularity;
-    ac::Limits limits = scenario.limits;
-    if (limits.has_relative()) {
-      // As in compress: the search compares predictions with predictions, so relative limits
-      // resolve against the teacher's prediction (a profile/measurement offset cancels out).
+    // As in compress: the search compares predictions with predictions, so relative limits
+    // resolve against the teacher's prediction (a profile/measurement offset cancels out).
+    if (scenario.limits.has_relative())
       ac::log_info("[search] the scenario has limits relative to the teacher: resolving them "
                    "against its predicted cost");
-      limits = limits.resolve(ac::predict(teacher.config, scenario, p));
-    }
+    const ac::RunLimits limits = ac::RunLimits::resolve(
+        scenario.limits, a->safety_margin, ac::predict(teacher.config, scenario, p));
     ac::Importance imp = ac::load_importance(a->importance);
     const int32_t bos = int32_t(teacher.config.bos_token_id);
     const ac::DataSpec spec = a->data.spec(ac::DataSplit::kTrain);

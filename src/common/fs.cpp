@@ -162,38 +162,41 @@ StagingDir::~StagingDir() {
   }
 }
 
-void StagingDir::commit() {
+void replace_folder(const fs::path& from, const fs::path& to) {
   std::error_code ec;
-  const fs::path parent = tmp_.parent_path();
-  sync_dir(tmp_);
+  const fs::path parent = from.parent_path();
+  sync_dir(from);
   // Replacing an existing output: swap the two folders in one atomic step (renameat2
-  // RENAME_EXCHANGE), so that at every instant `final_` is either the old or the new output.
-  if (fs::exists(final_, ec) &&
-      ::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, final_.c_str(), RENAME_EXCHANGE) == 0) {
-    committed_ = true;
+  // RENAME_EXCHANGE), so that at every instant `to` is either the old or the new output.
+  if (fs::exists(to, ec) &&
+      ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
     sync_dir(parent);
-    fs::remove_all(tmp_, ec);  // now the previous output
+    fs::remove_all(from, ec);  // now the previous output
     return;
   }
   // No previous output, or a file system without RENAME_EXCHANGE: move the old one aside first.
   fs::path old;
-  if (fs::exists(final_, ec)) {
-    old = final_;
+  if (fs::exists(to, ec)) {
+    old = to;
     old += unique_suffix() + ".old";
-    fs::rename(final_, old, ec);
+    fs::rename(to, old, ec);
     if (ec)
       throw FormatError(msg("output", "{}: cannot move the previous output aside ({})",
-                            final_.string(), ec.message()));
+                            to.string(), ec.message()));
   }
-  fs::rename(tmp_, final_, ec);
+  fs::rename(from, to, ec);
   if (ec) {
     std::error_code ec2;
-    if (!old.empty()) fs::rename(old, final_, ec2);
-    throw FormatError(msg("output", "{}: rename failed ({})", final_.string(), ec.message()));
+    if (!old.empty()) fs::rename(old, to, ec2);
+    throw FormatError(msg("output", "{}: rename failed ({})", to.string(), ec.message()));
   }
-  committed_ = true;
   sync_dir(parent);
   if (!old.empty()) fs::remove_all(old, ec);
+}
+
+void StagingDir::commit() {
+  replace_folder(tmp_, final_);
+  committed_ = true;
 }
 
 void check_not_overwriting_input(const fs::path& input, const fs::path& out, const char* where) {

@@ -45,6 +45,12 @@ class AtomicFileWriter {
 /// Reads a whole file. Throws FormatError("[read_file] PATH: no such file") when absent.
 std::string read_file(const fs::path& path);
 
+/// Renames the folder `from` to `to`, replacing an existing `to` in one atomic step where the
+/// file system can (renameat2 RENAME_EXCHANGE), else by moving it aside first; `from` must be
+/// on the same file system (a sibling). Throws FormatError when a rename fails (the previous
+/// `to` is put back).
+void replace_folder(const fs::path& from, const fs::path& to);
+
 /// An output folder built under a temporary sibling name and renamed into place on commit().
 /// If destroyed without commit() (an exception, a failed stage) the temporary folder is
 /// removed, so no partial output directory is ever left behind. An existing `final_dir` is

@@ -94,7 +94,7 @@ struct LimitSlack {
 };
 
 /// Slack of every absolute limit that is set. Throws ConfigError if relative limits are left
-/// (call Limits::resolve with the teacher's cost first).
+/// (resolve them with pipeline/limits.h first).
 std::vector<LimitSlack> limit_slack(const CostEstimate& estimate, const Limits& limits);
 
 /// "" when every limit holds, else one clause per broken limit, e.g.

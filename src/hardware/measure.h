@@ -60,7 +60,7 @@ struct Measurement {
   } samples;
 
   /// As a CostEstimate (measured values; per-layer vectors empty; source "measured"), e.g.
-  /// for Limits::resolve with the teacher's measurement.
+  /// for resolving relative limits against the teacher's measurement (pipeline/limits.h).
   CostEstimate as_estimate() const;
   json to_json() const;
 };

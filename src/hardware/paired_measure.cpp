@@ -212,31 +212,84 @@ PairedVerdict judge_paired(const PairedRounds& rounds, const Limits& limits_as_w
   return v;
 }
 
-PairedRounds measure_paired(const PairedRoundFn& round, const Limits& limits_as_written,
-                            const PairedOptions& opt, PairedRounds prior) {
+std::vector<PairedRounds> measure_paired_group(const GroupRoundFn& round, int students,
+                                               const Limits& limits_as_written,
+                                               const PairedOptions& opt,
+                                               std::vector<PairedRounds> priors) {
   if (opt.min_rounds < 2 || opt.max_rounds < opt.min_rounds)
     throw ConfigError(msg("measure_paired", "rounds: expected 2 <= min_rounds <= max_rounds, "
                                             "found {} and {}", opt.min_rounds, opt.max_rounds));
-  PairedRounds out = std::move(prior);
+  if (students < 1 || (!priors.empty() && int(priors.size()) != students))
+    throw ConfigError(msg("measure_paired", "expected at least one student and one prior per "
+                                            "student (or none), found {} and {}",
+                          students, priors.size()));
+  std::vector<PairedRounds> out = priors.empty() ? std::vector<PairedRounds>(size_t(students))
+                                                 : std::move(priors);
+  auto longest = [&] {
+    int n = 0;
+    for (const PairedRounds& r : out) n = std::max(n, r.rounds());
+    return n;
+  };
   std::optional<Progress> progress;
   if (opt.show_progress) progress.emplace("measure", opt.max_rounds, "rounds");
-  auto more_needed = [&](int added) {
-    if (added < opt.min_rounds) return true;
-    if (out.rounds() >= opt.max_rounds) return false;
-    for (const MeasuredLimit& l : judge_paired(out, limits_as_written).limits)
+  auto settled = [&](const PairedRounds& r) {
+    for (const MeasuredLimit& l : judge_paired(r, limits_as_written).limits)
       if (l.status == MeasuredLimit::Status::uncertain ||
           relative_half_width(l) > opt.max_half_width)
-        return true;
+        return false;
+    return true;
+  };
+  auto more_needed = [&](int added) {
+    if (added < opt.min_rounds) return true;
+    if (longest() >= opt.max_rounds) return false;
+    for (const PairedRounds& r : out)
+      if (!settled(r)) return true;
     return false;
   };
   for (int added = 0; more_needed(added); ++added) {
-    auto [t, s] = round(out.rounds() % 2 == 1);
-    out.teacher.push_back(std::move(t));
-    out.student.push_back(std::move(s));
-    if (progress) progress->update(std::min(out.rounds(), opt.max_rounds));
+    std::vector<Measurement> m = round(longest() % (students + 1));
+    if (int(m.size()) != students + 1)
+      throw InternalError(fmt::format("[measure_paired] a round gave {} measurements, expected {}",
+                                      m.size(), students + 1));
+    for (int i = 0; i < students; ++i) {
+      out[size_t(i)].teacher.push_back(m[0]);
+      out[size_t(i)].student.push_back(std::move(m[size_t(i) + 1]));
+    }
+    if (progress) progress->update(std::min(longest(), opt.max_rounds));
   }
   if (progress) progress->finish();
   return out;
+}
+
+std::vector<PairedRounds> measure_paired_group(const LlamaModel& teacher,
+                                               const std::vector<const LlamaModel*>& students,
+                                               const Workload& workload,
+                                               const Limits& limits_as_written,
+                                               const PairedOptions& opt,
+                                               std::vector<PairedRounds> priors) {
+  std::vector<const LlamaModel*> models{&teacher};
+  models.insert(models.end(), students.begin(), students.end());
+  GroupRoundFn round = [&](int rotation) {
+    std::vector<Measurement> m(models.size());
+    for (size_t k = 0; k < models.size(); ++k) {
+      const size_t i = (size_t(rotation) + k) % models.size();
+      m[i] = measure_native(*models[i], workload, 1);
+    }
+    return m;
+  };
+  return measure_paired_group(round, int(students.size()), limits_as_written, opt,
+                              std::move(priors));
+}
+
+PairedRounds measure_paired(const PairedRoundFn& round, const Limits& limits_as_written,
+                            const PairedOptions& opt, PairedRounds prior) {
+  GroupRoundFn group = [&](int rotation) {
+    auto [t, s] = round(rotation == 1);  // rotation 1: the student first
+    return std::vector<Measurement>{std::move(t), std::move(s)};
+  };
+  std::vector<PairedRounds> priors;
+  priors.push_back(std::move(prior));
+  return std::move(measure_paired_group(group, 1, limits_as_written, opt, std::move(priors)).front());
 }
 
 PairedRounds measure_paired(const LlamaModel& teacher, const LlamaModel& student,

@@ -118,6 +118,30 @@ using PairedRoundFn = std::function<std::pair<Measurement, Measurement>(bool stu
 PairedRounds measure_paired(const PairedRoundFn& round, const Limits& limits_as_written,
                             const PairedOptions& opt, PairedRounds prior = {});
 
+/// One interleaved round of the teacher and every student: returns {teacher, student 0,
+/// student 1, ...}, one timed request each, in the order that starts at position `rotation`
+/// of that list (so that over rounds every model runs first, last and between alike).
+using GroupRoundFn = std::function<std::vector<Measurement>(int rotation)>;
+
+/// The teacher and `students` models measured in the same rounds: one PairedRounds per student,
+/// each holding the round's one teacher measurement beside that student's. Rounds continue as
+/// measure_paired's (at least opt.min_rounds new ones; more while a limit of any student is
+/// uncertain or wide, up to opt.max_rounds counting the largest prior). `priors`: rounds of each
+/// student measured before (empty, or one per student). Throws ConfigError on bad rounds
+/// options, students < 1 or priors of the wrong count.
+std::vector<PairedRounds> measure_paired_group(const GroupRoundFn& round, int students,
+                                               const Limits& limits_as_written,
+                                               const PairedOptions& opt,
+                                               std::vector<PairedRounds> priors = {});
+
+/// measure_paired_group on the native engine, on the device of each model's weights.
+std::vector<PairedRounds> measure_paired_group(const LlamaModel& teacher,
+                                               const std::vector<const LlamaModel*>& students,
+                                               const Workload& workload,
+                                               const Limits& limits_as_written,
+                                               const PairedOptions& opt,
+                                               std::vector<PairedRounds> priors = {});
+
 /// measure_paired on the native engine: each side of a round is measure_native(model,
 /// workload, 1) on the device of the model's weights.
 PairedRounds measure_paired(const LlamaModel& teacher, const LlamaModel& student,

@@ -121,19 +121,6 @@ json Limits::to_json() const {
   return j;
 }
 
-Limits Limits::resolve(const CostEstimate& teacher) const {
-  Limits r = *this;
-  if (ttft_fraction) r.ttft_ms = *ttft_fraction * teacher.ttft_ms;
-  if (tpot_fraction) r.tpot_ms = *tpot_fraction * teacher.tpot_ms;
-  if (throughput_fraction)
-    r.min_throughput_tokens_per_s = *throughput_fraction * teacher.throughput_tokens_per_s;
-  if (memory_fraction)
-    r.peak_memory_bytes = int64_t(
-        std::min(*memory_fraction * double(teacher.peak_memory_bytes), 0x1p62));  // fits int64
-  r.ttft_fraction = r.tpot_fraction = r.throughput_fraction = r.memory_fraction = std::nullopt;
-  return r;
-}
-
 // "sources": {"workload.batch_size": "why", ...}; every key names a field present in the file.
 static std::map<std::string, std::string> sources_from_json(const json& src, const json& file_json,
                                                             const std::string& file) {

@@ -13,7 +13,7 @@
 // "engine", "workload.<field>", "limits.<field>"), each value says where the number comes from.
 // A limit is a number (absolute, in the field's unit) or {"fraction_of_teacher": x}: x times
 // the teacher's cost on the same scenario (a maximum for ttft/tpot/memory, a minimum for
-// throughput). Relative limits are turned into absolute ones by Limits::resolve.
+// throughput). Relative limits are turned into absolute ones by pipeline/limits.h.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -59,9 +59,6 @@ struct Limits {
   bool has_relative() const {
     return ttft_fraction || tpot_fraction || throughput_fraction || memory_fraction;
   }
-  /// Absolute limits: each relative one becomes fraction x the teacher's value (measured or
-  /// predicted); absolute ones are kept. The result has no relative limits.
-  Limits resolve(const CostEstimate& teacher) const;
   /// The limits as scenario JSON (numbers, or {"fraction_of_teacher": x}).
   nlohmann::json to_json() const;
 };

@@ -359,36 +359,52 @@ ValidationReport validate_llamacpp(const std::vector<ModelConfig>& archs, const 
   return validation_report(archs, measured, s, with);
 }
 
-PairedRounds measure_paired_llamacpp(const LlamaModel& teacher, const LlamaModel& student,
-                                     const GgufVocab& vocab, const Workload& w,
-                                     const Limits& limits_as_written, const PairedOptions& opt,
-                                     const fs::path& scratch, PairedRounds prior) {
+std::vector<PairedRounds> measure_paired_group_llamacpp(
+    const LlamaModel& teacher, const std::vector<const LlamaModel*>& students,
+    const GgufVocab& vocab, const Workload& w, const Limits& limits_as_written,
+    const PairedOptions& opt, const fs::path& scratch, std::vector<PairedRounds> priors) {
   check_llamacpp_workload(w);
   fs::create_directories(scratch);
   GgufExportOptions g;
   g.dtype = gguf_type_for(w.weight_dtype);
-  const fs::path tf = scratch / "teacher.gguf", sf = scratch / "student.gguf";
-  PairedRounds out;
+  std::vector<PairedRounds> out;
   try {
-    write_model_gguf(tf, teacher, vocab, g);
-    write_model_gguf(sf, student, vocab, g);
+    std::vector<fs::path> files{scratch / "teacher.gguf"};
+    write_model_gguf(files[0], teacher, vocab, g);
+    for (size_t i = 0; i < students.size(); ++i) {
+      files.push_back(scratch / fmt::format("student{}.gguf", i));
+      write_model_gguf(files.back(), *students[i], vocab, g);
+    }
     const std::vector<int64_t> prompt = timing_prompt(w.prompt_tokens, teacher.config.vocab_size);
     const LlamaCppRunOptions ro = run_options(w, 1);
-    PairedRoundFn round = [&](bool student_first) {
-      const std::vector<fs::path> order = student_first ? std::vector<fs::path>{sf, tf}
-                                                        : std::vector<fs::path>{tf, sf};
+    GroupRoundFn round = [&](int rotation) {
+      std::vector<fs::path> order;
+      for (size_t k = 0; k < files.size(); ++k) order.push_back(files[(size_t(rotation) + k) % files.size()]);
       LlamaCppRun r = measure_llamacpp_files(order, prompt, w.output_tokens, ro, scratch);
-      const Measurement& first = r.models[0].measured;
-      const Measurement& second = r.models[1].measured;
-      return student_first ? std::make_pair(second, first) : std::make_pair(first, second);
+      std::vector<Measurement> m(files.size());
+      for (size_t k = 0; k < files.size(); ++k)
+        m[(size_t(rotation) + k) % files.size()] = r.models[k].measured;
+      return m;
     };
-    out = measure_paired(round, limits_as_written, opt, std::move(prior));
+    out = measure_paired_group(round, int(students.size()), limits_as_written, opt,
+                               std::move(priors));
   } catch (...) {
     fs::remove_all(scratch);
     throw;
   }
   fs::remove_all(scratch);
   return out;
+}
+
+PairedRounds measure_paired_llamacpp(const LlamaModel& teacher, const LlamaModel& student,
+                                     const GgufVocab& vocab, const Workload& w,
+                                     const Limits& limits_as_written, const PairedOptions& opt,
+                                     const fs::path& scratch, PairedRounds prior) {
+  std::vector<PairedRounds> priors;
+  priors.push_back(std::move(prior));
+  return std::move(measure_paired_group_llamacpp(teacher, {&student}, vocab, w, limits_as_written,
+                                                 opt, scratch, std::move(priors))
+                       .front());
 }
 
 }  // namespace ac

@@ -135,6 +135,15 @@ ValidationReport validate_llamacpp(const std::vector<ModelConfig>& archs, const 
 /// Teacher and student in paired rounds in llama.cpp (hardware/paired_measure.h measure_paired
 /// with a round that runs both GGUFs in one client call, the order alternating). The GGUFs are
 /// written once into `scratch` (removed after).
+/// measure_paired_group with llama.cpp as the engine: the teacher and every student written as
+/// GGUFs of the workload's weight type in `scratch` (removed afterwards), each round one
+/// measure.mjs call over all of them in rotated order. Throws as measure_llamacpp_files and
+/// measure_paired_group.
+std::vector<PairedRounds> measure_paired_group_llamacpp(
+    const LlamaModel& teacher, const std::vector<const LlamaModel*>& students,
+    const GgufVocab& vocab, const Workload& workload, const Limits& limits_as_written,
+    const PairedOptions& opt, const fs::path& scratch, std::vector<PairedRounds> priors = {});
+
 PairedRounds measure_paired_llamacpp(const LlamaModel& teacher, const LlamaModel& student,
                                      const GgufVocab& vocab, const Workload& workload,
                                      const Limits& limits_as_written, const PairedOptions& opt,

@@ -26,40 +26,6 @@ json FitAttempt::to_json() const {
   return j;
 }
 
-Limits tighten_search_limits(const Limits& search_limits,
-                             const std::vector<LimitSlack>& measured_slack, double margin) {
-  if (search_limits.has_relative())
-    throw ConfigError(msg("fit", "the search limits hold fractions of the teacher's cost: "
-                                 "resolve them first"));
-  if (!(margin >= 0 && margin < 0.5))
-    throw ConfigError(msg("fit", "margin: expected a value in [0, 0.5), found {}", margin));
-  Limits out = search_limits;
-  auto missing = [](const std::string& name) {
-    return ConfigError(msg("fit", "the measured limit {} is broken but the search had no {} "
-                                  "limit to tighten", name, name));
-  };
-  for (const LimitSlack& s : measured_slack) {
-    if (s.holds()) continue;
-    const double max_scale = (1 - margin) / (1 - s.slack);  // slack < 0: scale < 1
-    if (s.name == "ttft_ms") {
-      if (!out.ttft_ms) throw missing(s.name);
-      *out.ttft_ms *= max_scale;
-    } else if (s.name == "tpot_ms") {
-      if (!out.tpot_ms) throw missing(s.name);
-      *out.tpot_ms *= max_scale;
-    } else if (s.name == "peak_memory_bytes") {
-      if (!out.peak_memory_bytes) throw missing(s.name);
-      *out.peak_memory_bytes = int64_t(double(*out.peak_memory_bytes) * max_scale);
-    } else if (s.name == "min_throughput_tokens_per_s") {
-      if (!out.min_throughput_tokens_per_s) throw missing(s.name);
-      *out.min_throughput_tokens_per_s *= (1 + margin) / (1 + s.slack);  // slack < 0: > 1
-    } else {
-      throw ConfigError(msg("fit", "unknown limit '{}'", s.name));
-    }
-  }
-  return out;
-}
-
 std::vector<FitAttempt> fit_to_measurement(const Limits& scenario_limits,
                                            const Limits& first_search_limits,
                                            const FitCallbacks& cb, int max_attempts,
@@ -85,7 +51,7 @@ std::vector<FitAttempt> fit_to_measurement(const Limits& scenario_limits,
     a.rounds = cb.measure(a.config);
     a.teacher_measured = a.rounds.teacher_pooled().as_estimate();
     a.measured = a.rounds.student_pooled().as_estimate();
-    a.limits = scenario_limits.resolve(a.teacher_measured);
+    a.limits = resolve_limits(scenario_limits, a.teacher_measured);
     a.verdict = judge_paired(a.rounds, scenario_limits);
     a.broken = a.verdict.failures();
     log_info(fmt::format("[fit] attempt {}: {} measured: {}", i + 1, describe(a.config),

@@ -22,6 +22,7 @@
 #include "hardware/paired_measure.h"
 #include "hardware/scenario.h"
 #include "model/config.h"
+#include "pipeline/limits.h"
 
 namespace ac {
 
@@ -52,16 +53,6 @@ struct FitCallbacks {
   std::function<PairedRounds(const ModelConfig& candidate)> measure;
   std::function<CostEstimate(const ModelConfig& config)> predict;
 };
-
-/// The search limits for the next attempt: every limit broken in `measured_slack` (slack < 0,
-/// limit_slack of the measured candidate against the measured limits) is scaled by the measured
-/// overshoot and then by a further `margin`:
-///   maxima (ttft_ms, tpot_ms, peak_memory_bytes): L' = L / (1 - slack) x (1 - margin)
-///   the throughput minimum:                       L' = L / (1 + slack) x (1 + margin)
-/// Limits that held are kept. Throws ConfigError if `search_limits` holds relative limits, lacks
-/// a limit that is broken in `measured_slack`, or margin is outside [0, 0.5).
-Limits tighten_search_limits(const Limits& search_limits,
-                             const std::vector<LimitSlack>& measured_slack, double margin);
 
 /// Runs search -> measure up to `max_attempts` times (see the file comment) and returns every
 /// attempt in order. Each attempt's limits are judged on its paired rounds (judge_paired); a

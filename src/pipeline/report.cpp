@@ -102,15 +102,15 @@ std::string limited_values(const json& e, const json& limits) {
 
 // Fit to the measurement (pipeline/measured_fit.h): each search, its candidate measured beside
 // the teacher before distillation, and the limits tightened after a measured miss.
-std::string render_fit_md(const json& fit) {
-  const json& attempts = fit["attempts"];
+std::string render_fit_md(const RunReport::Fit& fit) {
+  const json& attempts = fit.attempts;
   if (attempts.empty()) return "";
   std::string md = "## Fit to the measurement (before distillation)\n\n";
   md += fmt::format("The searched architecture is measured beside the teacher, in the same "
                     "interleaved rounds, before it is distilled. While a measured limit breaks, "
                     "the limit the search holds the cost model to is tightened by the measured "
                     "overshoot plus {:.0f}%, and the search runs again (at most {} searches).\n\n",
-                    100 * fit["margin"].get<double>(), fit["max_attempts"].get<int>());
+                    100 * fit.margin, fit.max_attempts);
   md += "| attempt | search held predictions to | architecture | predicted | teacher measured | "
         "measured | measured limit | verdict |\n|---|---|---|---|---|---|---|---|\n";
   for (size_t i = 0; i < attempts.size(); ++i) {
@@ -180,7 +180,8 @@ std::string render_llamacpp_md(const json& l) {
 }
 
 // Methods side by side (compress --method both): same distillation budget, same held-out data.
-std::string render_comparison_md(const json& rows, const std::string& not_measured) {
+std::string render_comparison_md(const std::vector<ComparisonRow>& rows,
+                                 const std::string& not_measured) {
   std::string md = "## Search methods side by side\n\nEach architecture pruned from the teacher, "
                    "distilled with the same token budget on the same data, evaluated on the same "
                    "held-out stories and ";
@@ -188,7 +189,7 @@ std::string render_comparison_md(const json& rows, const std::string& not_measur
                              : "costed by the cost model only (" + not_measured + ").\n\n| | ";
   std::string sep = "|---|";
   for (const auto& r : rows) {
-    md += fmt::format("{} | ", r.value("method", "?"));
+    md += fmt::format("{} | ", r.method);
     sep += "---|";
   }
   md += "\n" + sep + "\n";
@@ -197,42 +198,42 @@ std::string render_comparison_md(const json& rows, const std::string& not_measur
     for (const auto& r : rows) md += cell(r) + " | ";
     md += "\n";
   };
-  line("structure", [](const json& r) { return r.value("config", "?"); });
-  line("parameters", [](const json& r) { return std::to_string(r.value("parameters", int64_t(0))); });
-  line("search tokens", [](const json& r) { return std::to_string(r.value("search_tokens", int64_t(0))); });
-  line("search seconds", [](const json& r) { return fmt::format("{:.1f}", num(r, "search_seconds")); });
-  line("KL after pruning", [](const json& r) { return fmt::format("{:.4f}", num(r["eval_after_prune"], "kl_to_teacher")); });
-  line("KL after distillation", [](const json& r) { return fmt::format("{:.4f}", num(r["eval"], "kl_to_teacher")); });
-  line("perplexity after distillation", [](const json& r) { return fmt::format("{:.3f}", num(r["eval"], "perplexity")); });
-  line("top-1 agreement", [](const json& r) { return fmt::format("{:.1f}%", 100 * num(r["eval"], "top1_agreement")); });
+  using Row = ComparisonRow;
+  line("structure", [](const Row& r) { return r.config; });
+  line("parameters", [](const Row& r) { return std::to_string(r.parameters); });
+  line("search tokens", [](const Row& r) { return std::to_string(r.search_tokens); });
+  line("search seconds", [](const Row& r) { return fmt::format("{:.1f}", r.search_seconds); });
+  line("KL after pruning", [](const Row& r) { return fmt::format("{:.4f}", num(r.eval_after_prune, "kl_to_teacher")); });
+  line("KL after distillation", [](const Row& r) { return fmt::format("{:.4f}", num(r.eval, "kl_to_teacher")); });
+  line("perplexity after distillation", [](const Row& r) { return fmt::format("{:.3f}", num(r.eval, "perplexity")); });
+  line("top-1 agreement", [](const Row& r) { return fmt::format("{:.1f}%", 100 * num(r.eval, "top1_agreement")); });
   for (const char* k : {"ttft_ms", "tpot_ms"})
-    line(fmt::format("{} predicted / measured", k), [&](const json& r) {
-      return fmt::format("{:.3f} / {}", num(r["predicted"], k),
-                         r["measured"].is_object() ? fmt::format("{:.3f}", num(r["measured"], k)) : "—");
+    line(fmt::format("{} predicted / measured", k), [&](const Row& r) {
+      return fmt::format("{:.3f} / {}", num(r.predicted, k),
+                         r.measured.is_object() ? fmt::format("{:.3f}", num(r.measured, k)) : "—");
     });
-  line("peak memory predicted / measured", [](const json& r) {
-    return mib(num(r["predicted"], "peak_memory_bytes")) + " / " +
-           (r["measured"].is_object() ? mib(num(r["measured"], "peak_memory_bytes")) : "—");
+  line("peak memory predicted / measured", [](const Row& r) {
+    return mib(num(r.predicted, "peak_memory_bytes")) + " / " +
+           (r.measured.is_object() ? mib(num(r.measured, "peak_memory_bytes")) : "—");
   });
-  line("limits (model / measured)", [](const json& r) {
+  line("limits (model / measured)", [](const Row& r) {
     auto ok = [](const json& v) {
       return !v.is_string() ? "not measured" : v.get<std::string>().empty() ? "met" : "BROKEN";
     };
-    return fmt::format("{} / {}", ok(r["limits_predicted"]), ok(r["limits_measured"]));
+    return fmt::format("{} / {}", ok(json(r.limits_predicted)), ok(r.limits_measured));
   });
-  line("distillation tokens", [](const json& r) { return std::to_string(r["distill"].value("tokens", int64_t(0))); });
+  line("distillation tokens", [](const Row& r) { return std::to_string(r.distill.value("tokens", int64_t(0))); });
   return md + "\n";
 }
 
 }  // namespace
 
-std::string describe_run_data(const json& data) {
-  const json src = data.is_object() ? data.value("source", json::object()) : json::object();
+std::string describe_run_data(const RunReport::Data& data) {
+  const json& src = data.source;
   const std::string kind = src.is_object() ? src.value("source", std::string()) : std::string();
   const std::string tokens =
-      fmt::format("{} calibration, {} training and {} held-out tokens",
-                  data.value("calibration_tokens", int64_t(0)), data.value("train_tokens", int64_t(0)),
-                  data.value("heldout_tokens", int64_t(0)));
+      fmt::format("{} calibration, {} training and {} held-out tokens", data.calibration_tokens,
+                  data.train_tokens, data.heldout_tokens);
   if (kind == "text")
     return fmt::format("Data: your text `{}`{}, tokenized with {}: {}; held out: {}. {}.",
                        src.value("path", std::string("?")),
@@ -246,38 +247,33 @@ std::string describe_run_data(const json& data) {
                        src.value("path", std::string("?")), tokens);
   return fmt::format("Data: stories sampled from the teacher (temperature 1, top-p 0.9, fixed "
                      "seeds; held-out documents that also occur in training removed: {}). {}.",
-                     data.value("heldout_documents_removed_for_overlap", int64_t(0)), tokens);
+                     data.heldout_documents_removed_for_overlap, tokens);
 }
 
-std::string render_report_md(const json& r) {
-  const json& s = r["scenario"];
-  const json& t = r["teacher"];
-  const json& c = r["compressed"];
-  const json& lim = s["limits"];
+std::string render_report_md(const RunReport& r) {
+  const RunReport::Scenario& s = r.scenario;
+  const RunReport::Teacher& t = r.teacher;
+  const RunReport::Compressed& c = r.compressed;
+  const json& lim = s.limits;
   std::string md;
-  md += fmt::format("# autocompress report — scenario `{}`\n\n", s["name"].get<std::string>());
+  md += fmt::format("# autocompress report — scenario `{}`\n\n", s.name);
   md += fmt::format("Device: {} ({} cores, {} torch threads, torch {}), engine `{}`. Date {}.\n\n",
-                    r["device"]["cpu_model"].get<std::string>(), r["device"]["cores"].get<int>(),
-                    r["device"]["threads"].get<int>(), r["device"]["torch"].get<std::string>(),
-                    s["engine"].get<std::string>(), r["date"].get<std::string>());
-  const std::string not_measured = r.value("not_measured", std::string());
+                    r.device.cpu_model, r.device.cores, r.device.threads, r.device.torch, s.engine,
+                    r.date);
+  const std::string& not_measured = r.not_measured;
   if (!not_measured.empty())
     md += fmt::format("**Nothing in this report is measured on the target: {}.** Every cost is the "
                       "cost model's prediction; quality figures are measured as usual.\n\n", not_measured);
   md += fmt::format("Workload: batch {}, {} prompt + {} output tokens. Limits (resolved against the "
-                    "teacher's {}): `{}`.\n\n",
-                    s["workload"]["batch_size"].get<int64_t>(), s["workload"]["prompt_tokens"].get<int64_t>(),
-                    s["workload"]["output_tokens"].get<int64_t>(),
+                    "teacher's {}): `{}`.\n\n", s.batch_size, s.prompt_tokens, s.output_tokens,
                     not_measured.empty() ? "measurement" : "prediction", lim.dump());
-  if (s.contains("limits_for_search"))
-    md += fmt::format("The search met `{}` by the cost model (relative limits resolved against the "
-                      "teacher's prediction, so that predictions are compared with predictions).\n\n",
-                      s["limits_for_search"].dump());
+  md += fmt::format("The search met `{}` by the cost model (relative limits resolved against the "
+                    "teacher's prediction, so that predictions are compared with predictions).\n\n",
+                    s.limits_for_search.dump());
   md += "## Architecture\n\n| | teacher | compressed |\n|---|---|---|\n";
-  md += fmt::format("| structure | {} | {} |\n", t["config"].get<std::string>(), c["config"].get<std::string>());
-  md += fmt::format("| parameters | {} | {} ({:.1f}%) |\n\n", t["parameters"].get<int64_t>(),
-                    c["parameters"].get<int64_t>(),
-                    100.0 * c["parameters"].get<double>() / t["parameters"].get<double>());
+  md += fmt::format("| structure | {} | {} |\n", t.config, c.config);
+  md += fmt::format("| parameters | {} | {} ({:.1f}%) |\n\n", t.parameters, c.parameters,
+                    100.0 * double(c.parameters) / double(t.parameters));
 
   md += "## Cost: predicted (cost model, source in brackets) beside measured (native engine, this "
         "device)\n\n";
@@ -285,12 +281,12 @@ std::string render_report_md(const json& r) {
         "compressed measured | prediction error |\n|---|---|---|---|---|---|---|\n";
   auto row = [&](const char* name, const char* key, const char* limit_key, bool bytes) {
     auto fmtv = [&](double v) { return v == 0 ? std::string("—") : bytes ? mib(v) : fmt::format("{:.3f}", v); };
-    double tp = num(t["predicted"], key), tm = t["measured"].is_object() ? num(t["measured"], key) : 0;
-    double cp = num(c["predicted"], key), cm = c["measured"].is_object() ? num(c["measured"], key) : 0;
+    double tp = num(t.predicted, key), tm = t.measured.is_object() ? num(t.measured, key) : 0;
+    double cp = num(c.predicted, key), cm = c.measured.is_object() ? num(c.measured, key) : 0;
     md += fmt::format("| {} | {} | {} [{}] | {} | {} [{}] | {} | {} |\n", name,
                       limit_cell(lim, limit_key, bytes), fmtv(tp),
-                      t["predicted"].value("source", "?"), fmtv(tm), fmtv(cp),
-                      c["predicted"].value("source", "?"), fmtv(cm), pct_err(cp, cm));
+                      t.predicted.value("source", "?"), fmtv(tm), fmtv(cp),
+                      c.predicted.value("source", "?"), fmtv(cm), pct_err(cp, cm));
   };
   row("TTFT (ms)", "ttft_ms", "ttft_ms", false);
   row("TPOT (ms)", "tpot_ms", "tpot_ms", false);
@@ -299,7 +295,7 @@ std::string render_report_md(const json& r) {
     auto cell = [&](const json& e) {
       return e.is_object() && e.contains(key) ? fmt::format("{:.3f}", num(e, key)) : std::string("—");
     };
-    md += fmt::format("| {} | — | — | {} | — | {} | — |\n", name, cell(t["measured"]), cell(c["measured"]));
+    md += fmt::format("| {} | — | — | {} | — | {} | — |\n", name, cell(t.measured), cell(c.measured));
   };
   median_row("TTFT, median of the samples (ms)", "ttft_median_ms");
   median_row("TPOT, median of the samples (ms)", "tpot_median_ms");
@@ -312,12 +308,12 @@ std::string render_report_md(const json& r) {
         "machine. Throughput is the output tokens over the 10th percentile of the requests' "
         "time (the same uncontended statistic); the median request's is in the row below it.\n";
   md += fmt::format("\nEvery limit, by the cost model: **{}**. Measured: **{}**.\n\n",
-                    verdict(c["limits_predicted"]), verdict(c["limits_measured"]));
-  if (c.contains("measured_verdict")) md += render_measured_verdict_md(c["measured_verdict"]);
-  if (r.contains("fit")) md += render_fit_md(r["fit"]);
+                    verdict(json(c.limits_predicted)), verdict(c.limits_measured));
+  md += render_measured_verdict_md(c.measured_verdict);
+  md += render_fit_md(r.fit);
 
   md += "## Quality on the held-out data\n\n";
-  if (r.contains("data")) md += describe_run_data(r["data"]) + "\n\n";
+  md += describe_run_data(r.data) + "\n\n";
   md += "| model | perplexity | bits/byte | KL to teacher (nats/token) | top-1 agreement | top-5 overlap | tokens |\n|---|---|---|---|---|---|---|\n";
   auto q = [&](const char* name, const json& e) {
     md += fmt::format("| {} | {:.3f} | {} | {} | {} | {} | {} |\n", name, num(e, "perplexity"),
@@ -327,32 +323,31 @@ std::string render_report_md(const json& r) {
                       e.contains("topk_overlap") ? fmt::format("{:.1f}%", 100 * num(e, "topk_overlap")) : "100%",
                       e.value("tokens", int64_t(0)));
   };
-  q("teacher", t["eval"]);
-  q("compressed, after pruning", c["eval_after_prune"]);
-  q("compressed, after distillation", c["eval"]);
-  if (r.contains("tasks")) md += render_story_tasks_md(r["tasks"]);
-  if (r.contains("llama_cpp")) md += render_llamacpp_md(r["llama_cpp"]);
+  q("teacher", t.eval);
+  q("compressed, after pruning", c.eval_after_prune);
+  q("compressed, after distillation", c.eval);
+  if (r.tasks.is_object()) md += render_story_tasks_md(r.tasks);
+  if (r.llama_cpp.is_object()) md += render_llamacpp_md(r.llama_cpp);
 
-  const json& se = r["search"];
-  const json& d = r["distill"];
+  const RunReport::Search& se = r.search;
+  const RunReport::Distill& d = r.distill;
   md += fmt::format("\n## Search and distillation\n\nSearch: `{}`, {} candidates, {} search tokens "
                     "(forward tokens through any model), safety margin {:.0f}%.\n\n",
-                    se["method"].get<std::string>(), se["candidates"].get<int64_t>(),
-                    se["search_tokens"].get<int64_t>(), 100 * se["safety_margin"].get<double>());
-  if (r.contains("fit") && r["fit"]["attempts"].size() > 1)
+                    se.method, se.candidates, se.search_tokens, 100 * se.safety_margin);
+  if (r.fit.attempts.size() > 1)
     md += fmt::format("With the fit to the measurement: {} searches, {} search tokens and {:.0f} s "
-                      "in all.\n\n", r["fit"]["attempts"].size(),
-                      se.value("search_tokens_all_attempts", int64_t(0)),
-                      se.value("search_seconds_all_attempts", 0.0));
+                      "in all.\n\n", r.fit.attempts.size(), se.search_tokens_all_attempts,
+                      se.search_seconds_all_attempts);
   md += fmt::format("Distillation: {} tokens in {} steps ({} skipped), {:.0f} s, loss {:.4f} → {:.4f}.\n\n",
-                    d["tokens"].get<int64_t>(), d["steps"].get<int64_t>(), d["skipped_steps"].get<int64_t>(),
-                    d["wall_s"].get<double>(), d["first_loss"].get<double>(), d["last_loss"].get<double>());
-  if (r.contains("comparison") && r["comparison"].size() > 1) md += render_comparison_md(r["comparison"], r.value("not_measured", std::string()));
+                    d.tokens, d.steps, d.skipped_steps, d.wall_s, d.first_loss, d.last_loss);
+  if (r.comparison.size() > 1) md += render_comparison_md(r.comparison, r.not_measured);
   md += "## Time per stage\n\n| stage | seconds |\n|---|---|\n";
-  for (const auto& st : r["stages"]) md += fmt::format("| {} | {:.1f} |\n", st["stage"].get<std::string>(), st["seconds"].get<double>());
-  md += fmt::format("| **total** | {:.1f} |\n\n", r["total_seconds"].get<double>());
+  for (const RunReport::Stage& st : r.stages)
+    md += fmt::format("| {}{} | {:.1f} |\n", st.stage, st.resumed ? " (earlier attempt)" : "",
+                      st.seconds);
+  md += fmt::format("| **total** (this attempt) | {:.1f} |\n\n", r.total_seconds);
   md += fmt::format("Exported checkpoint: `{}/` (reloads to identical logits: max |diff| = {}).\n",
-                    r["export"]["path"].get<std::string>(), r["export"]["reload_max_abs_diff"].get<double>());
+                    r.exported.path, r.exported.reload_max_abs_diff);
   return md;
 }
 

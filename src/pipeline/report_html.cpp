@@ -6,6 +6,7 @@
 #include <cmath>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "common/error.h"
 #include "common/json_io.h"
@@ -169,15 +170,16 @@ std::string layers_svg(const std::vector<LayerSeries>& series, bool have_origina
   return c.str();
 }
 
-std::string layers_plot(const json& report, const json& arch) {
+std::string layers_plot(const RunReport& report, const json& arch) {
   if (auto series = layer_series_from_arch(arch)) {
     auto d = number(arch, {"hidden_size"}), pd = number(arch, {"parent_hidden_size"});
     return layers_svg(*series, true, fmt::format("hidden size {} → {}", pd ? short_num(*pd) : "?",
                                                  d ? short_num(*d) : "?"));
   }
-  std::optional<ModelConfig> orig = config_at(report, {"teacher", "hf_config"});
+  // (report.json keeps the teacher's structure as text only: without arch.json, no original.)
+  std::optional<ModelConfig> orig;
   std::optional<ModelConfig> res = config_at(arch, {"config"});  // aligned: parent's layer count
-  if (!res) res = config_at(report, {"compressed", "hf_config"});
+  if (!res) res = config_at(json{{"c", report.compressed.hf_config}}, {"c"});
   if (!res) return note_svg("layers", "no architecture of the result in report.json or arch.json");
   return layers_svg(layer_series(orig, *res), orig.has_value(),
                     fmt::format("hidden size {} → {}", orig ? std::to_string(orig->hidden_size) : "?",
@@ -225,7 +227,7 @@ void cost_panel(Canvas& c, double left, double width, const std::string& title,
   c.text(left + width / 2, 24, title, "panel-title", "middle");
 }
 
-std::string cost_plot(const json& report) {
+std::string cost_plot(const RunReport& report) {
   struct Metric { const char* key; const char* limit_key; const char* title; double scale; };
   const Metric metrics[] = {{"ttft_ms", "ttft_ms", "TTFT (ms)", 1.0},
                             {"tpot_ms", "tpot_ms", "TPOT (ms)", 1.0},
@@ -235,14 +237,16 @@ std::string cost_plot(const json& report) {
   for (int k = 0; k < 3; ++k) {
     const Metric& m = metrics[k];
     std::vector<Bar> bars;
-    for (const char* who : {"teacher", "compressed"}) {
-      const std::string label = std::string(who) == "teacher" ? "teacher" : "result";
-      if (auto p = number(report, {who, "predicted", m.key}))
-        bars.push_back({label, provenance(text(report, {who, "predicted", "source"})), *p * m.scale});
-      if (auto v = number(report, {who, "measured", m.key})) bars.push_back({label, "measured", *v * m.scale});
+    for (const auto& [label, predicted, measured] :
+         {std::tuple<const char*, const json&, const json&>{"teacher", report.teacher.predicted,
+                                                            report.teacher.measured},
+          {"result", report.compressed.predicted, report.compressed.measured}}) {
+      if (auto p = number(predicted, {m.key}))
+        bars.push_back({label, provenance(text(predicted, {"source"})), *p * m.scale});
+      if (auto v = number(measured, {m.key})) bars.push_back({label, "measured", *v * m.scale});
     }
-    auto lim = number(report, {"scenario", "limits", m.limit_key});
-    auto slim = number(report, {"scenario", "limits_for_search", m.limit_key});
+    auto lim = number(report.scenario.limits, {m.limit_key});
+    auto slim = number(report.scenario.limits_for_search, {m.limit_key});
     if (lim) *lim *= m.scale;
     if (slim) *slim *= m.scale;
     cost_panel(c, 70 + k * (panel + gap), panel, m.title, bars, lim, slim);
@@ -286,14 +290,14 @@ std::vector<Point> candidate_points(const std::vector<json>& archs, const std::s
 }
 
 // The primary cost of the candidates: the first limited metric (by the search's limits).
-std::pair<std::string, std::string> primary_cost(const json& report) {
-  const json* lim = find(report, {"scenario", "limits_for_search"});
+std::pair<std::string, std::string> primary_cost(const RunReport& report) {
+  const json* lim = &report.scenario.limits_for_search;
   using Named = std::pair<const char*, const char*>;
   for (auto [key, title] : std::initializer_list<Named>{
            {"tpot_ms", "TPOT (ms)"}, {"ttft_ms", "TTFT (ms)"},
            {"peak_memory_bytes", "peak memory (bytes)"},
            {"min_throughput_tokens_per_s", "throughput (tokens/s)"}})
-    if (lim && lim->contains(key))
+    if (lim->is_object() && lim->contains(key))
       return {std::string(key) == "min_throughput_tokens_per_s" ? "throughput_tokens_per_s" : key, title};
   return {"tpot_ms", "TPOT (ms)"};
 }
@@ -325,7 +329,7 @@ void mark_choices(Canvas& c, const std::vector<Point>& ranked, const Scale& x, c
   }
 }
 
-std::string pareto_plot(const json& report, const std::vector<json>& archs) {
+std::string pareto_plot(const RunReport& report, const std::vector<json>& archs) {
   const auto [key, title] = primary_cost(report);
   const json& arch = archs.empty() ? json() : archs.front();
   std::vector<Point> all = candidate_points(archs, key), ranked;
@@ -338,8 +342,8 @@ std::string pareto_plot(const json& report, const std::vector<json>& archs) {
   double xlo = 1e300, xhi = -1e300, yhi = 0;
   for (const Point& p : all) xlo = std::min(xlo, p.cost), xhi = std::max(xhi, p.cost);
   for (const Point& p : ranked) yhi = std::max(yhi, p.loss);
-  auto slim = number(report, {"scenario", "limits_for_search", key == "throughput_tokens_per_s"
-                                                                     ? "min_throughput_tokens_per_s" : key.c_str()});
+  auto slim = number(report.scenario.limits_for_search,
+                     {key == "throughput_tokens_per_s" ? "min_throughput_tokens_per_s" : key.c_str()});
   if (slim) xlo = std::min(xlo, *slim), xhi = std::max(xhi, *slim);
   Scale x = Scale::nice(xlo, xhi, 80, 930, false), y = Scale::nice(0, yhi * 1.1, 360, 20, true);
   c.x_axis(x, 360, title + ", " + prov + " (cost model)");
@@ -500,9 +504,11 @@ std::string cell(const json& j, std::initializer_list<const char*> path, double 
   return v ? escape(short_num(*v * scale) + unit) : "—";
 }
 
-std::string summary_table(const json& r) {
-  const std::string tp = provenance(text(r, {"teacher", "predicted", "source"})),
-                    cp = provenance(text(r, {"compressed", "predicted", "source"}));
+std::string summary_table(const RunReport& r) {
+  const RunReport::Teacher& te = r.teacher;
+  const RunReport::Compressed& co = r.compressed;
+  const std::string tp = provenance(text(te.predicted, {"source"})),
+                    cp = provenance(text(co.predicted, {"source"}));
   std::string t = "<table>\n<tr><th>metric</th><th>teacher, " + escape(tp) +
                   "</th><th>teacher, measured</th><th>result, " + escape(cp) +
                   "</th><th>result, measured</th></tr>\n";
@@ -511,39 +517,33 @@ std::string summary_table(const json& r) {
                          Row{"throughput", "throughput_tokens_per_s", 1, " tok/s"},
                          Row{"peak memory", "peak_memory_bytes", 1.0 / (1 << 20), " MiB"}})
     t += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", row.name,
-                     cell(r, {"teacher", "predicted", row.key}, row.scale, row.unit),
-                     cell(r, {"teacher", "measured", row.key}, row.scale, row.unit),
-                     cell(r, {"compressed", "predicted", row.key}, row.scale, row.unit),
-                     cell(r, {"compressed", "measured", row.key}, row.scale, row.unit));
+                     cell(te.predicted, {row.key}, row.scale, row.unit),
+                     cell(te.measured, {row.key}, row.scale, row.unit),
+                     cell(co.predicted, {row.key}, row.scale, row.unit),
+                     cell(co.measured, {row.key}, row.scale, row.unit));
   t += fmt::format("<tr><td>parameters</td><td colspan=\"2\">{}</td><td colspan=\"2\">{}</td></tr>\n",
-                   cell(r, {"teacher", "parameters"}), cell(r, {"compressed", "parameters"}));
+                   escape(short_num(double(te.parameters))), escape(short_num(double(co.parameters))));
   t += fmt::format("<tr><td>KL to teacher (held-out, measured)</td><td colspan=\"2\">0</td>"
                    "<td colspan=\"2\">{} after pruning, {} after distillation</td></tr>\n",
-                   cell(r, {"compressed", "eval_after_prune", "kl_to_teacher"}),
-                   cell(r, {"compressed", "eval", "kl_to_teacher"}));
+                   cell(co.eval_after_prune, {"kl_to_teacher"}), cell(co.eval, {"kl_to_teacher"}));
   t += fmt::format("<tr><td>perplexity (held-out, measured)</td><td colspan=\"2\">{}</td>"
                    "<td colspan=\"2\">{}</td></tr>\n</table>\n",
-                   cell(r, {"teacher", "eval", "perplexity"}), cell(r, {"compressed", "eval", "perplexity"}));
+                   cell(te.eval, {"perplexity"}), cell(co.eval, {"perplexity"}));
   return t;
 }
 
-std::string verdict_line(const json& r) {
-  auto verdict = [&](const char* key) {
-    const json* v = find(r, {"compressed", key});
-    if (v && v->is_null()) return std::string("not measured");
-    if (!v || !v->is_string()) return std::string("unknown");
-    return limits_verdict_text(*v);
-  };
+std::string verdict_line(const RunReport& r) {
   return fmt::format("<p class=\"verdict\">Limits by the cost model: <b>{}</b>. Measured: <b>{}</b>.</p>\n",
-                     escape(verdict("limits_predicted")), escape(verdict("limits_measured")));
+                     escape(limits_verdict_text(json(r.compressed.limits_predicted))),
+                     escape(limits_verdict_text(r.compressed.limits_measured)));
 }
 
-std::string stages_table(const json& r) {
-  const json* st = find(r, {"stages"});
-  if (!st || !st->is_array()) return "";
+std::string stages_table(const RunReport& r) {
+  if (r.stages.empty()) return "";
   std::string t = "<h2>Time per stage (measured wall time)</h2>\n<table>\n<tr><th>stage</th><th>seconds</th></tr>\n";
-  for (const auto& s : *st)
-    t += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", escape(text(s, {"stage"})), cell(s, {"seconds"}));
+  for (const RunReport::Stage& s : r.stages)
+    t += fmt::format("<tr><td>{}{}</td><td>{}</td></tr>\n", escape(s.stage),
+                     s.resumed ? " (earlier attempt)" : "", escape(short_num(s.seconds)));
   return t + "</table>\n";
 }
 
@@ -567,18 +567,16 @@ td:first-child,th:first-child{text-align:left}figure{margin:0}svg.plot{max-width
 </style>
 )";
 
-std::string page_header(const json& r) {
-  const std::string name = text(r, {"scenario", "name"});
+std::string page_header(const RunReport& r) {
+  const std::string& name = r.scenario.name;
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>autocompress report — " +
                   escape(name) + "</title>\n" + kStyle + "</head>\n<body>\n";
   h += "<h1>autocompress report — scenario <code>" + escape(name) + "</code></h1>\n";
   h += fmt::format("<p class=\"meta\">Device {} ({} cores, {} threads, torch {}), engine <code>{}</code>, "
                    "batch {}, {} prompt + {} output tokens. Date {}.</p>\n",
-                   escape(text(r, {"device", "cpu_model"})), escape(text(r, {"device", "cores"})),
-                   escape(text(r, {"device", "threads"})), escape(text(r, {"device", "torch"})),
-                   escape(text(r, {"scenario", "engine"})), escape(text(r, {"scenario", "workload", "batch_size"})),
-                   escape(text(r, {"scenario", "workload", "prompt_tokens"})),
-                   escape(text(r, {"scenario", "workload", "output_tokens"})), escape(text(r, {"date"})));
+                   escape(r.device.cpu_model), r.device.cores, r.device.threads,
+                   escape(r.device.torch), escape(r.scenario.engine), r.scenario.batch_size,
+                   r.scenario.prompt_tokens, r.scenario.output_tokens, escape(r.date));
   h += "<p class=\"key\">Every number says where it comes from:<span class=\"prov\" style=\"background:#1b7837\"></span>"
        "measured on this device<span style=\"background:#2166ac\"></span>predicted from profile (cost model, "
        "tables of this device)<span style=\"background:#92c5de\"></span>predicted from specs (cost model, "
@@ -588,12 +586,12 @@ std::string page_header(const json& r) {
 
 }  // namespace
 
-std::string render_report_html(const json& report, const std::vector<json>& archs,
+std::string render_report_html(const RunReport& report, const std::vector<json>& archs,
                                const std::string& distill_csv) {
   const json& arch = archs.empty() ? json() : archs.front();
   std::string h = page_header(report);
   h += "<h2>Summary</h2>\n" + summary_table(report) + verdict_line(report);
-  if (report.contains("data")) h += "<p>" + escape(describe_run_data(report["data"])) + "</p>\n";
+  h += "<p>" + escape(describe_run_data(report.data)) + "</p>\n";
   h += section("layers", "Architecture per layer",
                "Query heads, KV heads and FFN width of every layer: the result (orange) over the original "
                "(grey). Removed parts are marked ×.",
@@ -621,7 +619,7 @@ std::string render_report_html(const json& report, const std::vector<json>& arch
   return h + "</body>\n</html>\n";
 }
 
-void write_report_html(const fs::path& run_dir, const json& report) {
+void write_report_html(const fs::path& run_dir, const RunReport& report) {
   std::vector<json> archs;
   if (fs::exists(run_dir / "arch.json")) archs.push_back(read_json_file(run_dir / "arch.json"));
   std::vector<fs::path> others;  // arch.<method>.json of the other methods (search/outcome.h)
@@ -642,20 +640,8 @@ void rerender_reports(const fs::path& run_dir) {
   if (!fs::exists(file))
     throw FormatError(msg("report", "{}: no such file; expected the folder of a finished `compress` run",
                           file.string()));
-  json report = read_json_file(file);
-  for (const char* key : {"scenario", "device", "date", "teacher", "compressed", "search", "distill",
-                          "stages", "total_seconds", "export"})
-    if (!report.is_object() || !report.contains(key))
-      throw FormatError(msg("report", "{}: missing field '{}': expected the report.json of a "
-                                      "finished `compress` run", file.string(), key));
-  std::string md;
-  try {
-    md = render_report_md(report);
-  } catch (const json::exception& e) {
-    throw FormatError(msg("report", "{}: a field report.md needs is missing or has the wrong type: {}",
-                          file.string(), e.what()));
-  }
-  write_file_atomic(run_dir / "report.md", md);
+  const RunReport report = RunReport::from_json(read_json_file(file), file.string());
+  write_file_atomic(run_dir / "report.md", render_report_md(report));
   write_report_html(run_dir, report);
 }
 

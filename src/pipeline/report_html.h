@@ -20,25 +20,26 @@
 #include <vector>
 
 #include "common/fs.h"
+#include "pipeline/run_report.h"
 
 namespace ac {
 
-/// The page. `report`: report.json (pipeline/compress.cpp); `archs`: arch.json first (its
+/// The page. `report`: the run's report (pipeline/run_report.h); `archs`: arch.json first (its
 /// "layers", "hidden_size", "trajectory", "search"; search/outcome.h), then the arch.<method>.json
 /// of the other methods, possibly none; `distill_csv`: the text of distill_log.csv (header
-/// "step,tokens,loss,...") or "". Missing fields are tolerated (their section says what is
-/// missing); never throws on content.
-std::string render_report_html(const nlohmann::json& report,
+/// "step,tokens,loss,...") or "". Missing arch fields are tolerated (their section says what
+/// is missing); never throws on content.
+std::string render_report_html(const RunReport& report,
                                const std::vector<nlohmann::json>& archs,
                                const std::string& distill_csv);
 
 /// Writes `run_dir`/report.html (atomically) from `report` and the arch.json, arch.*.json and
 /// distill_log.csv found in `run_dir`, if any. Throws FormatError on an arch file that is not JSON.
-void write_report_html(const fs::path& run_dir, const nlohmann::json& report);
+void write_report_html(const fs::path& run_dir, const RunReport& report);
 
 /// Re-renders report.md and report.html of a finished run folder from its report.json (and
-/// arch.json, distill_log.csv when present). Throws FormatError naming the file when report.json
-/// is missing, not JSON, or lacks a field report.md needs.
+/// arch.json, distill_log.csv when present). Throws FormatError naming the file (and the field)
+/// when report.json is missing, not JSON, or not a complete report (RunReport::from_json).
 void rerender_reports(const fs::path& run_dir);
 
 }  // namespace ac

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "pipeline/limits.h"
 
 namespace ac {
 
@@ -558,7 +559,7 @@ Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profil
   plan.scenario = scenario;
   plan.options = options;
   plan.full = predict(config, scenario, profile);
-  plan.limits = scenario.limits.resolve(plan.full);  // the full model is the teacher
+  plan.limits = resolve_limits(scenario.limits, plan.full);  // the full model is the teacher
   plan.full_slack = limit_slack(plan.full, plan.limits);
   plan.broken = check_limits(plan.full, plan.limits);
   plan.warnings = context_warnings(config, scenario.workload);

@@ -201,15 +201,15 @@ void rank_and_refine(DifferentiableResult& r, const SearchSpace& s, const LlamaM
 
 void check_options(const DifferentiableOptions& o) {
   if (o.steps < 1 || !(o.logit_lr > 0) || !(o.tau_start > 0) || !(o.tau_end > 0) ||
-      !(o.dual_lr >= 0) || !(o.cost_weight >= 0) || !(o.safety_margin >= 0 && o.safety_margin < 1) ||
+      !(o.dual_lr >= 0) || !(o.cost_weight >= 0) ||
       o.rank_batches < 0 || o.max_ranked < 1 || o.refine_evaluations < 0 || !(o.importance_init >= 0))
     throw ConfigError(msg("search", "options: expected steps >= 1, logit_lr > 0, tau_start > 0, "
-                                    "tau_end > 0, dual_lr >= 0, cost_weight >= 0, safety_margin in "
-                                    "[0, 1), rank_batches >= 0, max_ranked >= 1, "
+                                    "tau_end > 0, dual_lr >= 0, cost_weight >= 0, "
+                                    "rank_batches >= 0, max_ranked >= 1, "
                                     "refine_evaluations >= 0, importance_init >= 0; found {}, {}, "
-                                    "{}, {}, {}, {}, {}, {}, {}, {}, {}",
+                                    "{}, {}, {}, {}, {}, {}, {}, {}",
                           o.steps, o.logit_lr, o.tau_start, o.tau_end, o.dual_lr, o.cost_weight,
-                          o.safety_margin, o.rank_batches, o.max_ranked, o.refine_evaluations,
+                          o.rank_batches, o.max_ranked, o.refine_evaluations,
                           o.importance_init));
 }
 
@@ -350,7 +350,7 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
   const double t0 = now_s();
   check_options(opt);
   if (calibration.empty()) throw ConfigError(msg("search", "no calibration batches"));
-  const Limits strict = with_safety_margin(limits, opt.safety_margin);
+  const Limits& strict = limits;  // the caller's, margin included (pipeline/limits.h)
   cost_budgets(strict);  // ConfigError on relative or non-positive limits
   const SearchSpace space = build_search_space(teacher.config, imp, opt.space);
   CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, profile); };
@@ -388,7 +388,7 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
     return r;
   }
   const ReachableCost reachable = smallest_reachable(space, cost);
-  check_reachable(space, reachable, strict, opt.safety_margin);
+  check_reachable(space, reachable, strict);
   const std::vector<CostBudget> budgets = cost_budgets(strict, cost(teacher.config), reachable);
   r.budgets = budgets;
 

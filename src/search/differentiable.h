@@ -92,7 +92,6 @@ struct DifferentiableOptions {
                                   // option gives up / the decision's largest); 0 = off
   double freeze_entropy = 0.05;   // freeze a decision when H(p_tau) / log(n) falls below this
                                   // and the expected cost meets every budget
-  double safety_margin = 0.0;     // meet limits x (1 - margin) by the cost model
   uint64_t seed = 0;              // Gumbel noise
   bool straight_through = false;  // hard one-hot samples in the forward pass (straight-through
                                   // gradient) instead of soft ones: measured biased (see header)

@@ -146,7 +146,7 @@ SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, c
   const ModelConfig& parent = teacher.config;
   const LayerConfig& ref = reference_layer(parent);
   const UniformSpace space = uniform_space(parent, opt);
-  const Limits strict = with_safety_margin(limits, opt.safety_margin);
+  const Limits& strict = limits;  // the caller's, margin included (pipeline/limits.h)
   log_info(fmt::format("[search] minitron: {} uniform candidates", space.size()));
 
   for (int64_t L : space.num_layers)
@@ -178,8 +178,7 @@ SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, c
     if (r.candidates[i].violation.empty()) feasible.push_back(i);
   if (feasible.empty())
     throw InfeasibleError(fmt::format("[search] no architecture meets the limits of the scenario "
-                                      "(safety margin {:.0f}%): {}",
-                                      opt.safety_margin * 100,
+                                      "(with the safety margin): {}",
                                       smallest_reachable(r.candidates, strict)));
 
   // Rank only the maximal feasible candidates: a candidate covered by a larger feasible one

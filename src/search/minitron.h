@@ -48,7 +48,6 @@ struct MinitronOptions {
   double min_width_fraction = 0.4; // smallest width considered, as a fraction of the parent's
   int64_t max_layers_dropped = 2;  // depth choices: L, L-1, ..., L-max
   int64_t max_ranked = 24;         // at most this many feasible candidates are ranked by loss
-  double safety_margin = 0.0;      // candidates must meet limits * (1 - margin) by the model
 };
 
 /// Builds the grid for `parent` (homogeneous in its attention layers).

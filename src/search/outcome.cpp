@@ -64,24 +64,24 @@ std::vector<std::string> search_methods(const std::string& method) {
 
 SearchOutcome run_search_method(const std::string& method, const LlamaModel& teacher,
                                 const Importance& imp, const Scenario& scenario,
-                                const Profile* profile, const Limits& limits,
+                                const Profile* profile, const RunLimits& limits,
                                 const TokenDataset& calibration, int64_t seq_len,
                                 const SearchSettings& st, const TokenDataset* retrain_data) {
   SearchOutcome o;
   o.method = method;
   o.parent = teacher.config;
-  o.limits = limits;
-  o.safety_margin = st.safety_margin;
+  o.limits = limits.for_search;
+  o.safety_margin = limits.safety_margin;
+  const Limits search_limits = limits.search_with_margin();
   // Rows of the weight type's blocks (q8_0, q4_0: 32), or the weights fall back to F16.
   const int64_t row_multiple = weight_row_multiple(scenario.workload.weight_dtype);
   if (method == "minitron") {
     MinitronOptions mo = st.minitron;
-    mo.safety_margin = st.safety_margin;
     mo.row_multiple = row_multiple;
     CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, profile); };
     std::vector<at::Tensor> batches =
         calibration.sequential_batches(st.minitron_batch_size, seq_len, st.minitron_batches);
-    SearchResult r = minitron_search(teacher, imp, cost, limits, batches, mo);
+    SearchResult r = minitron_search(teacher, imp, cost, search_limits, batches, mo);
     if (st.minitron_retrain) {
       if (!retrain_data)
         throw ConfigError(msg("search", "minitron retraining needs training data (none given)"));
@@ -97,7 +97,6 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
   }
   if (method != "autocompress") search_methods(method);  // throws the ConfigError
   DifferentiableOptions dopt = st.autocompress;
-  dopt.safety_margin = st.safety_margin;
   // The space holds only what the scenario's engine loads (engines/*.json "structure"). Its FFN
   // options keep the parent's own width, so that width must be one the engine expresses.
   dopt.space.structure = scenario.engine_spec.structure;
@@ -136,7 +135,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
   std::vector<at::Tensor> batches = calibration.sequential_batches(
       st.autocompress_batch_size, st.autocompress_seq_len, st.autocompress_batches);
   DifferentiableResult r =
-      differentiable_search(teacher, imp, scenario, profile, limits, batches, dopt);
+      differentiable_search(teacher, imp, scenario, profile, search_limits, batches, dopt);
   if (st.autocompress_retrain && !r.parent_meets_limits) {
     if (!retrain_data)
       throw ConfigError(msg("search", "autocompress retraining needs training data (none given)"));

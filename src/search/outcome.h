@@ -26,15 +26,16 @@
 
 #include "data/dataset.h"
 #include "search/differentiable.h"
+#include "pipeline/limits.h"
 #include "search/minitron.h"
 
 namespace ac {
 
-/// Settings of both methods. The safety margin is shared (the same limits for both).
+/// Settings of both methods. The limits, the safety margin included, are given to
+/// run_search_method (pipeline/limits.h): the same for both.
 struct SearchSettings {
-  double safety_margin = 0.05;
-  MinitronOptions minitron;              // its safety_margin is replaced by the shared one
-  DifferentiableOptions autocompress;    // same
+  MinitronOptions minitron;
+  DifferentiableOptions autocompress;
   int64_t minitron_batch_size = 8;       // windows of seq_len per ranking batch
   int64_t minitron_batches = 1;          // ranking batches (KL of each candidate after pruning)
   /// Minitron's lightweight retraining (retrain_top_candidates): the best retrain.top_k
@@ -76,8 +77,9 @@ std::vector<std::string> search_methods(const std::string& method);
 
 /// Runs one method on `calibration` (minitron: its first minitron_batches batches of
 /// minitron_batch_size x seq_len; autocompress: autocompress_batches batches of
-/// autocompress_batch_size x autocompress_seq_len from the same stream). `limits` must be
-/// absolute. `retrain_data`: the training text of the lightweight retraining (required when
+/// autocompress_batch_size x autocompress_seq_len from the same stream). The algorithm holds
+/// predictions to limits.search_with_margin(); the outcome records limits.for_search and the
+/// margin. `retrain_data`: the training text of the lightweight retraining (required when
 /// settings.minitron_retrain or autocompress_retrain; its tokens count as search tokens).
 /// The differentiable search's space holds only what the scenario's engine loads
 /// (engines/*.json "structure", hardware/engine.h); every result is checked with
@@ -86,7 +88,7 @@ std::vector<std::string> search_methods(const std::string& method);
 /// layer's FFN width is not one the engine expresses per layer (autocompress).
 SearchOutcome run_search_method(const std::string& method, const LlamaModel& teacher,
                                 const Importance& imp, const Scenario& scenario,
-                                const Profile* profile, const Limits& limits,
+                                const Profile* profile, const RunLimits& limits,
                                 const TokenDataset& calibration, int64_t seq_len,
                                 const SearchSettings& settings,
                                 const TokenDataset* retrain_data = nullptr);

@@ -168,16 +168,6 @@ double slack_gained(const std::vector<LimitSlack>& before, const std::vector<Lim
 
 }  // namespace
 
-Limits with_safety_margin(const Limits& l, double margin) {
-  Limits t = l;
-  if (t.ttft_ms) *t.ttft_ms *= 1 - margin;
-  if (t.tpot_ms) *t.tpot_ms *= 1 - margin;
-  if (t.peak_memory_bytes)
-    t.peak_memory_bytes = int64_t(double(*t.peak_memory_bytes) * (1 - margin));
-  if (t.min_throughput_tokens_per_s) *t.min_throughput_tokens_per_s *= 1 + margin;
-  return t;
-}
-
 CostEstimate choice_cost(const SearchSpace& s, const ArchChoice& c, const CostFn& cost) {
   return cost(drop_removed_blocks(target_of(s, c)));
 }
@@ -287,8 +277,7 @@ std::string smallest_reachable_message(const ReachableCost& e, const Limits& lim
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
-void check_reachable(const SearchSpace& s, const ReachableCost& r, const Limits& limits,
-                     double margin) {
+void check_reachable(const SearchSpace& s, const ReachableCost& r, const Limits& limits) {
   const bool broken = (limits.ttft_ms && r.ttft_ms > *limits.ttft_ms) ||
                       (limits.tpot_ms && r.tpot_ms > *limits.tpot_ms) ||
                       (limits.peak_memory_bytes && r.peak_memory_bytes > *limits.peak_memory_bytes) ||
@@ -296,10 +285,10 @@ void check_reachable(const SearchSpace& s, const ReachableCost& r, const Limits&
                        r.throughput_tokens_per_s < *limits.min_throughput_tokens_per_s);
   if (broken)
     throw InfeasibleError(fmt::format(
-        "[search] no architecture meets the limits of the scenario (safety margin {:.0f}%): {} "
+        "[search] no architecture meets the limits of the scenario (with the safety margin): {} "
         "(hidden sizes down to {}, widths down to {:.0f}% of the parent's, at most {} blocks "
         "removed)",
-        margin * 100, smallest_reachable_message(r, limits), s.hidden_sizes.back(),
+        smallest_reachable_message(r, limits), s.hidden_sizes.back(),
         100 * double(s.hidden_sizes.back()) / double(s.parent.hidden_size), s.max_blocks_removed));
 }
 

@@ -26,10 +26,6 @@
 
 namespace ac {
 
-/// The limits a search aims at: maxima x (1 - margin), the throughput minimum x (1 + margin),
-/// so that the cost model's error has room (the same rule for every method).
-Limits with_safety_margin(const Limits& limits, double margin);
-
 /// The cost of a choice as deployed: cost(drop_removed_blocks(target_of(s, c))).
 CostEstimate choice_cost(const SearchSpace& s, const ArchChoice& c, const CostFn& cost);
 
@@ -56,9 +52,9 @@ ReachableCost smallest_reachable(const SearchSpace& s, const CostFn& cost);
 std::string smallest_reachable_message(const ReachableCost& r, const Limits& limits);
 
 /// Throws InfeasibleError naming the smallest reachable cost of every limit when one of them
-/// lies beyond its limit (no architecture of the space can meet it). `margin` is only quoted.
-void check_reachable(const SearchSpace& s, const ReachableCost& r, const Limits& limits,
-                     double margin);
+/// lies beyond its limit (no architecture of the space can meet it). `limits`: what the search
+/// holds predictions to (the safety margin included, pipeline/limits.h).
+void check_reachable(const SearchSpace& s, const ReachableCost& r, const Limits& limits);
 
 /// One greedy step.
 struct RepairStep {
