@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "export/checks.h"
 #include "hardware/engine.h"
+#include "hardware/granularity.h"
 #include "hardware/validate.h"
 #include "plan/plan.h"
 #include "prune/depth.h"
@@ -310,7 +311,9 @@ TEST(EngineStructure, PlanSuggestionsLoadInTheScenarioEngine) {
       Scenario sc = find_scenario(name, test::source_dir());
       if (tp > 1 && sc.engine_spec.structure.tensor_parallel_divides.empty()) continue;
       sc.workload.tensor_parallel = tp;
-      const Plan p = make_plan(c, sc, nullptr);
+      PlanOptions o;
+      o.width_granularity = width_granularity_for(nullptr, sc.device_spec);
+      const Plan p = make_plan(c, sc, nullptr, o);
       if (p.per_layer)
         EXPECT_TRUE(structure_violations(p.per_layer->config, sc.engine_spec, tp).empty())
             << name << " tp " << tp << ": " << describe(p.per_layer->config);

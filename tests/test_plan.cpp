@@ -11,6 +11,7 @@
 #include "common/json_io.h"
 #include "hardware/cost_model.h"
 #include "hardware/data_dir.h"
+#include "hardware/granularity.h"
 #include "hardware/validate.h"
 #include "plan/plan.h"
 #include "test_util.h"
@@ -25,6 +26,13 @@ fs::path fixture(const std::string& name) {
   return ac::test::source_dir() / "tests/fixtures/configs" / (name + ".json");
 }
 ModelConfig published(const std::string& name) { return read_architecture(fixture(name)); }
+
+// The plan of `c` for `s` without a profile: widths on the scenario device's width step.
+Plan plan_of(const ModelConfig& c, const Scenario& s) {
+  PlanOptions o;
+  o.width_granularity = width_granularity_for(nullptr, s.device_spec);
+  return make_plan(c, s, nullptr, o);
+}
 
 const std::vector<std::string> kGpuScenarios = {"rtx5070-coding", "h100-serving", "rtx5080-game",
                                                 "b200-128k"};
@@ -125,7 +133,7 @@ TEST(Plan, Llama31On8BEachGpuScenarioGivesAVerdictAndSuggestionsThatFit) {
   const ModelConfig llama = published("llama-3.1-8b");
   for (const auto& name : kGpuScenarios) {
     Scenario s = find_scenario(name, data_root());
-    Plan plan = make_plan(llama, s, nullptr);
+    Plan plan = plan_of(llama, s);
     // The verdict on the full model agrees with an independent check.
     Limits limits = resolve_limits(s.limits, predict(llama, s, nullptr));
     const std::string broken = check_limits(predict(llama, s, nullptr), limits);
@@ -157,7 +165,7 @@ TEST(Plan, ModelsThatCannotFitByHandGetChangesOnBothCards) {
   const ModelConfig llama = published("llama-3.1-8b");
   for (const char* name : {"rtx5070-coding", "rtx5080-game"}) {
     Scenario s = find_scenario(name, data_root());
-    Plan plan = make_plan(llama, s, nullptr);
+    Plan plan = plan_of(llama, s);
     EXPECT_EQ(plan.verdict, "fits_after_changes") << name;
     EXPECT_NE(plan.broken.find("peak_memory_bytes"), std::string::npos) << plan.broken;
     ASSERT_FALSE(plan.uniform.empty()) << name;
@@ -173,7 +181,7 @@ TEST(Plan, AModelThatFitsNeedsNoChange) {
   // stories15M's shape in BF16 on the H100: a few MB of weights, far under every limit.
   ModelConfig tiny = stories15m_shape();
   Scenario s = find_scenario("h100-serving", data_root());
-  Plan plan = make_plan(tiny, s, nullptr);
+  Plan plan = plan_of(tiny, s);
   EXPECT_EQ(plan.verdict, "fits");
   EXPECT_TRUE(plan.uniform.empty());
   EXPECT_FALSE(plan.per_layer);
@@ -192,7 +200,7 @@ TEST(Plan, AnImpossibleScenarioSaysNoFitWithTheNumbers) {
   j.erase("sources");
   Scenario s = scenario_from_json(j, "impossible.json", data_root());
   const ModelConfig llama = published("llama-3.1-8b");
-  Plan plan = make_plan(llama, s, nullptr);
+  Plan plan = plan_of(llama, s);
   EXPECT_EQ(plan.verdict, "no_fit");
   EXPECT_TRUE(plan.uniform.empty());
   EXPECT_FALSE(plan.per_layer);
@@ -215,7 +223,7 @@ TEST(Plan, RelativeLimitsResolveAgainstTheFullModel) {
   j.erase("sources");
   Scenario s = scenario_from_json(j, "relative.json", data_root());
   const ModelConfig mistral = published("mistral-7b");
-  Plan plan = make_plan(mistral, s, nullptr);
+  Plan plan = plan_of(mistral, s);
   EXPECT_DOUBLE_EQ(*plan.limits.tpot_ms, 0.7 * predict(mistral, s, nullptr).tpot_ms);
   EXPECT_EQ(plan.verdict, "fits_after_changes");
   ASSERT_TRUE(plan.per_layer);
@@ -225,7 +233,7 @@ TEST(Plan, RelativeLimitsResolveAgainstTheFullModel) {
 
 TEST(Plan, WarnsWhenTheContextExceedsTheModelsPositions) {
   // Mistral-7B-v0.1 was trained for 32768 positions with a 4096-token sliding window.
-  Plan plan = make_plan(published("mistral-7b"), find_scenario("b200-128k", data_root()), nullptr);
+  Plan plan = plan_of(published("mistral-7b"), find_scenario("b200-128k", data_root()));
   ASSERT_EQ(plan.warnings.size(), 2u);
   EXPECT_NE(plan.warnings[0].find("max_position_embeddings (32768)"), std::string::npos);
   EXPECT_NE(plan.warnings[1].find("4096-token sliding window"), std::string::npos);

@@ -4,6 +4,7 @@
 
 #include "cli/command.h"
 #include "common/json_io.h"
+#include "hardware/granularity.h"
 #include "hardware/validate.h"
 #include "plan/plan.h"
 
@@ -19,7 +20,11 @@ void run(const PlanArgs& a) {
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile prof;
   if (!a.profile.empty()) prof = ac::load_profile(a.profile);
-  ac::Plan plan = ac::make_plan(c, s, a.profile.empty() ? nullptr : &prof, a.options);
+  const ac::Profile* p = a.profile.empty() ? nullptr : &prof;
+  ac::PlanOptions options = a.options;
+  if (options.width_granularity == 0)  // not given: the device's width step
+    options.width_granularity = ac::width_granularity_for(p, s.device_spec);
+  ac::Plan plan = ac::make_plan(c, s, p, options);
   ac::json j = plan.to_json();
   j["config"]["path"] = a.config;
   if (!a.out.empty()) ac::write_json_file(a.out, j);
@@ -40,7 +45,8 @@ ac::cli::RegisterCommand reg(32, [](CLI::App& app) {
   s->add_option("--out", a->out, "write the plan as JSON to this file");
   s->add_flag("--json", a->json, "print JSON instead of the table");
   s->add_option("--granularity", a->options.width_granularity,
-                "hidden and FFN widths are multiples of this")->capture_default_str();
+                "hidden and FFN widths are multiples of this (default: the profile's derived "
+                "granularity, else the device's)");
   s->add_option("--width-steps", a->options.width_steps,
                 "a width choice about every full/N")->capture_default_str();
   s->add_option("--min-width-fraction", a->options.min_width_fraction,

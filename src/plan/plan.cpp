@@ -11,6 +11,9 @@
 
 #include "common/error.h"
 #include "pipeline/limits.h"
+#include "search/candidates.h"
+#include "search/ladders.h"
+#include "search/reachable.h"
 
 namespace ac {
 
@@ -80,38 +83,7 @@ class MemoCost {
 
 // Total relative excess over the limits: sum of -slack over the broken ones (0 = all hold).
 double excess(const CostEstimate& e, const Limits& limits) {
-  double v = 0;
-  for (const auto& s : limit_slack(e, limits)) v += std::max(0.0, -s.slack);
-  return v;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The ladders of widths and counts.
-
-// `full`, then multiples of g from one step below it down to min_frac x full, a step being
-// about full / steps (at least g).
-std::vector<int64_t> width_ladder(int64_t full, int64_t g, double min_frac, int64_t steps) {
-  std::vector<int64_t> out{full};
-  const int64_t step = std::max<int64_t>(g, full / std::max<int64_t>(1, steps) / g * g);
-  const auto lo = int64_t(std::ceil(min_frac * double(full)));
-  for (int64_t w = (full - step) / g * g; w >= lo && w > 0; w -= step)
-    if (w < full) out.push_back(w);
-  return out;
-}
-
-// full, full - 1, ..., down to max(1, ceil(min_frac x full)).
-std::vector<int64_t> count_ladder(int64_t full, double min_frac) {
-  std::vector<int64_t> out;
-  const int64_t lo = std::max<int64_t>(1, int64_t(std::ceil(min_frac * double(full))));
-  for (int64_t n = full; n >= lo; --n) out.push_back(n);
-  return out;
-}
-
-const LayerConfig& reference_layer(const ModelConfig& c) {
-  for (const auto& l : c.layers)
-    if (l.has_attention() && l.has_ffn()) return l;
-  throw ConfigError(msg("plan", "the config has no layer with both attention and FFN: nothing "
-                                "to take a uniform shape from"));
+  return total_violation(limit_slack(e, limits));
 }
 
 void check_options(const PlanOptions& o) {
@@ -119,8 +91,7 @@ void check_options(const PlanOptions& o) {
     if (!(v > 0 && v <= 1))
       throw ConfigError(msg("plan", "{}: expected a fraction in (0, 1], found {}", name, v));
   };
-  if (o.width_granularity < 1)
-    throw ConfigError(msg("plan", "width_granularity: expected >= 1, found {}", o.width_granularity));
+  require_width_granularity(o.width_granularity, "plan");
   if (o.width_steps < 1)
     throw ConfigError(msg("plan", "width_steps: expected >= 1, found {}", o.width_steps));
   fraction("min_width_fraction", o.min_width_fraction);
@@ -142,55 +113,49 @@ ModelConfig light_copy(const ModelConfig& c) {
 // ---------------------------------------------------------------------------------------------
 // Uniform shapes.
 
-struct Shape {
-  int64_t D, G, per, F, L;  // hidden, KV heads, query heads per KV head, FFN width, layers
-  bool covers(const Shape& o) const {
-    return D >= o.D && G >= o.G && per >= o.per && F >= o.F && L >= o.L;
-  }
-};
-
-ModelConfig shape_config(const ModelConfig& parent, const Shape& s) {
-  const LayerConfig& ref = reference_layer(parent);
+ModelConfig shape_config(const ModelConfig& parent, const UniformShape& s) {
+  const LayerConfig& ref = reference_layer(parent, "plan");
   ModelConfig c = parent;
-  c.hidden_size = s.D;
+  c.hidden_size = s.hidden_size;
   LayerConfig l;
-  l.num_attention_heads = s.G * s.per;
-  l.num_key_value_heads = s.G;
+  l.num_attention_heads = s.num_attention_heads();
+  l.num_key_value_heads = s.num_key_value_heads;
   l.head_dim = ref.head_dim;
-  l.intermediate_size = s.F;
-  c.layers.assign(size_t(s.L), l);
+  l.intermediate_size = s.intermediate_size;
+  c.layers.assign(size_t(s.num_layers), l);
   return c;
 }
 
-Shape parent_shape(const ModelConfig& parent) {
-  const LayerConfig& ref = reference_layer(parent);
-  return {parent.hidden_size, ref.num_key_value_heads,
-          ref.num_attention_heads / ref.num_key_value_heads, ref.intermediate_size,
-          parent.num_layers()};
-}
-
-std::vector<std::string> shape_changes(const Shape& p, const Shape& s) {
+std::vector<std::string> shape_changes(const UniformShape& p, const UniformShape& s) {
   std::vector<std::string> out;
-  if (s.D != p.D) out.push_back(fmt::format("hidden {} -> {}", p.D, s.D));
-  if (s.G != p.G || s.per != p.per)
-    out.push_back(fmt::format("heads {}/{} -> {}/{} (query/KV)", p.G * p.per, p.G, s.G * s.per, s.G));
-  if (s.F != p.F) out.push_back(fmt::format("FFN {} -> {}", p.F, s.F));
-  if (s.L != p.L) out.push_back(fmt::format("layers {} -> {}", p.L, s.L));
+  if (s.hidden_size != p.hidden_size)
+    out.push_back(fmt::format("hidden {} -> {}", p.hidden_size, s.hidden_size));
+  if (s.num_key_value_heads != p.num_key_value_heads || s.heads_per_group != p.heads_per_group)
+    out.push_back(fmt::format("heads {}/{} -> {}/{} (query/KV)", p.num_attention_heads(),
+                              p.num_key_value_heads, s.num_attention_heads(),
+                              s.num_key_value_heads));
+  if (s.intermediate_size != p.intermediate_size)
+    out.push_back(fmt::format("FFN {} -> {}", p.intermediate_size, s.intermediate_size));
+  if (s.num_layers != p.num_layers)
+    out.push_back(fmt::format("layers {} -> {}", p.num_layers, s.num_layers));
   return out;
 }
 
-struct UniformGrid {
-  std::vector<int64_t> D, G, per, F, L;  // each descending, [0] = the parent's
-};
+// `full`, then multiples of the granularity from one step below it, a step being about
+// full / width_steps.
+std::vector<int64_t> plan_widths(int64_t full, int64_t g, const PlanOptions& o) {
+  return stepped_width_ladder(full, g, o.min_width_fraction,
+                              full / std::max<int64_t>(1, o.width_steps), FirstRung::one_step_down);
+}
 
-UniformGrid uniform_grid(const ModelConfig& parent, const PlanOptions& o) {
-  const Shape p = parent_shape(parent);
-  UniformGrid g;
-  g.D = width_ladder(p.D, o.width_granularity, o.min_width_fraction, o.width_steps);
-  g.F = width_ladder(p.F, o.width_granularity, o.min_width_fraction, o.width_steps);
-  g.G = count_ladder(p.G, o.min_width_fraction);
-  g.per = count_ladder(p.per, o.min_width_fraction);
-  g.L = count_ladder(p.L, o.min_depth_fraction);
+UniformSpace uniform_grid(const ModelConfig& parent, const PlanOptions& o) {
+  const UniformShape p = uniform_shape_of(parent, "plan");
+  UniformSpace g;
+  g.hidden_sizes = plan_widths(p.hidden_size, o.width_granularity, o);
+  g.ffn_widths = plan_widths(p.intermediate_size, o.width_granularity, o);
+  g.kv_groups = count_ladder(p.num_key_value_heads, o.min_width_fraction);
+  g.heads_per_group = count_ladder(p.heads_per_group, o.min_width_fraction);
+  g.num_layers = count_ladder(p.num_layers, o.min_depth_fraction);
   return g;
 }
 
@@ -199,22 +164,23 @@ UniformGrid uniform_grid(const ModelConfig& parent, const PlanOptions& o) {
 // along descending F the deepest feasible L never shrinks: the search for one F starts from the
 // top and stops at the previous F's answer, and a shape that fails at the smallest L is skipped
 // after one estimate.
-std::vector<Shape> feasible_shapes(const ModelConfig& light, const UniformGrid& g,
-                                   const Limits& limits, MemoCost& memo, int64_t* checked) {
-  auto fits = [&](const Shape& s) {
+std::vector<UniformShape> feasible_shapes(const ModelConfig& light, const UniformSpace& g,
+                                          const Limits& limits, MemoCost& memo, int64_t* checked) {
+  auto fits = [&](const UniformShape& s) {
     ++*checked;
     return check_limits(memo.estimate(shape_config(light, s)), limits).empty();
   };
-  std::vector<Shape> out;
-  for (int64_t D : g.D)
-    for (int64_t G : g.G)
-      for (int64_t per : g.per) {
-        size_t stop = g.L.size() - 1;  // index of the deepest L known to fit a wider F
-        for (int64_t F : g.F) {
-          if (!fits({D, G, per, F, g.L.back()})) continue;
+  const std::vector<int64_t>& Ls = g.num_layers;
+  std::vector<UniformShape> out;
+  for (int64_t D : g.hidden_sizes)
+    for (int64_t G : g.kv_groups)
+      for (int64_t per : g.heads_per_group) {
+        size_t stop = Ls.size() - 1;  // index of the deepest L known to fit a wider F
+        for (int64_t F : g.ffn_widths) {
+          if (!fits({D, G, per, F, Ls.back()})) continue;
           for (size_t i = 0; i <= stop; ++i) {
-            const Shape s{D, G, per, F, g.L[i]};
-            if (i == g.L.size() - 1 || fits(s)) {
+            const UniformShape s{D, G, per, F, Ls[i]};
+            if (i == Ls.size() - 1 || fits(s)) {
               out.push_back(s);
               stop = i;
               break;
@@ -227,38 +193,44 @@ std::vector<Shape> feasible_shapes(const ModelConfig& light, const UniformGrid& 
 
 // The feasible shapes no larger feasible shape covers, most parameters first (at most `n`),
 // then the most balanced shape and the best shape along each single lever, where not listed.
-std::vector<std::pair<Shape, std::string>> pick_shapes(const ModelConfig& light,
-                                                       const std::vector<Shape>& feasible,
-                                                       int64_t n) {
-  std::vector<std::pair<int64_t, Shape>> ranked;
-  for (const Shape& s : feasible) ranked.emplace_back(shape_config(light, s).num_parameters(), s);
+std::vector<std::pair<UniformShape, std::string>> pick_shapes(
+    const ModelConfig& light, const std::vector<UniformShape>& feasible, int64_t n) {
+  std::vector<std::pair<int64_t, UniformShape>> ranked;
+  for (const UniformShape& s : feasible)
+    ranked.emplace_back(shape_config(light, s).num_parameters(), s);
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<std::pair<Shape, std::string>> out;
+  std::vector<std::pair<UniformShape, std::string>> out;
   for (const auto& [params, s] : ranked) {
     if (int64_t(out.size()) >= n) break;
     bool dominated = false;
-    for (const auto& o : out) dominated = dominated || o.first.covers(s);
+    for (const auto& o : out) dominated = dominated || covers(o.first, s);
     if (!dominated) out.emplace_back(s, out.empty() ? "most parameters kept" : "alternative");
   }
-  const Shape p = parent_shape(light);
+  const UniformShape p = uniform_shape_of(light, "plan");
   // The most balanced: the largest smallest kept fraction over the five levers (parameters
   // alone favour cutting attention, whose weights are a small share of a layer).
-  auto balance = [&](const Shape& s) {
-    return std::min({double(s.D) / p.D, double(s.G) / p.G, double(s.per) / p.per,
-                     double(s.F) / p.F, double(s.L) / p.L});
+  auto balance = [&](const UniformShape& s) {
+    return std::min({double(s.hidden_size) / p.hidden_size,
+                     double(s.num_key_value_heads) / p.num_key_value_heads,
+                     double(s.heads_per_group) / p.heads_per_group,
+                     double(s.intermediate_size) / p.intermediate_size,
+                     double(s.num_layers) / p.num_layers});
   };
-  const Shape* balanced = nullptr;
+  const UniformShape* balanced = nullptr;
   for (const auto& [params, s] : ranked)  // most parameters first: ties keep the larger
     if (!balanced || balance(s) > balance(*balanced) + 1e-12) balanced = &s;
-  auto listed = [&](const Shape& s) {
+  auto listed = [&](const UniformShape& s) {
     for (const auto& o : out)
-      if (o.first.covers(s) && s.covers(o.first)) return true;
+      if (o.first == s) return true;
     return false;
   };
   if (balanced && !listed(*balanced)) out.emplace_back(*balanced, "most balanced");
-  auto only = [&](const Shape& s, int lever) {  // differs from the parent in one lever only
-    const bool d[5] = {s.D != p.D, s.G != p.G, s.per != p.per, s.F != p.F, s.L != p.L};
+  auto only = [&](const UniformShape& s, int lever) {  // differs from the parent in one lever only
+    const bool d[5] = {s.hidden_size != p.hidden_size,
+                       s.num_key_value_heads != p.num_key_value_heads,
+                       s.heads_per_group != p.heads_per_group,
+                       s.intermediate_size != p.intermediate_size, s.num_layers != p.num_layers};
     for (int i = 0; i < 5; ++i)
       if (d[i] != (i == lever)) return false;
     return true;
@@ -295,20 +267,11 @@ class Greedy {
          const EngineStructure& engine, int64_t tensor_parallel)
       : parent_(light_copy(parent)), limits_(limits), o_(o), memo_(memo), engine_(engine),
         tp_(tensor_parallel) {
-    const LayerConfig& ref = reference_layer(parent);
-    hidden_ladder_ = width_ladder(parent.hidden_size, o.width_granularity, o.min_width_fraction,
-                                  o.width_steps);
-    if (!engine_.head_dim_explicit && ref.has_attention())
-      hidden_ladder_.erase(std::remove_if(hidden_ladder_.begin() + 1, hidden_ladder_.end(),
-                                          [&](int64_t D) {
-                                            return D / ref.num_attention_heads != ref.head_dim;
-                                          }),
-                           hidden_ladder_.end());
-    const int64_t tp_ffn = engine_.tensor_parallel_divides.count("intermediate_size") ? tp_ : 1;
-    ffn_ladder_ = width_ladder(ref.intermediate_size,
-                               std::lcm(std::lcm(o.width_granularity, engine_.ffn_width_multiple),
-                                        tp_ffn),
-                               o.min_width_fraction, o.width_steps);
+    const LayerConfig& ref = reference_layer(parent, "plan");
+    hidden_ladder_ = hidden_sizes_the_engine_loads(
+        plan_widths(parent.hidden_size, o.width_granularity, o), parent, engine_);
+    ffn_ladder_ = plan_widths(ref.intermediate_size,
+                              ffn_width_step(o.width_granularity, engine_, tp_), o);
   }
 
   /// The smallest architecture the moves can reach: every width and count at its minimum, the
@@ -448,9 +411,7 @@ class Greedy {
       if (x < w) return x;
     return 0;
   }
-  int64_t min_count(int64_t full) const {
-    return std::max<int64_t>(1, int64_t(std::ceil(o_.min_width_fraction * double(full))));
-  }
+  int64_t min_count(int64_t full) const { return smallest_count(full, o_.min_width_fraction); }
 
   ModelConfig parent_;
   Limits limits_;
@@ -489,7 +450,7 @@ std::vector<std::string> layer_changes(const ModelConfig& p, const ModelConfig& 
   if (!ffn_removed.empty())
     out.push_back(fmt::format("FFN removed in {} layers ({})", ffn_removed.size(),
                               fmt::join(ffn_removed, ", ")));
-  const LayerConfig& ref = reference_layer(p);
+  const LayerConfig& ref = reference_layer(p, "plan");
   if (!heads_cut.empty())
     out.push_back(fmt::format("heads cut in {} layers (down to {}/{} query/KV from {}/{})",
                               heads_cut.size(), min_h, min_g, ref.num_attention_heads,
@@ -534,18 +495,60 @@ std::vector<std::string> context_warnings(const ModelConfig& c, const Workload& 
   return out;
 }
 
-// Per limit: the full model's value and the best any architecture reached.
-std::vector<Reachable> reachable(const Plan& plan, const std::vector<CostEstimate>& tried) {
+// Per limit: the full model's value and the best any architecture reached (the full model
+// included).
+std::vector<Reachable> reachable(const Plan& plan, std::vector<CostEstimate> tried) {
+  tried.push_back(plan.full);
+  const ReachableCost best = best_of(tried);
   std::vector<Reachable> out;
-  for (const auto& s : plan.full_slack) {
-    Reachable r{s.name, s.limit, s.value, s.value};
-    const bool maximum = s.name == "min_throughput_tokens_per_s";
-    for (const auto& e : tried)
-      for (const auto& t : limit_slack(e, plan.limits))
-        if (t.name == s.name) r.best = maximum ? std::max(r.best, t.value) : std::min(r.best, t.value);
-    out.push_back(r);
-  }
+  for (const auto& s : plan.full_slack)
+    out.push_back({s.name, s.limit, s.value, reachable_value(best, s.name)});
   return out;
+}
+
+// The uniform suggestions (plan.h, 2.): returns the cost of the smallest uniform shape.
+CostEstimate add_uniform_suggestions(Plan& plan, const Profile* profile, MemoCost& memo) {
+  const ModelConfig& config = plan.config;
+  const Scenario& scenario = plan.scenario;
+  const ModelConfig light = light_copy(config);
+  const UniformSpace grid = uniform_grid(config, plan.options);
+  const CostEstimate smallest_cost = memo.estimate(shape_config(light, grid.smallest()));
+  std::vector<UniformShape> feasible;  // costs fall along every lever: if the smallest fails, all do
+  if (check_limits(smallest_cost, plan.limits).empty())
+    feasible = feasible_shapes(light, grid, plan.limits, memo, &plan.uniform_checked);
+  // A uniform shape loads as the parent's class, within the engine's tensor-parallel rules.
+  feasible.erase(std::remove_if(feasible.begin(), feasible.end(),
+                                [&](const UniformShape& sh) {
+                                  return !structure_violations(shape_config(light, sh),
+                                                               scenario.engine_spec,
+                                                               scenario.workload.tensor_parallel)
+                                              .empty();
+                                }),
+                 feasible.end());
+  const UniformShape parent = uniform_shape_of(config, "plan");
+  for (const auto& [shape, label] : pick_shapes(light, feasible, plan.options.max_uniform))
+    plan.uniform.push_back(verified("uniform", label, shape_config(config, shape), plan, profile,
+                                    shape_changes(parent, shape)));
+  return smallest_cost;
+}
+
+// The per-layer suggestion (plan.h, 2.): returns the cost of the greedy's last architecture.
+CostEstimate add_per_layer_suggestion(Plan& plan, const Profile* profile, MemoCost& memo) {
+  const ModelConfig& config = plan.config;
+  Greedy search(config, plan.limits, plan.options, memo, plan.scenario.engine_spec.structure,
+                plan.scenario.workload.tensor_parallel);
+  const ModelConfig floor = search.floor();
+  const bool reachable_per_layer = check_limits(memo.estimate(floor), plan.limits).empty();
+  const ModelConfig greedy = reachable_per_layer ? search.run(&plan.greedy_steps) : floor;
+  const CostEstimate greedy_cost = memo.estimate(greedy);
+  if (check_limits(greedy_cost, plan.limits).empty()) {
+    ModelConfig out = config;  // the parent's extra fields carried over
+    out.hidden_size = greedy.hidden_size;
+    out.layers = greedy.layers;
+    plan.per_layer = verified("per_layer", "greedy per layer", out, plan, profile,
+                              layer_changes(config, out));
+  }
+  return greedy_cost;
 }
 
 }  // namespace
@@ -568,42 +571,10 @@ Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profil
     return plan;
   }
   MemoCost memo(scenario, profile);
-  const ModelConfig light = light_copy(config);
-  const UniformGrid grid = uniform_grid(config, options);
-  const Shape smallest{grid.D.back(), grid.G.back(), grid.per.back(), grid.F.back(), grid.L.back()};
-  const CostEstimate smallest_cost = memo.estimate(shape_config(light, smallest));
-  std::vector<Shape> feasible;  // costs fall along every lever: if the smallest fails, all do
-  if (check_limits(smallest_cost, plan.limits).empty())
-    feasible = feasible_shapes(light, grid, plan.limits, memo, &plan.uniform_checked);
-  // A uniform shape loads as the parent's class, within the engine's tensor-parallel rules.
-  feasible.erase(std::remove_if(feasible.begin(), feasible.end(),
-                                [&](const Shape& sh) {
-                                  return !structure_violations(shape_config(light, sh),
-                                                               scenario.engine_spec,
-                                                               scenario.workload.tensor_parallel)
-                                              .empty();
-                                }),
-                 feasible.end());
-  const Shape parent = parent_shape(config);
-  for (const auto& [shape, label] : pick_shapes(light, feasible, options.max_uniform))
-    plan.uniform.push_back(verified("uniform", label, shape_config(config, shape), plan, profile,
-                                    shape_changes(parent, shape)));
-
-  Greedy search(config, plan.limits, options, memo, scenario.engine_spec.structure,
-                scenario.workload.tensor_parallel);
-  const ModelConfig floor = search.floor();
-  const bool reachable_per_layer = check_limits(memo.estimate(floor), plan.limits).empty();
-  const ModelConfig greedy = reachable_per_layer ? search.run(&plan.greedy_steps) : floor;
-  CostEstimate greedy_cost = memo.estimate(greedy);
-  if (check_limits(greedy_cost, plan.limits).empty()) {
-    ModelConfig out = config;  // the parent's extra fields carried over
-    out.hidden_size = greedy.hidden_size;
-    out.layers = greedy.layers;
-    plan.per_layer = verified("per_layer", "greedy per layer", out, plan, profile,
-                              layer_changes(config, out));
-  }
+  const CostEstimate smallest_uniform = add_uniform_suggestions(plan, profile, memo);
+  const CostEstimate last_per_layer = add_per_layer_suggestion(plan, profile, memo);
   plan.verdict = plan.uniform.empty() && !plan.per_layer ? "no_fit" : "fits_after_changes";
-  if (plan.verdict == "no_fit") plan.reachable = reachable(plan, {smallest_cost, greedy_cost});
+  if (plan.verdict == "no_fit") plan.reachable = reachable(plan, {smallest_uniform, last_per_layer});
   return plan;
 }
 

@@ -40,12 +40,12 @@
 
 namespace ac {
 
-/// The space `plan` searches. Widths are multiples of `width_granularity`; with a profile, pass
-/// the device's (Minitron uses the profile's); without one, 64 keeps every GEMM dimension a
-/// multiple of the tensor-core tile sizes cuBLAS uses (64/128), and of the head_dim of the
-/// published Llama / Qwen / Mistral configs.
+/// The space `plan` searches (the ladders of search/ladders.h). Widths are multiples of
+/// `width_granularity`: the device's, width_granularity_for(profile, scenario.device_spec)
+/// (hardware/granularity.h), never a literal.
 struct PlanOptions {
-  int64_t width_granularity = 64;   // D' and F' are multiples of this (the parent's own besides)
+  int64_t width_granularity = 0;    // D' and F' are multiples of this (the parent's own besides);
+                                    // 0 = unset, refused by make_plan
   int64_t width_steps = 32;         // uniform grid and per-layer step: about full / width_steps
   double min_width_fraction = 0.25; // narrowest D', F', G', H'/G' as a fraction of the parent's
   double min_depth_fraction = 0.5;  // fewest layers kept by a uniform shape
@@ -103,7 +103,8 @@ std::string cost_provenance(const std::string& source);
 
 /// Plans `config` for `scenario`. `profile` may be null (then a GPU's spec roofline is used; a
 /// CPU needs one). Throws ConfigError from predict (CPU without profile, profile of another
-/// device, dtype the device lacks) or on bad options (granularity < 1, fractions outside (0, 1]).
+/// device, dtype the device lacks) or on bad options (width_granularity unset or < 1, fractions
+/// outside (0, 1]).
 Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profile* profile,
                const PlanOptions& options = {});
 

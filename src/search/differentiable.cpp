@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "common/error.h"
 #include "common/progress.h"
@@ -101,30 +102,22 @@ ArchChoice argmax_choice(const ArchLogits& a) {
   return c;
 }
 
-Candidate candidate_of(const SearchSpace& s, const ArchChoice& c, const CostFn& cost,
-                       const Limits& strict) {
+// The argmax as a candidate: it may break the structural rules (every block removed, say),
+// and is then not costed.
+Candidate argmax_candidate(const SearchSpace& s, const ArchChoice& c, const CostFn& cost,
+                           const Limits& strict) {
+  const std::string why = structural_violation(s, c);
+  if (why.empty()) return costed_candidate(target_of(s, c), cost, strict);
   Candidate k;
   k.target = target_of(s, c);
-  std::string why = structural_violation(s, c);
-  if (!why.empty()) {
-    k.config = k.target;
-    k.violation = "structure: " + why;
-    return k;
-  }
-  k.config = drop_removed_blocks(k.target);
-  k.cost = cost(k.config);
-  k.violation = check_limits(k.cost, strict);
+  k.config = k.target;
+  k.violation = "structure: " + why;
   return k;
 }
 
 // The architecture, its deployed config and predicted cost.
 Candidate costed(const SearchSpace& s, const ArchChoice& c, const CostFn& cost, const Limits& strict) {
-  Candidate k;
-  k.target = target_of(s, c);
-  k.config = drop_removed_blocks(k.target);
-  k.cost = cost(k.config);
-  k.violation = check_limits(k.cost, strict);
-  return k;
+  return costed_candidate(target_of(s, c), cost, strict);
 }
 
 // The candidates of the learned distribution (differentiable.h, "Rank, refine"): the argmax and
@@ -159,11 +152,12 @@ std::vector<ArchChoice> proposals(const SearchSpace& s, const ArchChoice& argmax
 void rank_and_refine(DifferentiableResult& r, const SearchSpace& s, const LlamaModel& teacher,
                      const Importance& imp, const CostFn& cost, const Limits& strict,
                      const ArchLogits& logits, const std::vector<at::Tensor>& calibration,
-                     const std::vector<at::Tensor>& teacher_logprobs,
+                     const std::vector<at::Tensor>& teacher_reference,
                      const DifferentiableOptions& opt) {
   const size_t nb = std::min(size_t(opt.rank_batches), calibration.size());
   const std::vector<at::Tensor> batches(calibration.begin(), calibration.begin() + long(nb));
-  const std::vector<at::Tensor> reference(teacher_logprobs.begin(), teacher_logprobs.begin() + long(nb));
+  const std::vector<at::Tensor> reference(teacher_reference.begin(),
+                                          teacher_reference.begin() + long(nb));
   for (const auto& b : batches) r.evaluation_tokens += b.numel();
   auto kl_of = [&](const ArchChoice& c) {  // in-sample KL after pruning (teacher cached)
     LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, target_of(s, c)));
@@ -197,6 +191,166 @@ void rank_and_refine(DifferentiableResult& r, const SearchSpace& s, const LlamaM
   log_info(fmt::format("[search] autocompress: {} after ranking {} candidates and {} refinement "
                        "evaluations (KL {:.4f})", describe(chosen.config), r.ranked.size(),
                        r.refine.evaluations, chosen.loss_after_prune));
+}
+
+// The parent meets every limit: it is the answer, with certain probabilities on its options.
+void keep_parent(DifferentiableResult& r, const SearchSpace& space) {
+  r.parent_meets_limits = true;
+  r.argmax = space.full();
+  r.argmax_target = target_of(space, r.argmax);
+  ArchLogits p = choice_probabilities(initial_logits(space, 1e4));
+  r.probabilities = probabilities_json(space, p.hidden, p.attention, p.ffn);
+  log_info("[search] autocompress: the parent meets every limit; no search needed");
+}
+
+// Discretize: repairs r.argmax against `strict` (repair.h) and makes the repaired architecture
+// the result, the argmax before repair beside it.
+void settle(DifferentiableResult& r, const SearchSpace& space, const CostFn& cost,
+            const Limits& strict, double t0) {
+  r.repair = repair_architecture(space, r.argmax, cost, strict);
+  Candidate before = argmax_candidate(space, r.argmax, cost, strict);
+  Candidate best;
+  best.target = r.repair.target;
+  best.config = r.repair.config;
+  best.cost = r.repair.cost;
+  best.chosen = true;
+  r.search.candidates = {before, best};
+  r.search.best = best;
+  r.slack = limit_slack(best.cost, strict);
+  r.search.seconds = now_s() - t0;
+  // The argmax may break the structure rules (every block removed, say); its target, with the
+  // removed parts as zeros, is shown then.
+  log_info(fmt::format("[search] autocompress: argmax {} -> {} after {} repair steps",
+                       describe(before.config), describe(best.config), r.repair.steps.size()));
+}
+
+// The relaxation's state: the logits, which decisions are frozen, the multipliers, the
+// optimiser and the Gumbel noise.
+struct Relaxation {
+  ArchLogits logits;
+  std::vector<bool> frozen;    // [decisions]: a single option, or made up its mind
+  std::vector<double> lambda;  // [budgets]: the Lagrange multipliers
+  std::unique_ptr<torch::optim::Adam> adam;
+  at::Generator gen;
+};
+
+Relaxation start_relaxation(const SearchSpace& space, size_t num_budgets,
+                            const DifferentiableOptions& opt) {
+  Relaxation st;
+  st.logits = initial_logits(space, opt.init_full_logit, opt.importance_init);
+  std::vector<at::Tensor> params;
+  for (at::Tensor* a : decisions(st.logits)) {
+    st.frozen.push_back(a->size(0) < 2);  // nothing to decide
+    if (st.frozen.back()) continue;
+    a->requires_grad_(true);
+    params.push_back(*a);
+  }
+  st.adam = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(opt.logit_lr));
+  st.lambda.assign(num_budgets, 0.0);
+  st.gen = at::detail::createCPUGenerator(opt.seed);
+  return st;
+}
+
+// tau_start -> tau_end geometrically over the steps.
+double temperature(const DifferentiableOptions& opt, int64_t step) {
+  return opt.tau_start * std::pow(opt.tau_end / opt.tau_start,
+                                  double(step) / double(std::max<int64_t>(1, opt.steps - 1)));
+}
+
+// One Adam step on L = KL(teacher || masked supernet) + cost_weight x the Lagrangian term, on
+// one calibration batch ([B, T]) with the teacher's log-probabilities `reference` [B, T, V].
+// Fills the loss terms of `tp` and the expected costs `e`.
+void descend(Relaxation& st, const SearchSpace& space, const LlamaModel& teacher,
+             const ChoiceTables& tables, const std::vector<CostBudget>& budgets,
+             const at::Tensor& batch, const at::Tensor& reference, double tau,
+             const DifferentiableOptions& opt, TrajectoryPoint& tp, ExpectedCost& e) {
+  // Samples for the masks and tempered probabilities for the cost; frozen decisions are their
+  // argmax.
+  ArchLogits y = map_decisions(st.logits, [&](const at::Tensor& a, size_t i) {
+    return st.frozen[i] ? one_hot_of(a) : gumbel_sample(a, tau, opt.straight_through, st.gen);
+  });
+  ArchLogits p = map_decisions(st.logits, [&](const at::Tensor& a, size_t i) {
+    return st.frozen[i] ? one_hot_of(a) : at::softmax(a / tau, 0);
+  });
+  Masks masks = supernet_masks(space, y);
+  ForwardOptions fo;
+  fo.masks = &masks;
+  at::Tensor student = at::log_softmax(teacher.forward(batch, fo), -1);
+  at::Tensor kl = (reference.exp() * (reference - student)).sum() / double(batch.numel());
+  at::Tensor penalty = lagrangian_cost_term(tables, p, budgets, st.lambda, &e);
+  at::Tensor loss = kl.to(at::kDouble) + opt.cost_weight * penalty;
+  st.adam->zero_grad();
+  loss.backward();
+  std::vector<at::Tensor*> all = decisions(st.logits);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (st.frozen[i] && all[i]->requires_grad()) all[i]->mutable_grad().reset();
+  st.adam->step();
+  tp.kl = kl.item<double>();
+  tp.penalty = penalty.item<double>();
+  tp.loss = loss.item<double>();
+}
+
+// Dual ascent on the multipliers, then freezing of the decisions that have made up their mind;
+// fills the multipliers and the frozen count of `tp`.
+void ascend_and_freeze(Relaxation& st, const std::vector<CostBudget>& budgets,
+                       const ExpectedCost& e, double tau, const DifferentiableOptions& opt,
+                       TrajectoryPoint& tp) {
+  for (size_t k = 0; k < budgets.size(); ++k) {
+    const double g = normalized_violation(e, budgets[k]).item<double>();
+    st.lambda[k] = std::max(0.0, st.lambda[k] + opt.dual_lr * g);
+    tp.multipliers[budgets[k].name] = st.lambda[k];
+  }
+  // Decisions freeze only once the expected cost meets every budget: a decision that made
+  // up its mind while the cost is still over budget may have to change it.
+  bool within = true;
+  for (const auto& b : budgets) within &= normalized_violation(e, b).item<double>() <= 0;
+  std::vector<at::Tensor*> all = decisions(st.logits);
+  tp.frozen = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!st.frozen[i] && within && normalized_entropy(*all[i] / tau) < opt.freeze_entropy) {
+      st.frozen[i] = true;
+      all[i]->mutable_grad().reset();
+    }
+    tp.frozen += st.frozen[i] && all[i]->size(0) > 1;
+  }
+}
+
+// The relaxation (differentiable.h header): at most opt.steps steps over the calibration
+// batches, cycled, each recorded in r.trajectory; stops early when every decision is frozen.
+// Returns the learned logits (no longer requiring gradients).
+ArchLogits learn_logits(DifferentiableResult& r, const SearchSpace& space,
+                        const LlamaModel& teacher, const ChoiceTables& tables,
+                        const std::vector<at::Tensor>& calibration,
+                        const std::vector<at::Tensor>& reference,
+                        const DifferentiableOptions& opt) {
+  Relaxation st = start_relaxation(space, r.budgets.size(), opt);
+  const int64_t multi = space.num_decisions();
+  Progress progress("search", opt.steps, "steps");  // prints nothing until update()
+  for (int64_t step = 0; step < (multi > 0 ? opt.steps : 0); ++step) {
+    const double tau = temperature(opt, step);
+    const size_t bi = size_t(step) % calibration.size();
+    TrajectoryPoint tp;
+    ExpectedCost e;
+    descend(st, space, teacher, tables, r.budgets, calibration[bi], reference[bi], tau, opt, tp, e);
+    r.search.search_tokens += calibration[bi].numel();
+    ascend_and_freeze(st, r.budgets, e, tau, opt, tp);
+    tp.step = step;
+    tp.tokens = r.search.search_tokens;
+    tp.temperature = tau;
+    tp.ttft_ms = e.ttft_ms.item<double>();
+    tp.tpot_ms = e.tpot_ms.item<double>();
+    tp.peak_memory_bytes = e.peak_memory_bytes.item<double>();
+    tp.throughput_tokens_per_s = e.throughput_tokens_per_s.item<double>();
+    r.trajectory.push_back(tp);
+    r.steps_run = step + 1;
+    if (opt.show_progress)
+      progress.update(step + 1, fmt::format("KL {:.4f} E[TPOT] {:.3f} ms frozen {}/{}", tp.kl,
+                                            tp.tpot_ms, tp.frozen, multi));
+    if (tp.frozen == multi) break;
+  }
+  if (opt.show_progress) progress.finish();
+  for (at::Tensor* a : decisions(st.logits)) a->requires_grad_(false);
+  return st.logits;
 }
 
 void check_options(const DifferentiableOptions& o) {
@@ -354,147 +508,30 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
   cost_budgets(strict);  // ConfigError on relative or non-positive limits
   const SearchSpace space = build_search_space(teacher.config, imp, opt.space);
   CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, profile); };
-
   DifferentiableResult r;
   r.search.method = "autocompress";
-  auto finish = [&](const ArchChoice& start) {
-    r.repair = repair_architecture(space, start, cost, strict);
-    Candidate before = candidate_of(space, r.argmax, cost, strict);
-    Candidate best;
-    best.target = r.repair.target;
-    best.config = r.repair.config;
-    best.cost = r.repair.cost;
-    best.chosen = true;
-    r.search.candidates = {before, best};
-    r.search.best = best;
-    r.slack = limit_slack(best.cost, strict);
-    r.search.seconds = now_s() - t0;
-    log_info(fmt::format("[search] autocompress: argmax {} -> {} after {} repair steps",
-                         // The argmax may break the structure rules (every block removed,
-                         // say); its target, with the removed parts as zeros, is shown then.
-                         describe(before.config), describe(best.config),
-                         r.repair.steps.size()));
-  };
 
-  // The parent already fits: nothing to search.
-  if (check_limits(cost(teacher.config), strict).empty()) {
-    r.parent_meets_limits = true;
-    r.argmax = space.full();
-    r.argmax_target = target_of(space, r.argmax);
-    ArchLogits p = choice_probabilities(initial_logits(space, 1e4));
-    r.probabilities = probabilities_json(space, p.hidden, p.attention, p.ffn);
-    log_info("[search] autocompress: the parent meets every limit; no search needed");
-    finish(r.argmax);
+  if (check_limits(cost(teacher.config), strict).empty()) {  // nothing to search
+    keep_parent(r, space);
+    settle(r, space, cost, strict, t0);
     return r;
   }
   const ReachableCost reachable = smallest_reachable(space, cost);
   check_reachable(space, reachable, strict);
-  const std::vector<CostBudget> budgets = cost_budgets(strict, cost(teacher.config), reachable);
-  r.budgets = budgets;
+  r.budgets = cost_budgets(strict, cost(teacher.config), reachable);
+  const ChoiceTables tables = build_choice_tables(teacher.config, space.attention, space.ffn,
+                                                  space.hidden_sizes, scenario, profile);
+  const std::vector<at::Tensor> reference =
+      teacher_logprobs(teacher, calibration, &r.search.search_tokens);
 
-  ChoiceTables tables = build_choice_tables(teacher.config, space.attention, space.ffn,
-                                            space.hidden_sizes, scenario, profile);
-  // Teacher log-probabilities, once per calibration batch (no autograd).
-  std::vector<at::Tensor> teacher_logprobs;
-  {
-    at::NoGradGuard no_grad;
-    for (const auto& b : calibration) {
-      teacher_logprobs.push_back(at::log_softmax(teacher.forward(b), -1));
-      r.search.search_tokens += b.numel();
-    }
-  }
-
-  ArchLogits logits = initial_logits(space, opt.init_full_logit, opt.importance_init);
-  std::vector<at::Tensor*> all = decisions(logits);
-  std::vector<bool> frozen(all.size());
-  std::vector<at::Tensor> params;
-  for (size_t i = 0; i < all.size(); ++i) {
-    frozen[i] = all[i]->size(0) < 2;  // nothing to decide
-    if (frozen[i]) continue;
-    all[i]->requires_grad_(true);
-    params.push_back(*all[i]);
-  }
-  torch::optim::Adam adam(params, torch::optim::AdamOptions(opt.logit_lr));
-  std::vector<double> lambda(budgets.size(), 0.0);
-  at::Generator gen = at::detail::createCPUGenerator(opt.seed);
-  const int64_t multi = space.num_decisions();
-  Progress progress("search", opt.steps, "steps");  // prints nothing until update()
-
-  for (int64_t step = 0; step < (multi > 0 ? opt.steps : 0); ++step) {
-    const double tau = opt.tau_start * std::pow(opt.tau_end / opt.tau_start,
-                                                double(step) / double(std::max<int64_t>(1, opt.steps - 1)));
-    // Samples (one-hot forward) and probabilities; frozen decisions are their argmax.
-    ArchLogits y = map_decisions(logits, [&](const at::Tensor& a, size_t i) {
-      return frozen[i] ? one_hot_of(a) : gumbel_sample(a, tau, opt.straight_through, gen);
-    });
-    ArchLogits p = map_decisions(logits, [&](const at::Tensor& a, size_t i) {
-      return frozen[i] ? one_hot_of(a) : at::softmax(a / tau, 0);
-    });
-    const size_t bi = size_t(step) % calibration.size();
-    Masks masks = supernet_masks(space, y);
-    ForwardOptions fo;
-    fo.masks = &masks;
-    at::Tensor student = at::log_softmax(teacher.forward(calibration[bi], fo), -1);
-    const at::Tensor& t = teacher_logprobs[bi];
-    at::Tensor kl = (t.exp() * (t - student)).sum() / double(calibration[bi].numel());
-    r.search.search_tokens += calibration[bi].numel();
-
-    ExpectedCost e;
-    at::Tensor penalty = lagrangian_cost_term(tables, p, budgets, lambda, &e);
-    at::Tensor loss = kl.to(at::kDouble) + opt.cost_weight * penalty;
-    adam.zero_grad();
-    loss.backward();
-    for (size_t i = 0; i < all.size(); ++i)
-      if (frozen[i] && all[i]->requires_grad()) all[i]->mutable_grad().reset();
-    adam.step();
-
-    // Dual ascent on the multipliers, then freeze the decisions that have made up their mind.
-    TrajectoryPoint tp;
-    for (size_t k = 0; k < budgets.size(); ++k) {
-      const double g = normalized_violation(e, budgets[k]).item<double>();
-      lambda[k] = std::max(0.0, lambda[k] + opt.dual_lr * g);
-      tp.multipliers[budgets[k].name] = lambda[k];
-    }
-    // Decisions freeze only once the expected cost meets every budget: a decision that made
-    // up its mind while the cost is still over budget may have to change it.
-    bool within = true;
-    for (const auto& b : budgets) within &= normalized_violation(e, b).item<double>() <= 0;
-    int64_t n_frozen = 0;
-    for (size_t i = 0; i < all.size(); ++i) {
-      if (!frozen[i] && within && normalized_entropy(*all[i] / tau) < opt.freeze_entropy) {
-        frozen[i] = true;
-        all[i]->mutable_grad().reset();
-      }
-      n_frozen += frozen[i] && all[i]->size(0) > 1;
-    }
-    tp.step = step;
-    tp.tokens = r.search.search_tokens;
-    tp.kl = kl.item<double>();
-    tp.penalty = penalty.item<double>();
-    tp.loss = loss.item<double>();
-    tp.temperature = tau;
-    tp.ttft_ms = e.ttft_ms.item<double>();
-    tp.tpot_ms = e.tpot_ms.item<double>();
-    tp.peak_memory_bytes = e.peak_memory_bytes.item<double>();
-    tp.throughput_tokens_per_s = e.throughput_tokens_per_s.item<double>();
-    tp.frozen = n_frozen;
-    r.trajectory.push_back(tp);
-    r.steps_run = step + 1;
-    if (opt.show_progress)
-      progress.update(step + 1, fmt::format("KL {:.4f} E[TPOT] {:.3f} ms frozen {}/{}", tp.kl,
-                                            tp.tpot_ms, n_frozen, multi));
-    if (n_frozen == multi) break;
-  }
-  if (opt.show_progress) progress.finish();
-
-  for (at::Tensor* a : all) a->requires_grad_(false);
+  const ArchLogits logits = learn_logits(r, space, teacher, tables, calibration, reference, opt);
   r.argmax = argmax_choice(logits);
   r.argmax_target = target_of(space, r.argmax);
-  ArchLogits p = choice_probabilities(logits);
+  const ArchLogits p = choice_probabilities(logits);
   r.probabilities = probabilities_json(space, p.hidden, p.attention, p.ffn);
-  finish(r.argmax);
+  settle(r, space, cost, strict, t0);
   if (opt.rank_batches > 0) {
-    rank_and_refine(r, space, teacher, imp, cost, strict, logits, calibration, teacher_logprobs, opt);
+    rank_and_refine(r, space, teacher, imp, cost, strict, logits, calibration, reference, opt);
     r.slack = limit_slack(r.search.best.cost, strict);
     r.search.seconds = now_s() - t0;
   }

@@ -66,7 +66,7 @@
 #include <vector>
 
 #include "hardware/expected_cost.h"
-#include "search/minitron.h"
+#include "search/candidates.h"
 #include "search/refine.h"
 #include "search/repair.h"
 #include "search/search_space.h"

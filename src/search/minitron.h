@@ -11,12 +11,12 @@
 // ranking after distillation): the top_k candidates by KL after pruning are each distilled for
 // a short token budget and ranked again by their KL to the teacher on the calibration batches.
 //
-// Widths are multiples of the device's width granularity (from the profile), so the search only
-// offers shapes the hardware runs efficiently.
+// Widths are multiples of the device's width granularity (from the profile, else the device's
+// file), so the search only offers shapes the hardware runs efficiently; the ladders are those of
+// search/ladders.h.
 #pragma once
 #include <ATen/ATen.h>
 
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -27,22 +27,16 @@
 #include "hardware/scenario.h"
 #include "importance/importance.h"
 #include "model/llama.h"
+#include "search/candidates.h"
+#include "search/ladders.h"
 
 namespace ac {
 
-/// The uniform candidate grid.
-struct UniformSpace {
-  std::vector<int64_t> hidden_sizes;       // D' choices
-  std::vector<int64_t> heads_per_group;    // query heads kept per KV group (H'/G')
-  std::vector<int64_t> kv_groups;          // G' choices
-  std::vector<int64_t> ffn_widths;         // F' choices
-  std::vector<int64_t> num_layers;         // L' choices (blocks kept, lowest influence dropped)
-  int64_t size() const;
-};
-
 /// Options of the grid and the ranking.
 struct MinitronOptions {
-  int64_t width_granularity = 32;  // widths are multiples of this (from the profile)
+  int64_t width_granularity = 0;   // widths are multiples of this: the device's,
+                                   // width_granularity_for(profile, device_spec)
+                                   // (hardware/granularity.h); 0 = unset, refused
   int64_t row_multiple = 1;        // every weight row (D, F, H x head_dim) a multiple of this:
                                    // the weight type's block (weight_row_multiple)
   double min_width_fraction = 0.4; // smallest width considered, as a fraction of the parent's
@@ -50,33 +44,13 @@ struct MinitronOptions {
   int64_t max_ranked = 24;         // at most this many feasible candidates are ranked by loss
 };
 
-/// Builds the grid for `parent` (homogeneous in its attention layers).
+/// Builds the grid for `parent` (homogeneous in its attention layers): hidden sizes every
+/// multiple of g = lcm(width_granularity, row_multiple) below D, FFN widths in steps of about
+/// F / 8 (search/ladders.h stepped_width_ladder, first rung the nearest multiple), KV heads and
+/// query heads per KV head by count_ladder, depth L down to L - max_layers_dropped. Throws
+/// ConfigError when width_granularity is unset or < 1, or the parent has no layer with both
+/// attention and FFN.
 UniformSpace uniform_space(const ModelConfig& parent, const MinitronOptions& opt);
-
-/// One candidate architecture and what is known of it.
-struct Candidate {
-  ModelConfig config;           // the pruned architecture (removed blocks dropped)
-  ModelConfig target;           // the same with the parent's layer count (what prune_model takes)
-  CostEstimate cost;            // predicted by the cost model
-  std::string violation;        // empty when every limit holds
-  double loss_after_prune = -1; // KL(teacher || candidate) per token; -1 = not ranked
-  double loss_after_retrain = -1; // the same after the lightweight retraining; -1 = not retrained
-  bool chosen = false;
-  nlohmann::json to_json() const;
-};
-
-/// The outcome of a search.
-struct SearchResult {
-  std::string method;                  // "minitron"
-  Candidate best;
-  std::vector<Candidate> candidates;   // every candidate with its cost; ranked ones have a loss
-  int64_t search_tokens = 0;           // forward tokens through any model (teacher included)
-  double seconds = 0;
-  nlohmann::json to_json() const;
-};
-
-/// Predicts the cost of an architecture (wraps the cost model with scenario + profile).
-using CostFn = std::function<CostEstimate(const ModelConfig&)>;
 
 /// Runs Minitron's search. `calibration`: [B, T] int64 batches used to rank candidates by KL.
 /// Throws InfeasibleError when no candidate meets the limits; the message gives, per limited
@@ -104,9 +78,5 @@ struct RetrainOptions {
 void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, SearchResult& r,
                             const TokenDataset& train, const std::vector<at::Tensor>& calibration,
                             const RetrainOptions& opt);
-
-/// Mean KL(teacher || student) per token over batches, with the teacher's logits precomputed.
-double mean_kl(const std::vector<at::Tensor>& teacher_logits, const LlamaModel& student,
-               const std::vector<at::Tensor>& batches);
 
 }  // namespace ac

@@ -158,10 +158,9 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
 double kl_after_prune(const LlamaModel& teacher, const Importance& imp, const ModelConfig& target,
                       const std::vector<at::Tensor>& batches) {
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> teacher_logprobs;
-  for (const auto& b : batches) teacher_logprobs.push_back(at::log_softmax(teacher.forward(b), -1));
+  const std::vector<at::Tensor> reference = teacher_logprobs(teacher, batches);
   LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, target));
-  return mean_kl(teacher_logprobs, student, batches);
+  return mean_kl(reference, student, batches);
 }
 
 fs::path method_arch_path(const fs::path& primary, const std::string& method) {

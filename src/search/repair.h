@@ -21,40 +21,11 @@
 #include <vector>
 
 #include "hardware/cost_model.h"
-#include "search/minitron.h"
+#include "search/candidates.h"
+#include "search/reachable.h"
 #include "search/search_space.h"
 
 namespace ac {
-
-/// The cost of a choice as deployed: cost(drop_removed_blocks(target_of(s, c))).
-CostEstimate choice_cost(const SearchSpace& s, const ArchChoice& c, const CostFn& cost);
-
-/// The least cost the space reaches on each metric, and an architecture reaching it.
-struct ReachableCost {
-  double ttft_ms = 0, tpot_ms = 0;      // smallest
-  int64_t peak_memory_bytes = 0;        // smallest
-  double throughput_tokens_per_s = 0;   // largest
-  std::vector<ArchChoice> witnesses;    // [4]: least TTFT, TPOT, weight + KV bytes, 1/throughput
-};
-
-/// Per metric, the architecture of least cost under the structural rules, by dynamic
-/// programming over the layers: hidden size at its smallest; per layer one of block removed,
-/// smallest attention alone, smallest FFN alone, both at their smallest (what exists in the
-/// space); at most max_blocks_removed removed, at least one attention. TTFT, TPOT, weight + KV
-/// bytes and 1 / throughput are sums over the layers (per-layer terms measured as differences
-/// of `cost` from smallest_choice), so the minimum is exact for them; peak memory is that of
-/// the architecture of least weight + KV bytes (activations are a max over layers). Every value
-/// is the true `cost` of a witness (the best over the witnesses and smallest_choice).
-ReachableCost smallest_reachable(const SearchSpace& s, const CostFn& cost);
-
-/// Per limit that is set: its value, and the smallest value (largest throughput) reachable,
-/// e.g. "TPOT limit 8 ms, smallest reachable 9.125 ms; memory limit ...".
-std::string smallest_reachable_message(const ReachableCost& r, const Limits& limits);
-
-/// Throws InfeasibleError naming the smallest reachable cost of every limit when one of them
-/// lies beyond its limit (no architecture of the space can meet it). `limits`: what the search
-/// holds predictions to (the safety margin included, pipeline/limits.h).
-void check_reachable(const SearchSpace& s, const ReachableCost& r, const Limits& limits);
 
 /// One greedy step.
 struct RepairStep {

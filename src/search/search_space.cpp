@@ -7,38 +7,13 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "prune/depth.h"
 #include "prune/prune.h"
+#include "search/ladders.h"
 
 namespace ac {
 
 namespace {
-
-// {full} then up to max_options - 1 multiples of g in [ceil(min_frac * full), full), spread
-// evenly over that range (largest and smallest kept), descending.
-std::vector<int64_t> width_options(int64_t full, int64_t g, double min_frac, int64_t max_options) {
-  std::vector<int64_t> below;
-  const int64_t lo = std::max<int64_t>(1, int64_t(std::ceil(min_frac * double(full))));
-  for (int64_t w = (full - 1) / g * g; w >= lo; w -= g) below.push_back(w);
-  std::vector<int64_t> out{full};
-  const int64_t k = max_options - 1, n = int64_t(below.size());
-  if (k <= 0 || n == 0) return out;
-  if (n <= k) {
-    out.insert(out.end(), below.begin(), below.end());
-    return out;
-  }
-  for (int64_t i = 0; i < k; ++i) {
-    int64_t idx = k == 1 ? 0 : int64_t(std::lround(double(i) * double(n - 1) / double(k - 1)));
-    if (out.back() != below[size_t(idx)]) out.push_back(below[size_t(idx)]);
-  }
-  return out;
-}
-
-std::vector<int64_t> count_options(int64_t full, double min_frac) {
-  std::vector<int64_t> out;
-  const int64_t lo = std::max<int64_t>(1, int64_t(std::ceil(min_frac * double(full))));
-  for (int64_t n = full; n >= lo; --n) out.push_back(n);
-  return out;
-}
 
 LayerConfig attention_removed(LayerConfig l) {
   l.attention_no_op = true;
@@ -73,8 +48,7 @@ std::vector<double> layer_weights(const Importance& imp, int64_t L) {
 void check_options(const SearchSpaceOptions& o) {
   if (o.row_multiple < 1)
     throw ConfigError(msg("search", "row_multiple: expected >= 1, found {}", o.row_multiple));
-  if (o.width_granularity < 1)
-    throw ConfigError(msg("search", "width_granularity: expected >= 1, found {}", o.width_granularity));
+  require_width_granularity(o.width_granularity, "search");
   if (!(o.min_width_fraction > 0 && o.min_width_fraction <= 1))
     throw ConfigError(msg("search", "min_width_fraction: expected in (0, 1], found {}",
                           o.min_width_fraction));
@@ -83,6 +57,123 @@ void check_options(const SearchSpaceOptions& o) {
   if (o.max_hidden_options < 1 || o.max_ffn_widths < 1)
     throw ConfigError(msg("search", "max_hidden_options / max_ffn_widths: expected >= 1, found "
                                     "{} / {}", o.max_hidden_options, o.max_ffn_widths));
+}
+
+// The hidden-size decision: the ladder (less what the engine cannot load), each option's mask
+// from the same selection rule as pruning (prune/prune.h) and the importance it gives up.
+void add_hidden_options(SearchSpace& s, const Importance& imp, const SearchSpaceOptions& opt,
+                        int64_t g) {
+  const ModelConfig& parent = s.parent;
+  s.hidden_sizes = hidden_sizes_the_engine_loads(
+      spread_width_ladder(parent.hidden_size, g, opt.min_width_fraction, opt.max_hidden_options),
+      parent, opt.structure);
+  std::vector<at::Tensor> hm;
+  for (int64_t D : s.hidden_sizes) {
+    ModelConfig t = parent;
+    t.hidden_size = D;
+    hm.push_back(masks_for_plan(parent, plan_pruning(parent, imp, t)).hidden);
+    s.hidden_loss.push_back(dropped_fraction(hm.back(), imp.hidden) * double(parent.num_layers()));
+  }
+  s.hidden_masks = at::stack(hm);  // [nD, D]
+}
+
+// Attention options of parent layer `p`: (G', per') pairs by heads kept, then KV groups kept;
+// then removed where allowed (a layer without attention has only "removed").
+std::vector<LayerConfig> attention_options(const LayerConfig& p, const SearchSpaceOptions& opt) {
+  const EngineStructure& rules = opt.structure;
+  const int64_t tp = opt.tensor_parallel;
+  std::vector<LayerConfig> att;
+  if (p.has_attention()) {
+    const int64_t G = p.num_key_value_heads, per = p.num_attention_heads / G;
+    for (int64_t gk : count_ladder(G, opt.min_width_fraction))
+      for (int64_t pk : count_ladder(per, opt.min_width_fraction)) {
+        LayerConfig a = p;
+        a.num_attention_heads = gk * pk;
+        a.num_key_value_heads = gk;
+        // One query-head count for every layer, or a head_dim derived from it: keep the
+        // parent's. Counts the tensor parallelism cannot shard are left out.
+        if ((!rules.per_layer_query_heads || !rules.head_dim_explicit) &&
+            a.num_attention_heads != p.num_attention_heads)
+          continue;
+        if (!rules.shards("num_attention_heads", a.num_attention_heads, tp) ||
+            !rules.shards("num_key_value_heads", a.num_key_value_heads, tp))
+          continue;
+        // o_proj's rows are H' x head_dim wide: a whole number of the weight type's blocks.
+        if (a.num_attention_heads != p.num_attention_heads &&
+            a.num_attention_heads * a.head_dim % opt.row_multiple != 0)
+          continue;
+        att.push_back(a);
+      }
+    std::stable_sort(att.begin(), att.end(), [](const LayerConfig& a, const LayerConfig& b) {
+      return a.num_attention_heads != b.num_attention_heads
+                 ? a.num_attention_heads > b.num_attention_heads
+                 : a.num_key_value_heads > b.num_key_value_heads;
+    });
+  }
+  if ((opt.allow_removal && rules.attention_removed) || !p.has_attention())
+    att.push_back(attention_removed(p));
+  return att;
+}
+
+// FFN options of parent layer `p`: the ladder in steps of `ffn_step`, then removed where allowed.
+std::vector<LayerConfig> ffn_options(const LayerConfig& p, int64_t ffn_step,
+                                     const SearchSpaceOptions& opt) {
+  std::vector<LayerConfig> ffn;
+  if (p.has_ffn())
+    for (int64_t F : spread_width_ladder(p.intermediate_size, ffn_step, opt.min_width_fraction,
+                                         opt.max_ffn_widths)) {
+      LayerConfig f = p;
+      f.intermediate_size = F;
+      ffn.push_back(f);
+    }
+  if ((opt.allow_removal && opt.structure.ffn_removed) || !p.has_ffn()) ffn.push_back(ffn_removed(p));
+  return ffn;
+}
+
+// Layer l's options with their masks, from the same selection rule as pruning (prune/prune.h),
+// and the importance each gives up (times the layer's weight `w`).
+void add_layer_options(SearchSpace& s, const Importance& imp, int64_t l, double w,
+                       std::vector<LayerConfig> att, std::vector<LayerConfig> ffn) {
+  const ModelConfig& parent = s.parent;
+  const LayerConfig& p = parent.layers[size_t(l)];
+  std::vector<at::Tensor> heads, agate, fmask, fgate;
+  std::vector<double> aloss, floss;
+  for (const LayerConfig& a : att) {
+    ModelConfig t = parent;
+    LayerConfig& tl = t.layers[size_t(l)];
+    tl = a.has_attention() ? a : attention_removed(p);
+    tl.intermediate_size = p.intermediate_size;
+    tl.ffn_no_op = p.ffn_no_op;
+    if (!p.has_attention()) {
+      aloss.push_back(0.0);
+      continue;
+    }
+    LayerMasks m = masks_for_plan(parent, plan_pruning(parent, imp, t)).layers[size_t(l)];
+    heads.push_back(m.heads);
+    agate.push_back(m.attn_gate);
+    aloss.push_back(w * dropped_fraction(m.heads, imp.layers[size_t(l)].heads));
+  }
+  for (const LayerConfig& f : ffn) {
+    ModelConfig t = parent;
+    t.layers[size_t(l)].intermediate_size = f.intermediate_size;
+    t.layers[size_t(l)].ffn_no_op = f.ffn_no_op;
+    if (!p.has_ffn()) {
+      floss.push_back(0.0);
+      continue;
+    }
+    LayerMasks m = masks_for_plan(parent, plan_pruning(parent, imp, t)).layers[size_t(l)];
+    fmask.push_back(m.ffn);
+    fgate.push_back(m.ffn_gate);
+    floss.push_back(w * dropped_fraction(m.ffn, imp.layers[size_t(l)].ffn));
+  }
+  s.head_masks.push_back(heads.empty() ? at::Tensor() : at::stack(heads));
+  s.attn_gates.push_back(agate.empty() ? at::Tensor() : at::stack(agate));
+  s.ffn_masks.push_back(fmask.empty() ? at::Tensor() : at::stack(fmask));
+  s.ffn_gates.push_back(fgate.empty() ? at::Tensor() : at::stack(fgate));
+  s.attention.push_back(std::move(att));
+  s.ffn.push_back(std::move(ffn));
+  s.attention_loss.push_back(std::move(aloss));
+  s.ffn_loss.push_back(std::move(floss));
 }
 
 }  // namespace
@@ -118,125 +209,20 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
   parent.validate("search");
   check_importance_matches(parent, imp, "search");
   const int64_t L = parent.num_layers(), g = std::lcm(opt.width_granularity, opt.row_multiple);
-  const EngineStructure& rules = opt.structure;
-  const int64_t tp = opt.tensor_parallel;
-  // FFN widths: multiples of the granularity, of what the engine's loader expresses and of the
-  // tensor parallelism when the loader shards them.
-  const int64_t g_ffn = std::lcm(std::lcm(g, rules.ffn_width_multiple),
-                                 rules.tensor_parallel_divides.count("intermediate_size") ? tp : 1);
   SearchSpace s;
   s.parent = parent;
   s.max_blocks_removed = opt.max_blocks_removed >= 0 ? opt.max_blocks_removed : L / 3;
-  const std::vector<double> w = layer_weights(imp, L);
   for (int64_t l = 0; l < L; ++l)
     s.block_influence.push_back(imp.block_influence.defined() && imp.block_influence.numel() == L
                                     ? imp.block_influence[l].item<double>()
                                     : 0.0);
-
-  s.hidden_sizes = width_options(parent.hidden_size, g, opt.min_width_fraction, opt.max_hidden_options);
-  // A loader that derives head_dim as hidden_size / num_attention_heads reads back the parent's
-  // head_dim only at hidden sizes that give it (the parent's own size stays option 0).
-  if (!rules.head_dim_explicit)
-    s.hidden_sizes.erase(
-        std::remove_if(s.hidden_sizes.begin() + 1, s.hidden_sizes.end(),
-                       [&](int64_t D) {
-                         return std::any_of(parent.layers.begin(), parent.layers.end(),
-                                            [&](const LayerConfig& p) {
-                                              return p.has_attention() &&
-                                                     D / p.num_attention_heads != p.head_dim;
-                                            });
-                       }),
-        s.hidden_sizes.end());
-  std::vector<at::Tensor> hm;
-  for (int64_t D : s.hidden_sizes) {
-    ModelConfig t = parent;
-    t.hidden_size = D;
-    hm.push_back(masks_for_plan(parent, plan_pruning(parent, imp, t)).hidden);
-    s.hidden_loss.push_back(dropped_fraction(hm.back(), imp.hidden) * double(L));
-  }
-  s.hidden_masks = at::stack(hm);  // [nD, D]
-
+  add_hidden_options(s, imp, opt, g);
+  const std::vector<double> w = layer_weights(imp, L);
+  const int64_t ffn_step = ffn_width_step(g, opt.structure, opt.tensor_parallel);
   for (int64_t l = 0; l < L; ++l) {
     const LayerConfig& p = parent.layers[size_t(l)];
-    // Attention options: (G', per') pairs by heads kept, then KV groups kept; then removed.
-    std::vector<LayerConfig> att;
-    if (p.has_attention()) {
-      const int64_t G = p.num_key_value_heads, per = p.num_attention_heads / G;
-      for (int64_t gk : count_options(G, opt.min_width_fraction))
-        for (int64_t pk : count_options(per, opt.min_width_fraction)) {
-          LayerConfig a = p;
-          a.num_attention_heads = gk * pk;
-          a.num_key_value_heads = gk;
-          // One query-head count for every layer, or a head_dim derived from it: keep the
-          // parent's. Counts the tensor parallelism cannot shard are left out.
-          if ((!rules.per_layer_query_heads || !rules.head_dim_explicit) &&
-              a.num_attention_heads != p.num_attention_heads)
-            continue;
-          if (!rules.shards("num_attention_heads", a.num_attention_heads, tp) ||
-              !rules.shards("num_key_value_heads", a.num_key_value_heads, tp))
-            continue;
-          // o_proj's rows are H' x head_dim wide: a whole number of the weight type's blocks.
-          if (a.num_attention_heads != p.num_attention_heads &&
-              a.num_attention_heads * a.head_dim % opt.row_multiple != 0)
-            continue;
-          att.push_back(a);
-        }
-      std::stable_sort(att.begin(), att.end(), [](const LayerConfig& a, const LayerConfig& b) {
-        return a.num_attention_heads != b.num_attention_heads
-                   ? a.num_attention_heads > b.num_attention_heads
-                   : a.num_key_value_heads > b.num_key_value_heads;
-      });
-    }
-    if ((opt.allow_removal && rules.attention_removed) || !p.has_attention())
-      att.push_back(attention_removed(p));
-    std::vector<LayerConfig> ffn;
-    if (p.has_ffn())
-      for (int64_t F : width_options(p.intermediate_size, g_ffn, opt.min_width_fraction, opt.max_ffn_widths)) {
-        LayerConfig f = p;
-        f.intermediate_size = F;
-        ffn.push_back(f);
-      }
-    if ((opt.allow_removal && rules.ffn_removed) || !p.has_ffn()) ffn.push_back(ffn_removed(p));
-
-    // Masks of every option, from the same selection rule as pruning (prune/prune.h).
-    std::vector<at::Tensor> heads, agate, fmask, fgate;
-    std::vector<double> aloss, floss;
-    for (const LayerConfig& a : att) {
-      ModelConfig t = parent;
-      LayerConfig& tl = t.layers[size_t(l)];
-      tl = a.has_attention() ? a : attention_removed(p);
-      tl.intermediate_size = p.intermediate_size;
-      tl.ffn_no_op = p.ffn_no_op;
-      if (p.has_attention()) {
-        LayerMasks m = masks_for_plan(parent, plan_pruning(parent, imp, t)).layers[size_t(l)];
-        heads.push_back(m.heads);
-        agate.push_back(m.attn_gate);
-        aloss.push_back(w[size_t(l)] * dropped_fraction(m.heads, imp.layers[size_t(l)].heads));
-      } else {
-        aloss.push_back(0.0);
-      }
-    }
-    for (const LayerConfig& f : ffn) {
-      ModelConfig t = parent;
-      t.layers[size_t(l)].intermediate_size = f.intermediate_size;
-      t.layers[size_t(l)].ffn_no_op = f.ffn_no_op;
-      if (p.has_ffn()) {
-        LayerMasks m = masks_for_plan(parent, plan_pruning(parent, imp, t)).layers[size_t(l)];
-        fmask.push_back(m.ffn);
-        fgate.push_back(m.ffn_gate);
-        floss.push_back(w[size_t(l)] * dropped_fraction(m.ffn, imp.layers[size_t(l)].ffn));
-      } else {
-        floss.push_back(0.0);
-      }
-    }
-    s.head_masks.push_back(heads.empty() ? at::Tensor() : at::stack(heads));
-    s.attn_gates.push_back(agate.empty() ? at::Tensor() : at::stack(agate));
-    s.ffn_masks.push_back(fmask.empty() ? at::Tensor() : at::stack(fmask));
-    s.ffn_gates.push_back(fgate.empty() ? at::Tensor() : at::stack(fgate));
-    s.attention.push_back(std::move(att));
-    s.ffn.push_back(std::move(ffn));
-    s.attention_loss.push_back(std::move(aloss));
-    s.ffn_loss.push_back(std::move(floss));
+    add_layer_options(s, imp, l, w[size_t(l)], attention_options(p, opt),
+                      ffn_options(p, ffn_step, opt));
   }
   return s;
 }
@@ -267,6 +253,22 @@ ModelConfig target_of(const SearchSpace& s, const ArchChoice& c) {
     tl.ffn_no_op = fo.ffn_no_op || !fo.has_ffn();
   }
   return t;
+}
+
+CostEstimate choice_cost(const SearchSpace& s, const ArchChoice& c, const CostFn& cost) {
+  return cost(drop_removed_blocks(target_of(s, c)));
+}
+
+int64_t smallest_kept_option(const std::vector<LayerConfig>& options, bool attention) {
+  for (int64_t i = int64_t(options.size()) - 1; i >= 0; --i)
+    if (attention ? options[size_t(i)].has_attention() : options[size_t(i)].has_ffn()) return i;
+  return -1;
+}
+
+int64_t removed_option(const std::vector<LayerConfig>& options, bool attention) {
+  for (int64_t i = 0; i < int64_t(options.size()); ++i)
+    if (!(attention ? options[size_t(i)].has_attention() : options[size_t(i)].has_ffn())) return i;
+  return -1;
 }
 
 std::string structural_violation(const SearchSpace& s, const ArchChoice& c) {

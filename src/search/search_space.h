@@ -39,13 +39,16 @@
 #include "hardware/engine.h"
 #include "importance/importance.h"
 #include "model/config.h"
+#include "search/candidates.h"
 
 namespace ac {
 
 /// How the space is drawn. Widths are multiples of `width_granularity` (the device's preferred
-/// GEMM width step; Model-Optimizer's `hidden_size_divisor`), never literals in code.
+/// GEMM width step; Model-Optimizer's `hidden_size_divisor`), never literals in code: the
+/// caller passes width_granularity_for(profile, device_spec) (hardware/granularity.h).
 struct SearchSpaceOptions {
-  int64_t width_granularity = 32;   // D' and F' are multiples of this (besides the parent's own)
+  int64_t width_granularity = 0;    // D' and F' are multiples of this (besides the parent's own);
+                                    // 0 = unset, refused by build_search_space
   double min_width_fraction = 0.4;  // narrowest width / count offered, as a fraction of the parent's
   int64_t max_hidden_options = 6;   // options of the hidden-size decision (parent's included)
   int64_t max_ffn_widths = 6;       // FFN widths per layer (parent's included; removal extra)
@@ -102,14 +105,25 @@ struct SearchSpace {
 };
 
 /// Builds the space of `parent` with `imp` (must match the parent: check_importance_matches).
-/// Throws ConfigError on a bad option (granularity < 1, fraction outside (0, 1]) or an
-/// importance of another model.
+/// The ladders are those of search/ladders.h (spread_width_ladder, count_ladder and the engine
+/// rules). Throws ConfigError on a bad option (width_granularity unset or < 1, fraction outside
+/// (0, 1]) or an importance of another model.
 SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
                                const SearchSpaceOptions& opt = {});
 
 /// The target config of a choice: the parent's layer count, removed parts marked no-op (what
 /// prune_model takes). Throws ConfigError if an index is out of range.
 ModelConfig target_of(const SearchSpace& s, const ArchChoice& c);
+
+/// The cost of a choice as deployed: cost(drop_removed_blocks(target_of(s, c))).
+CostEstimate choice_cost(const SearchSpace& s, const ArchChoice& c, const CostFn& cost);
+
+/// The index of the last (smallest) option of `options` that keeps its attention (or FFN, when
+/// `attention` is false); -1 when none does.
+int64_t smallest_kept_option(const std::vector<LayerConfig>& options, bool attention);
+
+/// The index of the first option of `options` with the attention (or FFN) removed; -1 if none.
+int64_t removed_option(const std::vector<LayerConfig>& options, bool attention);
 
 /// Empty when the choice obeys the structural rules, else why not.
 std::string structural_violation(const SearchSpace& s, const ArchChoice& c);
