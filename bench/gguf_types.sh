@@ -7,12 +7,12 @@
 #
 # Columns:
 #   size            bytes of model.gguf (`autocompress export --format gguf --dtype TYPE`)
-#   ppl llama.cpp   tests/llamacpp/perplexity.mjs: llama.cpp's probability of each next token
+#   ppl llama.cpp   tools/llamacpp/perplexity.mjs: llama.cpp's probability of each next token
 #                   over the packed windows of 256 tokens `autocompress eval` scores
 #   ppl ours        `autocompress eval` of the file's weights (`autocompress import gguf`: the
 #                   model as the file stores it, q8_0 / q4_0 dequantized, run in fp32); the f32
 #                   row is the source model itself
-#   TPOT llama.cpp  tests/llamacpp/run.mjs: mean decode time per token of a greedy continuation
+#   TPOT llama.cpp  tools/llamacpp/run.mjs: mean decode time per token of a greedy continuation
 #                   of "Once upon a time" (up to 200 tokens), median of TPOT_RUNS runs
 # The held-out text is HELDOUT stories sampled from stories15M with seed 20262 (as
 # bench/vs_minitron.sh samples its held-out set).
@@ -67,11 +67,11 @@ for t in "${types[@]}"; do
   log "$t: perplexity, ours"
   $bin eval --model "$weights" --data "$out/heldout.tokens" --out "$d/eval.json" >/dev/null
   log "$t: perplexity, llama.cpp"
-  node tests/llamacpp/perplexity.mjs "$d/model.gguf" "$out/heldout.tokens" 256 -1 "$threads" \
+  node tools/llamacpp/perplexity.mjs "$d/model.gguf" "$out/heldout.tokens" 256 -1 "$threads" \
     >"$d/ppl_llamacpp.json"
   for r in $(seq 1 "$runs"); do
     log "$t: TPOT, llama.cpp run $r of $runs"
-    node tests/llamacpp/run.mjs "$d/model.gguf" "$prompt" "$prompt_ids" 200 "$threads" >"$d/tpot_$r.json"
+    node tools/llamacpp/run.mjs "$d/model.gguf" "$prompt" "$prompt_ids" 200 "$threads" >"$d/tpot_$r.json"
   done
 done
 

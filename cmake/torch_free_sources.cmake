@@ -5,9 +5,9 @@
 set(AC_TORCH_FREE_SOURCES
   src/common/fs.cpp src/common/json_io.cpp src/common/runtime.cpp src/common/simd.cpp
   src/io/safetensors_header.cpp src/io/llama2c_header.cpp src/io/tokenizer.cpp
+  src/io/gguf_format.cpp src/io/gguf_quant.cpp src/io/gguf_vocab.cpp
   src/data/token_file.cpp
   src/model/config.cpp src/prune/arch.cpp
-  src/export/gguf_format.cpp src/export/gguf_quant.cpp src/export/gguf_vocab.cpp
   src/hardware/scenario.cpp src/hardware/device.cpp src/hardware/engine.cpp
   src/hardware/data_dir.cpp src/hardware/profile_json.cpp src/hardware/correction.cpp
   src/hardware/granularity.cpp src/hardware/engine_calibration.cpp

@@ -1,11 +1,11 @@
 // GGUF v3: header, metadata of every value type, tensor infos, alignment, offsets
-// (export/gguf_format.h), and the Q8_0 / Q4_0 blocks of small tensors dequantized in place
-// (export/gguf_quant.h): every read must stay inside the tensor's bytes.
+// (io/gguf_format.h), and the Q8_0 / Q4_0 blocks of small tensors dequantized in place
+// (io/gguf_quant.h): every read must stay inside the tensor's bytes.
 #include <algorithm>
 #include <vector>
 
-#include "export/gguf_format.h"
-#include "export/gguf_quant.h"
+#include "io/gguf_format.h"
+#include "io/gguf_quant.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

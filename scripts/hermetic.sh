@@ -10,9 +10,9 @@
 #   scripts/fetch_stories15m.sh's cache is out of reach;
 # - node, npm and chromium: PATH is a folder of links to every program on the current PATH
 #   except those;
-# - the npm packages the tests install into the tree (tests/*/node_modules: node-llama-cpp, the
-#   tokenizer parity kit): an empty folder is mounted over each, where a mount namespace is
-#   allowed (as root).
+# - the npm packages installed into the tree (tools/*/node_modules: node-llama-cpp;
+#   tests/*/node_modules: the tokenizer parity kit): an empty folder is mounted over each, where
+#   a mount namespace is allowed (as root).
 # The command's exit status is returned. Used by .ci/run for `ctest -L unit`.
 set -euo pipefail
 (($# > 0)) || { echo "usage: scripts/hermetic.sh COMMAND [ARGS...]" >&2; exit 2; }
@@ -40,13 +40,13 @@ inner='command -v ip >/dev/null && ip link set lo up 2>/dev/null; exec "$@"'
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ "$(id -u)" -eq 0 ] && unshare -n -m true 2>/dev/null; then
   hide=""
-  for d in "$root"/tests/*/node_modules; do
+  for d in "$root"/tools/*/node_modules "$root"/tests/*/node_modules; do
     [ -d "$d" ] && hide+="mount -t tmpfs -o ro,size=1m none '$d' || exit 97; "
   done
   inner="mount --make-rprivate / && $hide$inner"
   exec_ns=(unshare -n -m)
 elif [ "$(id -u)" -eq 0 ] && unshare -n true 2>/dev/null; then
-  echo "[hermetic] no mount namespace: tests/*/node_modules stay visible" >&2
+  echo "[hermetic] no mount namespace: tools/*/node_modules and tests/*/node_modules stay visible" >&2
   exec_ns=(unshare -n)
 elif unshare -rn true 2>/dev/null; then
   exec_ns=(unshare -rn)

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "export/gguf_vocab.h"
+#include "io/gguf_vocab.h"
 
 namespace ac::test {
 

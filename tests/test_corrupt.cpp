@@ -14,7 +14,7 @@
 #include "data/dataset.h"
 #include "data/token_file.h"
 #include "distill/distill.h"
-#include "export/gguf.h"
+#include "io/gguf.h"
 #include "export/gguf_model.h"
 #include "hardware/profile.h"
 #include "hardware/scenario.h"

@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "common/json_io.h"
 #include "export/engine_loaders.h"
-#include "export/gguf.h"
+#include "io/gguf.h"
 #include "export/gguf_model.h"
 #include "export/hf_export.h"
 #include "hardware/engine.h"

@@ -16,7 +16,7 @@
 #include "common/json_io.h"
 #include "common/runtime.h"
 #include "export/checks.h"
-#include "export/gguf.h"
+#include "io/gguf.h"
 #include "export/gguf_model.h"
 #include "export/hf_export.h"
 #include "data/dataset.h"
@@ -751,7 +751,7 @@ TEST(LlamaCpp, RunsStories15MQ8_0AndQ4_0GgufsLikeOurDequantizedModel) {
   }
 }
 
-// tests/llamacpp/perplexity.mjs (bench/gguf_types.sh's llama.cpp column) scores the windows
+// tools/llamacpp/perplexity.mjs (bench/gguf_types.sh's llama.cpp column) scores the windows
 // `eval` scores: on the first two windows of 256 tokens of Moby Dick's chapter 1, llama.cpp's
 // perplexity of the f32 GGUF equals ours up to float rounding, and of the q8_0 / q4_0 files it
 // stays near ours on the dequantized weights (llama.cpp's activations in Q8_0, above). Measured
@@ -787,7 +787,7 @@ TEST(LlamaCpp, PerplexityScriptScoresTheWindowsEvalScores) {
     const EvalResult ours = evaluate(round_to_gguf(m, q), nullptr, data, eo);
     const std::string cmd = fmt::format(
         "node '{}' '{}' '{}' 256 -1 > '{}/ppl.json' 2> '{}/ppl.err'",
-        (test::source_dir() / "tests/llamacpp/perplexity.mjs").string(),
+        (test::source_dir() / "tools/llamacpp/perplexity.mjs").string(),
         (out / "model.gguf").string(), (tmp.path / "moby.tokens").string(), out.string(),
         out.string());
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << read_file(out / "ppl.err");

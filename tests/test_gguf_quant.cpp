@@ -1,4 +1,4 @@
-// GGUF block quantization (export/gguf_quant.h): Q8_0 and Q4_0 blocks worked by hand (the
+// GGUF block quantization (io/gguf_quant.h): Q8_0 and Q4_0 blocks worked by hand (the
 // fp16 scale, the int8 values, the nibbles), fp16 against torch's Half, the error bound of each
 // format on random rows, the GGUF write -> read round trip of quantized tensors, truncated and
 // misaligned quantized tensors, and (client tier) the quantizers against ggml's own, loaded from
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "export/gguf.h"
-#include "export/gguf_quant.h"
+#include "io/gguf.h"
+#include "io/gguf_quant.h"
 #include "test_util.h"
 
 namespace ac {
@@ -265,7 +265,7 @@ using Fp32ToFp16 = uint16_t (*)(float);
 
 TEST(LlamaCpp, QuantizersMatchGgmlByteForByte) {
   const fs::path lib = test::source_dir() /
-      "tests/llamacpp/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so";
+      "tools/llamacpp/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so";
   void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr) << lib << ": " << dlerror() << " (scripts/setup_node.sh)";
   auto sym = [&](const char* name) {

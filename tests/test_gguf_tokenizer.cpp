@@ -1,4 +1,4 @@
-// The vocabulary of a GGUF from tokenizer.json (export/gguf_vocab.h).
+// The vocabulary of a GGUF from tokenizer.json (io/gguf_vocab.h).
 //   GgufVocab: hand-made tokenizer.json files of both families, the GGUF fields computed by hand
 //     (gpt2: tokens, merges, tokenizer.ggml.pre from the Split regex, padding ids; llama: types
 //     and the merge-rank scores), the refusals (a byte-level regex llama.cpp does not implement,
@@ -6,7 +6,7 @@
 //     checkpoint folder, the GGUF round trip of the new keys, and import refusing a gpt2 GGUF;
 //     the real Llama 3, Qwen3 and Llama 2 files of the parity kit give llama.cpp's pre names.
 //   GgufTokenizer: a small random Llama model whose vocabulary is each real tokenizer, exported
-//     to GGUF and loaded in the real llama.cpp (node-llama-cpp, tests/llamacpp/run.mjs): llama.cpp
+//     to GGUF and loaded in the real llama.cpp (node-llama-cpp, tools/llamacpp/run.mjs): llama.cpp
 //     tokenizes every paragraph of Moby Dick and every hard case (tests/tokenizers) as
 //     HfTokenizer::encode does, but for the cases llamacpp_differs_because names (llama.cpp
 //     runs no NFC; it makes the ordinary token "</s>" a control token), and its 20 greedy
@@ -20,9 +20,9 @@
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
-#include "export/gguf.h"
+#include "io/gguf.h"
 #include "export/gguf_model.h"
-#include "export/gguf_vocab.h"
+#include "io/gguf_vocab.h"
 #include "export/hf_export.h"
 #include "hardware/profile.h"
 #include "hardware/scenario.h"

@@ -120,7 +120,7 @@ TEST(HubCheckpoint, CompressOnAGpuScenarioWithText) {
   EXPECT_NE(slurp(run / "report.md").find("tokenized with tokenizer.json (byte-level BPE)"),
             std::string::npos);
   EXPECT_FALSE(r["not_measured"].get<std::string>().empty());
-  // The llama_cpp stage takes its vocabulary from tokenizer.json (export/gguf_vocab.h) and runs
+  // The llama_cpp stage takes its vocabulary from tokenizer.json (io/gguf_vocab.h) and runs
   // both models in llama.cpp, whatever the search removed (a layer 0 without attention is one
   // zero head there: export/gguf_model.h).
   const json& lc = r["llama_cpp"];

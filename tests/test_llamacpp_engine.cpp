@@ -222,7 +222,7 @@ TEST(LlamaCppEngine, CalibrationSurvivesTheProfileFileAndABadOneIsNamed) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// With the real llama.cpp (tests/llamacpp, scripts/setup_node.sh).
+// With the real llama.cpp (tools/llamacpp, scripts/setup_node.sh).
 
 TEST(LlamaCppEngineClient, ItsOwnKvAndModelBuffersAreThePredictedOnes) {
   Scenario s = tiny_llamacpp_scenario();

@@ -75,7 +75,7 @@ TEST(LlamaCppStage, MeasuresTpotOfBothModelsBesideThePrediction) {
 }
 
 TEST(LlamaCppStage, WithoutTheClientItSaysWhyAndDoesNotFail) {
-  // A data root with the data files but no tests/llamacpp: the stage reports the reason.
+  // A data root with the data files but no tools/llamacpp: the stage reports the reason.
   TempDir root;
   for (const char* kind : {"devices", "engines", "scenarios"})
     fs::copy(test::source_dir() / kind, root.path / kind);

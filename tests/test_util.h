@@ -60,15 +60,15 @@ inline fs::path import_stories15m(const fs::path& dir) {
   return model;
 }
 
-/// Runs tests/llamacpp/run.mjs on a GGUF: llama.cpp's tokenization of `text` and its greedy
+/// Runs tools/llamacpp/run.mjs on a GGUF: llama.cpp's tokenization of `text` and its greedy
 /// continuation (`n` tokens) of `prompt` (ids, BOS included when wanted); returns its JSON, also
 /// left in `out`. Throws std::runtime_error with run.mjs's stderr when the run fails or
 /// node-llama-cpp is not installed (scripts/setup_node.sh).
 inline nlohmann::json run_llamacpp(const fs::path& gguf, const std::string& text,
                                    const std::vector<int64_t>& prompt, int n, const fs::path& out) {
-  const fs::path dir = source_dir() / "tests/llamacpp";
+  const fs::path dir = source_dir() / "tools/llamacpp";
   if (!fs::exists(dir / "node_modules/node-llama-cpp"))
-    throw std::runtime_error("tests/llamacpp/node_modules is missing: run scripts/setup_node.sh");
+    throw std::runtime_error("tools/llamacpp/node_modules is missing: run scripts/setup_node.sh");
   const std::string ids = fmt::format("{}", fmt::join(prompt, ","));
   const std::string cmd = fmt::format("node '{}' '{}' '{}' {} {} > '{}' 2> '{}.err'",
                                       (dir / "run.mjs").string(), gguf.string(), text, ids, n,
@@ -81,9 +81,9 @@ inline nlohmann::json run_llamacpp(const fs::path& gguf, const std::string& text
 /// Ids of each text from llama.cpp's tokenizer reading `gguf` (run.mjs --texts).
 inline std::vector<std::vector<int64_t>> llamacpp_tokenize(const fs::path& gguf, const std::vector<std::string>& texts,
                                    const fs::path& tmp) {
-  const fs::path dir = source_dir() / "tests/llamacpp";
+  const fs::path dir = source_dir() / "tools/llamacpp";
   if (!fs::exists(dir / "node_modules/node-llama-cpp"))
-    throw std::runtime_error("tests/llamacpp/node_modules is missing: run scripts/setup_node.sh");
+    throw std::runtime_error("tools/llamacpp/node_modules is missing: run scripts/setup_node.sh");
   write_file_atomic(tmp / "texts.json", nlohmann::json(texts).dump());
   const std::string cmd = fmt::format("node '{}' '{}' --texts='{}' > '{}' 2> '{}'",
                                       (dir / "run.mjs").string(), gguf.string(),

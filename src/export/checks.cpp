@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
-#include "export/gguf_vocab.h"
+#include "io/gguf_vocab.h"
 #include "hardware/engine.h"
 #include "io/hf_tokenizer.h"
 #include "io/tokenizer.h"

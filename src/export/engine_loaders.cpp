@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
-#include "export/gguf.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 
 namespace ac {

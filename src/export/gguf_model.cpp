@@ -10,6 +10,7 @@
 #include "io/checkpoint.h"
 #include "io/llama2c.h"
 #include "io/tokenizer.h"
+#include "model/tensor_roles.h"
 
 namespace ac {
 using json = nlohmann::json;
@@ -25,30 +26,13 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// One table maps each role of a layer to its GGUF name (llama.cpp llm_tensor names).
-struct Role {
-  const char* gguf;
-  at::Tensor LayerWeights::*member;
-  bool rope_rows_q, rope_rows_k;  // q or k rows: permuted to llama.cpp's RoPE order
-};
-const Role kAttnRoles[] = {
-    {"attn_norm.weight", &LayerWeights::input_layernorm, false, false},
-    {"attn_q.weight", &LayerWeights::q_proj, true, false},
-    {"attn_k.weight", &LayerWeights::k_proj, false, true},
-    {"attn_v.weight", &LayerWeights::v_proj, false, false},
-    {"attn_q.bias", &LayerWeights::q_bias, true, false},
-    {"attn_k.bias", &LayerWeights::k_bias, false, true},
-    {"attn_v.bias", &LayerWeights::v_bias, false, false},
-    {"attn_output.weight", &LayerWeights::o_proj, false, false},
-};
-const Role kFfnRoles[] = {
-    {"ffn_norm.weight", &LayerWeights::post_attention_layernorm, false, false},
-    {"ffn_gate.weight", &LayerWeights::gate_proj, false, false},
-    {"ffn_up.weight", &LayerWeights::up_proj, false, false},
-    {"ffn_down.weight", &LayerWeights::down_proj, false, false},
-};
+// The GGUF name of role `role` (model/tensor_roles.h) in layer `layer`.
+std::string gguf_name(std::string_view role, int64_t layer = -1) {
+  return gguf_tensor_name(tensor_role(role), layer);
+}
 
-std::string blk(int64_t layer, const char* role) { return fmt::format("blk.{}.{}", layer, role); }
+// GGUF only: llama3 RoPE's frequency factors, derived from rope_scaling (no HF tensor).
+const char* const kRopeFreqs = "rope_freqs.weight";
 
 bool uses_llama_arch(const ModelConfig& c) {
   return c.is_homogeneous() && c.layers[0].has_attention() && c.layers[0].has_ffn();
@@ -196,43 +180,51 @@ std::vector<GgufTensorOut> model_tensors(const LlamaModel& m, GgmlType dtype,
   auto out = [dtype](std::string name, const at::Tensor& t) {
     return GgufTensorOut{std::move(name), t, gguf_tensor_type(dtype, t.sizes())};
   };
-  std::vector<GgufTensorOut> ts = {out("token_embd.weight", w.embed_tokens),
-                                   out("output_norm.weight", w.norm)};
-  if (!c.tie_word_embeddings) ts.push_back(out("output.weight", w.lm_head));
+  std::vector<GgufTensorOut> ts;
+  for (const TensorRole& r : kModelRoles)
+    if (role_present(r, c)) ts.push_back(out(gguf_tensor_name(r), role_tensor(w, r)));
   if (c.rope_scaling && c.rope_scaling->rope_type == "llama3")
-    ts.push_back(out("rope_freqs.weight", llama3_rope_factors(c, common_head_dim(c))));
+    ts.push_back(out(kRopeFreqs, llama3_rope_factors(c, common_head_dim(c))));
+  // A stub part: norms of ones, every other tensor zero, so that it adds exactly 0.
+  auto stub = [&](int64_t i, RolePart part, const LayerConfig& shape) {
+    for (const TensorRole& r : kLayerRoles)
+      if (r.part == part) {
+        const std::vector<int64_t> dims = role_shape(r, c, &shape);
+        ts.push_back(out(gguf_tensor_name(r, i),
+                         r.shape == RoleShape::D ? at::ones(dims) : at::zeros(dims)));
+      }
+  };
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const LayerConfig& l = c.layers[size_t(i)];
-    const LayerWeights& lw = w.layers[size_t(i)];
     if (i == 0 && layer0_stub) {
-      // One head whose attn_output is zero: adds exactly 0 (see the header: llama.cpp takes
-      // the head size from layer 0's head count).
-      const int64_t D = c.hidden_size, Hd = common_head_dim(c);
-      ts.push_back(out(blk(i, "attn_norm.weight"), at::ones({D})));
-      for (const char* name : {"attn_q.weight", "attn_k.weight", "attn_v.weight"})
-        ts.push_back(out(blk(i, name), at::zeros({Hd, D})));
-      ts.push_back(out(blk(i, "attn_output.weight"), at::zeros({D, Hd})));
-      if (c.attention_bias)
-        for (const char* name : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
-          ts.push_back(out(blk(i, name), at::zeros({Hd})));
+      // One head whose attn_output is zero (see the header: llama.cpp takes the head size from
+      // layer 0's head count). Biases after the weights, as the first exports wrote them.
+      LayerConfig one_head;
+      one_head.num_attention_heads = one_head.num_key_value_heads = 1;
+      one_head.head_dim = common_head_dim(c);
+      stub(i, RolePart::Attention, one_head);
+      if (c.attention_bias) stub(i, RolePart::AttentionBias, one_head);
     }
-    if (l.has_attention())
-      for (const Role& r : kAttnRoles) {
-        const at::Tensor& t = lw.*r.member;
-        if (!t.defined()) continue;
-        const int64_t heads = r.rope_rows_q ? l.num_attention_heads : l.num_key_value_heads;
-        ts.push_back(out(blk(i, r.gguf),
-                         r.rope_rows_q || r.rope_rows_k ? unpermute_rotary_rows(t, heads) : t));
+    for (const TensorRole& r : kLayerRoles) {
+      if (r.part == RolePart::Ffn || !role_present(r, c, &l)) continue;
+      const at::Tensor& t = role_tensor(w, r, i);
+      if (r.rope_rows == RopeRows::None) {
+        ts.push_back(out(gguf_tensor_name(r, i), t));
+        continue;
       }
+      const int64_t heads =
+          r.rope_rows == RopeRows::QueryHeads ? l.num_attention_heads : l.num_key_value_heads;
+      ts.push_back(out(gguf_tensor_name(r, i), unpermute_rotary_rows(t, heads)));
+    }
     if (l.has_ffn()) {
-      for (const Role& r : kFfnRoles) ts.push_back(out(blk(i, r.gguf), lw.*r.member));
+      for (const TensorRole& r : kLayerRoles)
+        if (r.part == RolePart::Ffn)
+          ts.push_back(out(gguf_tensor_name(r, i), role_tensor(w, r, i)));
     } else if (std::count(ffn_free.begin(), ffn_free.end(), i)) {
       // A width-1 FFN that adds exactly zero (see the header: llama.cpp skips n_ff == 0 layers).
-      const int64_t D = c.hidden_size;
-      ts.push_back(out(blk(i, "ffn_norm.weight"), at::ones({D})));
-      ts.push_back(out(blk(i, "ffn_gate.weight"), at::zeros({1, D})));
-      ts.push_back(out(blk(i, "ffn_up.weight"), at::zeros({1, D})));
-      ts.push_back(out(blk(i, "ffn_down.weight"), at::zeros({D, 1})));
+      LayerConfig width1;
+      width1.intermediate_size = 1;
+      stub(i, RolePart::Ffn, width1);
     }
   }
   return ts;
@@ -436,11 +428,11 @@ ModelConfig config_from_keys(const GgufFile& g, const std::string& a, int64_t V,
 void merge_hf_config(const GgufFile& g, ModelConfig& c) {
   const GgufValue* v = g.find("autocompress.hf_config");
   if (!v) {
-    if (g.has_tensor("rope_freqs.weight"))
+    if (g.has_tensor(kRopeFreqs))
       throw FormatError(msg("import gguf", "{}: rope_freqs.weight (llama3 RoPE scaling) without "
                             "autocompress.hf_config: its parameters cannot be recovered",
                             g.file()));
-    c.tie_word_embeddings = !g.has_tensor("output.weight");
+    c.tie_word_embeddings = !g.has_tensor(gguf_name("lm_head"));
     return;
   }
   const std::string where = g.file() + " autocompress.hf_config";
@@ -454,7 +446,7 @@ void merge_hf_config(const GgufFile& g, ModelConfig& c) {
       h.vocab_size != c.vocab_size || float(h.rope_theta) != float(c.rope_theta))
     throw FormatError(msg("import gguf", "{}: autocompress.hf_config disagrees with the GGUF keys "
                           "(layers, hidden_size, vocab_size or rope_theta)", g.file()));
-  h.tie_word_embeddings = !g.has_tensor("output.weight");
+  h.tie_word_embeddings = !g.has_tensor(gguf_name("lm_head"));
   c = h;  // exact doubles (rope_theta, eps) and every extra field
 }
 
@@ -466,48 +458,42 @@ at::Tensor get_f32(const GgufFile& g, const std::string& name, std::vector<int64
   return g.tensor(name).to(at::kFloat);
 }
 
+// q/k rows back from llama.cpp's interleaved RoPE order to HF's rotate-half; a bias [rows] as
+// a [rows, 1] weight.
+at::Tensor from_gguf_rows(const at::Tensor& t, const TensorRole& r, const LayerConfig& l) {
+  if (r.rope_rows == RopeRows::None) return t;
+  const int64_t heads =
+      r.rope_rows == RopeRows::QueryHeads ? l.num_attention_heads : l.num_key_value_heads;
+  if (t.dim() == 1) return permute_rotary_rows(t.view({t.size(0), 1}), heads).view({t.size(0)});
+  return permute_rotary_rows(t, heads);
+}
+
 ModelWeights read_weights(const GgufFile& g, const ModelConfig& c) {
-  const int64_t D = c.hidden_size, V = c.vocab_size;
+  const int64_t D = c.hidden_size;
   ModelWeights w;
-  w.embed_tokens = get_f32(g, "token_embd.weight", {V, D});
-  w.norm = get_f32(g, "output_norm.weight", {D});
-  w.lm_head = c.tie_word_embeddings ? w.embed_tokens : get_f32(g, "output.weight", {V, D});
+  for (const TensorRole& r : kModelRoles)
+    if (role_present(r, c)) role_tensor(w, r) = get_f32(g, gguf_tensor_name(r), role_shape(r, c));
+  if (c.tie_word_embeddings) w.lm_head = w.embed_tokens;
+  w.layers.resize(c.layers.size());
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const LayerConfig& l = c.layers[size_t(i)];
-    LayerWeights lw;
-    if (l.has_attention()) {
-      const int64_t q = l.num_attention_heads * l.head_dim, kv = l.num_key_value_heads * l.head_dim;
-      lw.input_layernorm = get_f32(g, blk(i, "attn_norm.weight"), {D});
-      lw.q_proj = permute_rotary_rows(get_f32(g, blk(i, "attn_q.weight"), {q, D}), l.num_attention_heads);
-      lw.k_proj = permute_rotary_rows(get_f32(g, blk(i, "attn_k.weight"), {kv, D}), l.num_key_value_heads);
-      lw.v_proj = get_f32(g, blk(i, "attn_v.weight"), {kv, D});
-      lw.o_proj = get_f32(g, blk(i, "attn_output.weight"), {D, q});
-      if (c.attention_bias) {
-        lw.q_bias = permute_rotary_rows(get_f32(g, blk(i, "attn_q.bias"), {q}).view({q, 1}),
-                                        l.num_attention_heads).view({q});
-        lw.k_bias = permute_rotary_rows(get_f32(g, blk(i, "attn_k.bias"), {kv}).view({kv, 1}),
-                                        l.num_key_value_heads).view({kv});
-        lw.v_bias = get_f32(g, blk(i, "attn_v.bias"), {kv});
+    for (const TensorRole& r : kLayerRoles)
+      if (role_present(r, c, &l)) {
+        const at::Tensor t = get_f32(g, gguf_tensor_name(r, i), role_shape(r, c, &l));
+        role_tensor(w, r, i) = from_gguf_rows(t, r, l);
       }
-    }
-    if (!l.has_attention() && g.has_tensor(blk(i, "attn_output.weight"))) {
+    const std::string o_proj = gguf_name("o_proj", i), down_proj = gguf_name("down_proj", i);
+    if (!l.has_attention() && g.has_tensor(o_proj)) {
       const int64_t hd = common_head_dim(c);
-      if (get_f32(g, blk(i, "attn_output.weight"), {D, hd}).abs().max().item<float>() != 0)
+      if (get_f32(g, o_proj, {D, hd}).abs().max().item<float>() != 0)
         throw FormatError(msg("import gguf", "{}: layer {} is listed in autocompress."
                               "attention_free_layers but its attn_output is not zero", g.file(), i));
     }
-    if (l.has_ffn()) {
-      const int64_t F = l.intermediate_size;
-      lw.post_attention_layernorm = get_f32(g, blk(i, "ffn_norm.weight"), {D});
-      lw.gate_proj = get_f32(g, blk(i, "ffn_gate.weight"), {F, D});
-      lw.up_proj = get_f32(g, blk(i, "ffn_up.weight"), {F, D});
-      lw.down_proj = get_f32(g, blk(i, "ffn_down.weight"), {D, F});
-    } else if (g.has_tensor(blk(i, "ffn_down.weight"))) {
-      if (get_f32(g, blk(i, "ffn_down.weight"), {D, 1}).abs().max().item<float>() != 0)
+    if (!l.has_ffn() && g.has_tensor(down_proj)) {
+      if (get_f32(g, down_proj, {D, 1}).abs().max().item<float>() != 0)
         throw FormatError(msg("import gguf", "{}: layer {} is listed in autocompress."
                               "ffn_free_layers but its ffn_down is not zero", g.file(), i));
     }
-    w.layers.push_back(std::move(lw));
   }
   return w;
 }
@@ -530,7 +516,7 @@ GgufModel read_model_gguf(const fs::path& path) {
   std::vector<int64_t> ffn_free;
   ModelConfig c = config_from_keys(g, a, V, &ffn_free);
   merge_hf_config(g, c);
-  c.attention_bias = g.has_tensor("blk.0.attn_q.bias");
+  c.attention_bias = g.has_tensor(gguf_name("q_bias", 0));
   if (out.vocab.bos_id >= 0) c.bos_token_id = out.vocab.bos_id;
   if (out.vocab.eos_id >= 0) c.eos_token_id = out.vocab.eos_id;
   try {
@@ -540,14 +526,14 @@ GgufModel read_model_gguf(const fs::path& path) {
   }
   if (c.rope_scaling && c.rope_scaling->rope_type == "llama3") {
     const int64_t Hd = common_head_dim(c);
-    at::Tensor stored = get_f32(g, "rope_freqs.weight", {Hd / 2});
+    at::Tensor stored = get_f32(g, kRopeFreqs, {Hd / 2});
     if (!stored.equal(llama3_rope_factors(c, Hd)))
       throw FormatError(msg("import gguf", "{}: rope_freqs.weight disagrees with the llama3 "
                             "rope_scaling of autocompress.hf_config", g.file()));
   }
   out.model.config = c;
   out.model.weights = read_weights(g, c);
-  out.dtype = g.type("token_embd.weight");
+  out.dtype = g.type(gguf_name("embed_tokens"));
   if (g.find("general.file_type"))
     for (const auto& [type, ftype] : kFileTypes)
       if (ftype == g.get_int("general.file_type")) out.dtype = type;

@@ -16,7 +16,7 @@
 //   rope_scaling "linear": {arch}.rope.scaling.type = "linear", .rope.scaling.factor f32;
 //   rope_scaling "llama3": tensor rope_freqs.weight [Hd/2] F32 (convert_hf_to_gguf.py
 //     LlamaModel.generate_extra_tensors: the factor that divides each RoPE frequency);
-//   the vocabulary (export/gguf_vocab.h says how each tokenizer file maps to it; gguf-py
+//   the vocabulary (io/gguf_vocab.h says how each tokenizer file maps to it; gguf-py
 //   constants.py Keys.Tokenizer, llama.cpp llama-vocab.cpp llama_vocab::impl::load):
 //     tokenizer.ggml.model str: "llama" (SentencePiece: tokenizer.bin, Llama 2 tokenizer.json)
 //       or "gpt2" (byte-level BPE: Llama 3, Qwen2, Qwen3 tokenizer.json);
@@ -31,18 +31,11 @@
 //   autocompress.hf_config str: our config.json (restores every field on import; llama.cpp
 //     ignores it); autocompress.ffn_free_layers, autocompress.attention_free_layers i32[]: see below.
 //
-// Tensors (torch shape; GGUF stores ne reversed, e.g. attn_q [H*Hd, D] has ne {D, H*Hd}):
-//   token_embd.weight [V, D]         model.embed_tokens
-//   output_norm.weight [D]           model.norm
-//   output.weight [V, D]             lm_head (omitted when tied: llama.cpp reuses token_embd)
-//   blk.N.attn_norm.weight [D]       input_layernorm
-//   blk.N.attn_q.weight [H*Hd, D]    q_proj, rows in Meta's interleaved RoPE order (*)
-//   blk.N.attn_k.weight [G*Hd, D]    k_proj, likewise (*)
-//   blk.N.attn_v.weight [G*Hd, D]    v_proj
-//   blk.N.attn_{q,k,v}.bias          q/k/v biases (attention_bias; q/k permuted likewise)
-//   blk.N.attn_output.weight [D, H*Hd]  o_proj
-//   blk.N.ffn_norm.weight [D]        post_attention_layernorm
-//   blk.N.ffn_gate.weight / ffn_up.weight [F, D], blk.N.ffn_down.weight [D, F]
+// Tensors: each role under its GGUF name (model/tensor_roles.h: token_embd, output_norm,
+// output, blk.N.attn_norm / attn_q / attn_k / attn_v / attn_{q,k,v}.bias / attn_output /
+// ffn_norm / ffn_gate / ffn_up / ffn_down), torch shapes stored as ne reversed (attn_q
+// [H*Hd, D] has ne {D, H*Hd}); output is omitted when tied (llama.cpp reuses token_embd); q/k
+// weights and biases have their rows in Meta's interleaved RoPE order (*).
 // (*) HF stores q/k rows in rotate-half order; llama.cpp's llama/deci RoPE rotates adjacent
 //     pairs, so rows are permuted back as convert_hf_to_gguf.py LlamaModel.permute does, and
 //     permuted forward again on import (io/llama2c.h permute_rotary_rows).
@@ -71,8 +64,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/fs.h"
-#include "export/gguf.h"
-#include "export/gguf_vocab.h"
+#include "io/gguf.h"
+#include "io/gguf_vocab.h"
 #include "model/llama.h"
 
 namespace ac {

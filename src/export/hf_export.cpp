@@ -5,7 +5,7 @@
 #include "common/error.h"
 #include "common/json_io.h"
 #include "export/engine_loaders.h"
-#include "export/gguf_vocab.h"
+#include "io/gguf_vocab.h"
 #include "hardware/engine.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"

@@ -27,7 +27,7 @@
 
 #include "common/fs.h"
 #include "export/checks.h"
-#include "export/gguf.h"
+#include "io/gguf.h"
 
 namespace ac {
 

@@ -17,7 +17,7 @@ double dtype_bytes(const std::string& dtype, const char* where) {
   if (dtype == "bf16" || dtype == "fp16") return 2;
   if (dtype == "fp8" || dtype == "int8") return 1;
   if (dtype == "int4") return 0.5;
-  // ggml's block formats: 32 values and one fp16 scale per block (export/gguf_quant.h).
+  // ggml's block formats: 32 values and one fp16 scale per block (io/gguf_quant.h).
   if (dtype == "q8_0") return 34.0 / 32;
   if (dtype == "q4_0") return 18.0 / 32;
   throw ConfigError(msg(where, "unknown dtype '{}', expected fp32, bf16, fp16, fp8, int8, int4, "

@@ -105,7 +105,7 @@ class HfTokenizer {
   bool byte_fallback() const;
   /// tokenizer.json's "normalizer" and "pre_tokenizer" objects as read (null when absent), for
   /// writers that must name the pipeline in another format (GGUF's tokenizer.ggml.pre,
-  /// export/gguf_vocab.h) and so compare it exactly.
+  /// io/gguf_vocab.h) and so compare it exactly.
   const json& normalizer_json() const;
   const json& pre_tokenizer_json() const;
   /// The file the tokenizer was read from (errors name it).

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "common/error.h"
+#include "model/tensor_roles.h"
 
 namespace ac {
 
@@ -13,70 +14,19 @@ std::vector<at::Tensor> ModelWeights::parameters() const {
     if (t.defined()) out.push_back(t);
   };
   for (const auto& l : layers)
-    for (const at::Tensor* t :
-         {&l.input_layernorm, &l.q_proj, &l.k_proj, &l.v_proj, &l.q_bias, &l.k_bias, &l.v_bias,
-          &l.o_proj, &l.post_attention_layernorm, &l.gate_proj, &l.up_proj, &l.down_proj})
-      add(*t);
+    for (const TensorRole& r : kLayerRoles) add(l.*r.layer_member);
   add(norm);
   if (lm_head.defined() && !lm_head.is_same(embed_tokens)) out.push_back(lm_head);
   return out;
 }
 
 std::string hf_layer_name(int64_t layer, const std::string& role) {
-  static const std::map<std::string, std::string> kRole = {
-      {"input_layernorm", "input_layernorm.weight"},
-      {"q_proj", "self_attn.q_proj.weight"},
-      {"k_proj", "self_attn.k_proj.weight"},
-      {"v_proj", "self_attn.v_proj.weight"},
-      {"q_bias", "self_attn.q_proj.bias"},
-      {"k_bias", "self_attn.k_proj.bias"},
-      {"v_bias", "self_attn.v_proj.bias"},
-      {"o_proj", "self_attn.o_proj.weight"},
-      {"post_attention_layernorm", "post_attention_layernorm.weight"},
-      {"gate_proj", "mlp.gate_proj.weight"},
-      {"up_proj", "mlp.up_proj.weight"},
-      {"down_proj", "mlp.down_proj.weight"},
-  };
-  auto it = kRole.find(role);
-  AC_CHECK(it != kRole.end(), "unknown role {}", role);
-  return fmt::format("model.layers.{}.{}", layer, it->second);
+  const TensorRole& r = tensor_role(role);
+  AC_CHECK(r.per_layer(), "{} is not a per-layer role", role);
+  return hf_tensor_name(r, layer);
 }
 
 namespace {
-
-// (role, member, expected shape) of every tensor a layer holds under config `c`.
-struct Slot {
-  const char* role;
-  at::Tensor LayerWeights::*member;
-  std::vector<int64_t> shape;
-  const char* field;  // config.json field that determines the shape
-};
-
-std::vector<Slot> layer_slots(const ModelConfig& c, const LayerConfig& l) {
-  const int64_t D = c.hidden_size, q = l.num_attention_heads * l.head_dim,
-                kv = l.num_key_value_heads * l.head_dim, F = l.intermediate_size;
-  std::vector<Slot> s;
-  if (l.has_attention()) {
-    s.push_back({"input_layernorm", &LayerWeights::input_layernorm, {D}, "hidden_size"});
-    s.push_back({"q_proj", &LayerWeights::q_proj, {q, D}, "num_attention_heads*head_dim"});
-    s.push_back({"k_proj", &LayerWeights::k_proj, {kv, D}, "num_key_value_heads*head_dim"});
-    s.push_back({"v_proj", &LayerWeights::v_proj, {kv, D}, "num_key_value_heads*head_dim"});
-    if (c.attention_bias) {
-      s.push_back({"q_bias", &LayerWeights::q_bias, {q}, "num_attention_heads*head_dim"});
-      s.push_back({"k_bias", &LayerWeights::k_bias, {kv}, "num_key_value_heads*head_dim"});
-      s.push_back({"v_bias", &LayerWeights::v_bias, {kv}, "num_key_value_heads*head_dim"});
-    }
-    s.push_back({"o_proj", &LayerWeights::o_proj, {D, q}, "num_attention_heads*head_dim"});
-  }
-  if (l.has_ffn()) {
-    s.push_back({"post_attention_layernorm", &LayerWeights::post_attention_layernorm, {D},
-                 "hidden_size"});
-    s.push_back({"gate_proj", &LayerWeights::gate_proj, {F, D}, "intermediate_size"});
-    s.push_back({"up_proj", &LayerWeights::up_proj, {F, D}, "intermediate_size"});
-    s.push_back({"down_proj", &LayerWeights::down_proj, {D, F}, "intermediate_size"});
-  }
-  return s;
-}
 
 at::Tensor take(const TensorMap& m, const std::string& name, const std::vector<int64_t>& shape,
                 const char* field, const std::string& file) {
@@ -92,34 +42,39 @@ at::Tensor take(const TensorMap& m, const std::string& name, const std::vector<i
   return it->second.to(at::kFloat).contiguous().clone();
 }
 
+at::Tensor take_role(const TensorMap& m, const ModelConfig& c, const TensorRole& r,
+                     int64_t layer, const std::string& file) {
+  const LayerConfig* l = r.per_layer() ? &c.layers[size_t(layer)] : nullptr;
+  return take(m, hf_tensor_name(r, layer), role_shape(r, c, l), r.shape_field, file);
+}
+
 }  // namespace
 
 TensorMap to_tensor_map(const ModelConfig& c, const ModelWeights& w) {
   TensorMap m;
-  m["model.embed_tokens.weight"] = w.embed_tokens;
+  for (const TensorRole& r : kModelRoles)
+    if (role_present(r, c)) m[hf_tensor_name(r)] = role_tensor(w, r);
   for (int64_t i = 0; i < c.num_layers(); ++i)
-    for (const auto& s : layer_slots(c, c.layers[size_t(i)]))
-      m[hf_layer_name(i, s.role)] = w.layers[size_t(i)].*s.member;
-  m["model.norm.weight"] = w.norm;
-  if (!c.tie_word_embeddings) m["lm_head.weight"] = w.lm_head;
+    for (const TensorRole& r : kLayerRoles)
+      if (role_present(r, c, &c.layers[size_t(i)])) m[hf_tensor_name(r, i)] = role_tensor(w, r, i);
   return m;
 }
 
+// In HF's state_dict order (embeddings, layers, final norm, head), so that the first error
+// reported is the first tensor a reader of the file meets.
 ModelWeights from_tensor_map(const ModelConfig& c, const TensorMap& m, const std::string& file) {
-  const int64_t V = c.vocab_size, D = c.hidden_size;
   ModelWeights w;
-  w.embed_tokens = take(m, "model.embed_tokens.weight", {V, D}, "vocab_size, hidden_size", file);
+  w.embed_tokens = take_role(m, c, tensor_role("embed_tokens"), -1, file);
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     LayerWeights lw;
-    for (const auto& s : layer_slots(c, c.layers[size_t(i)]))
-      lw.*s.member = take(m, hf_layer_name(i, s.role), s.shape, s.field, file);
+    for (const TensorRole& r : kLayerRoles)
+      if (role_present(r, c, &c.layers[size_t(i)]))
+        lw.*r.layer_member = take_role(m, c, r, i, file);
     w.layers.push_back(std::move(lw));
   }
-  w.norm = take(m, "model.norm.weight", {D}, "hidden_size", file);
-  if (c.tie_word_embeddings)
-    w.lm_head = w.embed_tokens;
-  else
-    w.lm_head = take(m, "lm_head.weight", {V, D}, "vocab_size, hidden_size", file);
+  w.norm = take_role(m, c, tensor_role("norm"), -1, file);
+  const TensorRole& head = tensor_role("lm_head");
+  w.lm_head = role_present(head, c) ? take_role(m, c, head, -1, file) : w.embed_tokens;
   return w;
 }
 
@@ -134,11 +89,11 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed, double std) {
   w.embed_tokens = normal({V, D}, 1.0);
   for (const auto& l : c.layers) {
     LayerWeights lw;
-    for (const auto& s : layer_slots(c, l))
-      lw.*s.member = s.shape.size() == 1 && s.shape[0] == D && std::string(s.role).find("norm") !=
-                                                                   std::string::npos
-                         ? norm_w(D)
-                         : normal(s.shape, std);
+    for (const TensorRole& r : kLayerRoles) {
+      if (!role_present(r, c, &l)) continue;
+      const bool is_norm = r.shape == RoleShape::D;
+      lw.*r.layer_member = is_norm ? norm_w(D) : normal(role_shape(r, c, &l), std);
+    }
     w.layers.push_back(std::move(lw));
   }
   w.norm = norm_w(D);
@@ -154,12 +109,7 @@ static ModelWeights map_weights(const ModelConfig& c, const ModelWeights& w, F&&
   o.embed_tokens = cp(w.embed_tokens);
   for (const auto& l : w.layers) {
     LayerWeights n;
-    for (auto m : {&LayerWeights::input_layernorm, &LayerWeights::q_proj, &LayerWeights::k_proj,
-                   &LayerWeights::v_proj, &LayerWeights::q_bias, &LayerWeights::k_bias,
-                   &LayerWeights::v_bias, &LayerWeights::o_proj,
-                   &LayerWeights::post_attention_layernorm, &LayerWeights::gate_proj,
-                   &LayerWeights::up_proj, &LayerWeights::down_proj})
-      n.*m = cp(l.*m);
+    for (const TensorRole& r : kLayerRoles) n.*r.layer_member = cp(l.*r.layer_member);
     o.layers.push_back(std::move(n));
   }
   o.norm = cp(w.norm);

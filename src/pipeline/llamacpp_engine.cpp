@@ -47,7 +47,7 @@ std::string llamacpp_client(const std::string& name, fs::path* script) {
   } catch (const Error& e) {
     return e.what();
   }
-  const fs::path dir = root / "tests/llamacpp";
+  const fs::path dir = root / "tools/llamacpp";
   if (!fs::exists(dir / name)) return "no " + (dir / name).string();
   if (!fs::exists(dir / "node_modules/node-llama-cpp"))
     return (dir / "node_modules").string() + " has no node-llama-cpp (scripts/setup_node.sh)";

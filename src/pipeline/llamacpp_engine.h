@@ -1,7 +1,7 @@
 // llama.cpp, measured as a serving engine on this CPU (docs/design.md, "llama.cpp, measured").
 //
 // The real llama.cpp runs through its node client (node-llama-cpp 3.21.1, prebuilt CPU binaries;
-// tests/llamacpp/measure.mjs, installed by scripts/setup_node.sh): GGUF exports of the models,
+// tools/llamacpp/measure.mjs, installed by scripts/setup_node.sh): GGUF exports of the models,
 // in the scenario's weight type (f32, f16, q8_0, q4_0), at the scenario's thread count, in
 // interleaved rounds. Its figures are summarized as the native engine's (hardware/measure.h: the
 // 10th percentile of the TTFT samples and of the decode intervals), so that the same paired
@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/fs.h"
-#include "export/gguf_format.h"
-#include "export/gguf_vocab.h"
+#include "io/gguf_format.h"
+#include "io/gguf_vocab.h"
 #include "hardware/calibration.h"
 #include "hardware/engine_calibration.h"
 #include "hardware/measure.h"
@@ -32,7 +32,7 @@
 namespace ac {
 
 /// Why llama.cpp cannot run here ("" when it can); sets *script to the client script
-/// tests/llamacpp/<name> when it can. Never throws.
+/// tools/llamacpp/<name> when it can. Never throws.
 std::string llamacpp_client(const std::string& name, fs::path* script);
 
 /// The buffers llama.cpp reports allocating for a model and its context (bytes).

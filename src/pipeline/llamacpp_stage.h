@@ -5,7 +5,7 @@
 // on this CPU runs as it is (weight type, threads) and is predicted with the profile's llama.cpp
 // calibration; any other runs the f32 GGUF on every core.
 //
-// llama.cpp is an optional client here: when node or tests/llamacpp/node_modules is missing
+// llama.cpp is an optional client here: when node or tools/llamacpp/node_modules is missing
 // (scripts/setup_node.sh installs it), the stage records why it did not run and the pipeline
 // goes on; it never fails the compression.
 #pragma once
@@ -21,7 +21,7 @@ namespace ac {
 /// Options of the stage.
 struct LlamaCppStageOptions {
   fs::path tokenizer_dir;    // checkpoint folder whose tokenizer (tokenizer.json or
-                             // tokenizer.bin, export/gguf_vocab.h) goes into the GGUF
+                             // tokenizer.bin, io/gguf_vocab.h) goes into the GGUF
   fs::path work_dir;         // scratch folder for the GGUF files (removed after the stage)
   int64_t prompt_tokens = 0; // prompt length; 0 = the scenario's prompt_tokens
   int64_t output_tokens = 0; // decoded tokens timed; 0 = the scenario's output_tokens

@@ -10,9 +10,9 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "common/svg.h"
 #include "model/config.h"
 #include "pipeline/report.h"
-#include "pipeline/svg_plot.h"
 
 namespace ac {
 
@@ -20,8 +20,6 @@ namespace {
 using json = nlohmann::json;
 using svg::Canvas;
 using svg::Scale;
-using svg::escape;
-using svg::short_num;
 
 // ---------------------------------------------------------------------------------------------
 // Tolerant access to report.json / arch.json.
@@ -77,7 +75,7 @@ std::optional<ModelConfig> config_at(const json& j, std::initializer_list<const 
 std::string section(const std::string& id, const std::string& title, const std::string& intro,
                     const std::string& body) {
   return fmt::format("<section id=\"{}\">\n<h2>{}</h2>\n<p class=\"intro\">{}</p>\n<figure>\n{}"
-                     "</figure>\n</section>\n", id, escape(title), intro, body);
+                     "</figure>\n</section>\n", id, xml_escape(title), intro, body);
 }
 
 std::string note_svg(const std::string& plot, const std::string& message) {
@@ -129,9 +127,9 @@ void layer_panel(Canvas& c, const LayerSeries& s, double top, double height) {
     const double x = left + slot * double(i);
     if (!std::isnan(s.original[i]))
       c.rect(x + slot * 0.1, y(s.original[i]), slot * 0.8, y(0) - y(s.original[i]), "orig",
-             fmt::format("layer {}: original {} {}", i, short_num(s.original[i]), s.title));
+             fmt::format("layer {}: original {} {}", i, short_number(s.original[i]), s.title));
     c.rect(x + slot * 0.25, y(s.result[i]), slot * 0.5, y(0) - y(s.result[i]), "result",
-           fmt::format("layer {}: result {} {}", i, short_num(s.result[i]), s.title));
+           fmt::format("layer {}: result {} {}", i, short_number(s.result[i]), s.title));
     if (s.removed[i]) c.text(x + slot / 2, y(0) - 4, "×", "removed", "middle");
     if (L <= 40 || i % ((L + 39) / 40) == 0) c.text(x + slot / 2, y(0) + 14, std::to_string(i), "tick", "middle");
   }
@@ -173,8 +171,8 @@ std::string layers_svg(const std::vector<LayerSeries>& series, bool have_origina
 std::string layers_plot(const RunReport& report, const json& arch) {
   if (auto series = layer_series_from_arch(arch)) {
     auto d = number(arch, {"hidden_size"}), pd = number(arch, {"parent_hidden_size"});
-    return layers_svg(*series, true, fmt::format("hidden size {} → {}", pd ? short_num(*pd) : "?",
-                                                 d ? short_num(*d) : "?"));
+    return layers_svg(*series, true, fmt::format("hidden size {} → {}", pd ? short_number(*pd) : "?",
+                                                 d ? short_number(*d) : "?"));
   }
   // (report.json keeps the teacher's structure as text only: without arch.json, no original.)
   std::optional<ModelConfig> orig;
@@ -209,8 +207,8 @@ void cost_panel(Canvas& c, double left, double width, const std::string& title,
     const Bar& b = bars[i];
     const double x = left + slot * double(i) + slot * 0.15, w = slot * 0.7;
     c.rect(x, y(b.value), w, y(0) - y(b.value), provenance_class(b.prov),
-           fmt::format("{} {}: {} ({})", b.who, title, short_num(b.value), b.prov));
-    c.text(x + w / 2, y(b.value) - 16, short_num(b.value), "bar-value", "middle");
+           fmt::format("{} {}: {} ({})", b.who, title, short_number(b.value), b.prov));
+    c.text(x + w / 2, y(b.value) - 16, short_number(b.value), "bar-value", "middle");
     c.text(x + w / 2, y(b.value) - 5, short_provenance(b.prov), "bar-prov", "middle");
     c.text(x + w / 2, bottom + 14, b.who, "tick", "middle");
   }
@@ -221,9 +219,9 @@ void cost_panel(Canvas& c, double left, double width, const std::string& title,
     c.text(at_left ? left + 3 : left + width, at_left ? y(v) - 3 : y(v) + 11, label, cls + "-label",
            at_left ? "start" : "end");
   };
-  if (limit) limit_line(*limit, "limit", "limit " + short_num(*limit) + " (for measured)", true);
+  if (limit) limit_line(*limit, "limit", "limit " + short_number(*limit) + " (for measured)", true);
   if (search_limit && (!limit || std::fabs(*search_limit - *limit) > 1e-9 * std::fabs(*limit)))
-    limit_line(*search_limit, "search-limit", "search limit " + short_num(*search_limit) + " (for predicted)", false);
+    limit_line(*search_limit, "search-limit", "search limit " + short_number(*search_limit) + " (for predicted)", false);
   c.text(left + width / 2, 24, title, "panel-title", "middle");
 }
 
@@ -323,7 +321,7 @@ void mark_choices(Canvas& c, const std::vector<Point>& ranked, const Scale& x, c
     if (!p.chosen) continue;
     const bool baseline = p.method == "minitron";
     c.marker(baseline ? "star" : "diamond", x(p.cost), y(p.loss), 11, baseline ? "baseline" : "chosen",
-             fmt::format("{} choice: {} (cost {}, KL {})", p.method, p.label, short_num(p.cost), short_num(p.loss)));
+             fmt::format("{} choice: {} (cost {}, KL {})", p.method, p.label, short_number(p.cost), short_number(p.loss)));
     c.text(x(p.cost) + 13, y(p.loss) - 8, baseline ? "Minitron baseline (chosen)" : p.method + " (chosen)",
            baseline ? "baseline-label" : "chosen-label");
   }
@@ -352,7 +350,7 @@ std::string pareto_plot(const RunReport& report, const std::vector<json>& archs)
     if (p.loss < 0) c.line(x(p.cost), 352, x(p.cost), 360, "unranked");
   if (slim) {
     c.line(x(*slim), 20, x(*slim), 360, "search-limit");
-    c.text(x(*slim) + 4, 32, "limit " + short_num(*slim), "search-limit-label");
+    c.text(x(*slim) + 4, 32, "limit " + short_number(*slim), "search-limit-label");
   }
   std::vector<std::pair<double, double>> line;
   for (const Point& p : pareto_front(ranked, key == "throughput_tokens_per_s"))
@@ -361,7 +359,7 @@ std::string pareto_plot(const RunReport& report, const std::vector<json>& archs)
   for (const Point& p : ranked)
     c.circle(x(p.cost), y(p.loss), 4.5, p.method == "minitron" ? "cand" : "cand-other",
              fmt::format("{}: {} — cost {} ({}), KL {} (measured)", p.method, p.label,
-                         short_num(p.cost), prov, short_num(p.loss)));
+                         short_number(p.cost), prov, short_number(p.loss)));
   mark_choices(c, ranked, x, y);
   if (ranked.empty()) c.text(100, 60, "no candidate was ranked by quality", "note");
   c.text(930, 414, fmt::format("{} candidates costed, {} ranked by KL after pruning; ticks on the "
@@ -490,7 +488,7 @@ std::string distill_plot(const std::string& text) {
   }
   c.polyline(line, "series");
   c.text(930, 324, fmt::format("{} steps; loss {} → {} (measured on the training batches)", csv.rows.size(),
-                               short_num(csv.rows.front()[size_t(loss)]), short_num(csv.rows.back()[size_t(loss)])),
+                               short_number(csv.rows.front()[size_t(loss)]), short_number(csv.rows.back()[size_t(loss)])),
          "legend", "end");
   return c.str();
 }
@@ -501,7 +499,7 @@ std::string distill_plot(const std::string& text) {
 std::string cell(const json& j, std::initializer_list<const char*> path, double scale = 1,
                  const char* unit = "") {
   auto v = number(j, path);
-  return v ? escape(short_num(*v * scale) + unit) : "—";
+  return v ? xml_escape(short_number(*v * scale) + unit) : "—";
 }
 
 std::string summary_table(const RunReport& r) {
@@ -509,8 +507,8 @@ std::string summary_table(const RunReport& r) {
   const RunReport::Compressed& co = r.compressed;
   const std::string tp = provenance(text(te.predicted, {"source"})),
                     cp = provenance(text(co.predicted, {"source"}));
-  std::string t = "<table>\n<tr><th>metric</th><th>teacher, " + escape(tp) +
-                  "</th><th>teacher, measured</th><th>result, " + escape(cp) +
+  std::string t = "<table>\n<tr><th>metric</th><th>teacher, " + xml_escape(tp) +
+                  "</th><th>teacher, measured</th><th>result, " + xml_escape(cp) +
                   "</th><th>result, measured</th></tr>\n";
   struct Row { const char* name; const char* key; double scale; const char* unit; };
   for (const Row& row : {Row{"TTFT", "ttft_ms", 1, " ms"}, Row{"TPOT", "tpot_ms", 1, " ms"},
@@ -522,7 +520,7 @@ std::string summary_table(const RunReport& r) {
                      cell(co.predicted, {row.key}, row.scale, row.unit),
                      cell(co.measured, {row.key}, row.scale, row.unit));
   t += fmt::format("<tr><td>parameters</td><td colspan=\"2\">{}</td><td colspan=\"2\">{}</td></tr>\n",
-                   escape(short_num(double(te.parameters))), escape(short_num(double(co.parameters))));
+                   xml_escape(short_number(double(te.parameters))), xml_escape(short_number(double(co.parameters))));
   t += fmt::format("<tr><td>KL to teacher (held-out, measured)</td><td colspan=\"2\">0</td>"
                    "<td colspan=\"2\">{} after pruning, {} after distillation</td></tr>\n",
                    cell(co.eval_after_prune, {"kl_to_teacher"}), cell(co.eval, {"kl_to_teacher"}));
@@ -534,16 +532,16 @@ std::string summary_table(const RunReport& r) {
 
 std::string verdict_line(const RunReport& r) {
   return fmt::format("<p class=\"verdict\">Limits by the cost model: <b>{}</b>. Measured: <b>{}</b>.</p>\n",
-                     escape(limits_verdict_text(json(r.compressed.limits_predicted))),
-                     escape(limits_verdict_text(r.compressed.limits_measured)));
+                     xml_escape(limits_verdict_text(json(r.compressed.limits_predicted))),
+                     xml_escape(limits_verdict_text(r.compressed.limits_measured)));
 }
 
 std::string stages_table(const RunReport& r) {
   if (r.stages.empty()) return "";
   std::string t = "<h2>Time per stage (measured wall time)</h2>\n<table>\n<tr><th>stage</th><th>seconds</th></tr>\n";
   for (const RunReport::Stage& s : r.stages)
-    t += fmt::format("<tr><td>{}{}</td><td>{}</td></tr>\n", escape(s.stage),
-                     s.resumed ? " (earlier attempt)" : "", escape(short_num(s.seconds)));
+    t += fmt::format("<tr><td>{}{}</td><td>{}</td></tr>\n", xml_escape(s.stage),
+                     s.resumed ? " (earlier attempt)" : "", xml_escape(short_number(s.seconds)));
   return t + "</table>\n";
 }
 
@@ -570,13 +568,13 @@ td:first-child,th:first-child{text-align:left}figure{margin:0}svg.plot{max-width
 std::string page_header(const RunReport& r) {
   const std::string& name = r.scenario.name;
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>autocompress report — " +
-                  escape(name) + "</title>\n" + kStyle + "</head>\n<body>\n";
-  h += "<h1>autocompress report — scenario <code>" + escape(name) + "</code></h1>\n";
+                  xml_escape(name) + "</title>\n" + kStyle + "</head>\n<body>\n";
+  h += "<h1>autocompress report — scenario <code>" + xml_escape(name) + "</code></h1>\n";
   h += fmt::format("<p class=\"meta\">Device {} ({} cores, {} threads, torch {}), engine <code>{}</code>, "
                    "batch {}, {} prompt + {} output tokens. Date {}.</p>\n",
-                   escape(r.device.cpu_model), r.device.cores, r.device.threads,
-                   escape(r.device.torch), escape(r.scenario.engine), r.scenario.batch_size,
-                   r.scenario.prompt_tokens, r.scenario.output_tokens, escape(r.date));
+                   xml_escape(r.device.cpu_model), r.device.cores, r.device.threads,
+                   xml_escape(r.device.torch), xml_escape(r.scenario.engine), r.scenario.batch_size,
+                   r.scenario.prompt_tokens, r.scenario.output_tokens, xml_escape(r.date));
   h += "<p class=\"key\">Every number says where it comes from:<span class=\"prov\" style=\"background:#1b7837\"></span>"
        "measured on this device<span style=\"background:#2166ac\"></span>predicted from profile (cost model, "
        "tables of this device)<span style=\"background:#92c5de\"></span>predicted from specs (cost model, "
@@ -591,7 +589,7 @@ std::string render_report_html(const RunReport& report, const std::vector<json>&
   const json& arch = archs.empty() ? json() : archs.front();
   std::string h = page_header(report);
   h += "<h2>Summary</h2>\n" + summary_table(report) + verdict_line(report);
-  h += "<p>" + escape(describe_run_data(report.data)) + "</p>\n";
+  h += "<p>" + xml_escape(describe_run_data(report.data)) + "</p>\n";
   h += section("layers", "Architecture per layer",
                "Query heads, KV heads and FFN width of every layer: the result (orange) over the original "
                "(grey). Removed parts are marked ×.",

@@ -1,4 +1,4 @@
-#include "export/gguf_quant.h"
+#include "io/gguf_quant.h"
 
 #include <algorithm>
 #include <cmath>

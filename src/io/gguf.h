@@ -1,8 +1,8 @@
 // GGUF (version 3) reader and writer: the container llama.cpp loads.
 //
-// The byte layout, the value types and the limits enforced on read are in export/gguf_format.h
+// The byte layout, the value types and the limits enforced on read are in io/gguf_format.h
 // (torch-free, so that the fuzz targets build without torch), the Q8_0 / Q4_0 blocks in
-// export/gguf_quant.h; this file adds the writer and access to the tensors as torch tensors.
+// io/gguf_quant.h; this file adds the writer and access to the tensors as torch tensors.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/fs.h"
-#include "export/gguf_format.h"
+#include "io/gguf_format.h"
 
 namespace ac {
 

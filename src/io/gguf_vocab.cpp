@@ -1,4 +1,4 @@
-#include "export/gguf_vocab.h"
+#include "io/gguf_vocab.h"
 
 #include <fmt/format.h>
 

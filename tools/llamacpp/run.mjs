@@ -19,6 +19,11 @@
 // Used by tests/test_export.cpp (LlamaCpp.*), tests/test_gguf_tokenizer.cpp (GgufTokenizer.*),
 // for the TPOT figure of the export report and by bench/gguf_types.sh (perplexity.mjs beside it
 // gives llama.cpp's perplexity).
+//
+// In tools/llamacpp/ rather than tests/: measure.mjs is the llama.cpp client autocompress itself
+// runs (pipeline/llamacpp_engine.h), and its neighbours share its one node-llama-cpp install
+// (scripts/setup_node.sh: tools/llamacpp/node_modules); not in engines/, which holds only the
+// engines' JSON data files.
 import fs from "node:fs";
 import os from "node:os";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";

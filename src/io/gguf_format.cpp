@@ -1,11 +1,11 @@
-#include "export/gguf_format.h"
+#include "io/gguf_format.h"
 
 #include <algorithm>
 #include <cstring>
 #include <set>
 
 #include "common/error.h"
-#include "export/gguf_quant.h"
+#include "io/gguf_quant.h"
 
 namespace ac {
 

@@ -1,10 +1,10 @@
-#include "export/gguf.h"
+#include "io/gguf.h"
 
 #include <cstring>
 #include <set>
 
 #include "common/error.h"
-#include "export/gguf_quant.h"
+#include "io/gguf_quant.h"
 
 namespace ac {
 
@@ -32,7 +32,7 @@ at::Tensor encode(const at::Tensor& t, GgmlType type, const std::string& where) 
   const int64_t block = ggml_block_values(type);
   if (t.dim() < 1 || t.size(-1) % block)
     throw ConfigError(msg("write_gguf", "{}: rows of {} values cannot be written as {}: blocks of "
-                          "{} values (export/gguf_quant.h); write it as F16 instead", where,
+                          "{} values (io/gguf_quant.h); write it as F16 instead", where,
                           t.dim() ? t.size(-1) : 0, ggml_type_name(type), block));
   const at::Tensor x = t.to(at::kFloat).contiguous();
   at::Tensor out = at::empty({int64_t(ggml_bytes(type, uint64_t(x.numel())))}, at::kByte);

@@ -1,5 +1,5 @@
 // GGUF (version 3) container types and the validating reader core, without torch (the fuzz
-// targets link only this; export/gguf.h adds the writer and tensor access).
+// targets link only this; io/gguf.h adds the writer and tensor access).
 //
 // Byte layout (ggml docs/gguf.md; ggml/src/gguf.cpp gguf_init_from_file_impl), all little-endian:
 //   [0, 4)    magic "GGUF" (bytes 0x47 0x47 0x55 0x46)
@@ -16,7 +16,7 @@
 //       ne is ggml order: ne[0] is the fastest-moving (innermost) dimension, i.e. the torch
 //       shape REVERSED: a torch [F, D] weight (row-major) has ne = {D, F}.
 //       ggml_type here: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 30 BF16. offset is relative to the data
-//       section. A row (ne[0] values) of a block type is ne[0] / 32 blocks (export/gguf_quant.h),
+//       section. A row (ne[0] values) of a block type is ne[0] / 32 blocks (io/gguf_quant.h),
 //       so ne[0] must be a multiple of 32; a tensor's bytes are numel / block_values *
 //       block_bytes (ggml.c type_traits: F32 1 value in 4 bytes, F16 and BF16 1 in 2, Q8_0 32 in
 //       34, Q4_0 32 in 18).
@@ -54,7 +54,7 @@ GgmlType ggml_type_from_string(const std::string& s);
 const char* ggml_type_name(GgmlType t);
 /// The --dtype spelling, "f32" ... "q4_0": the inverse of ggml_type_from_string.
 const char* ggml_dtype_string(GgmlType t);
-/// Q8_0 and Q4_0: values stored in blocks of 32 with a scale (export/gguf_quant.h).
+/// Q8_0 and Q4_0: values stored in blocks of 32 with a scale (io/gguf_quant.h).
 bool ggml_is_quantized(GgmlType t);
 /// Values per block: 1 for F32, F16, BF16; 32 for Q8_0, Q4_0 (ggml_blck_size).
 int64_t ggml_block_values(GgmlType t);

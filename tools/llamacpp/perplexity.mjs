@@ -11,7 +11,13 @@
 //
 // SEQ_LEN defaults to 256 (eval's --seq-len), MAX_WINDOWS to every window (-1), THREADS to the
 // core count. Prints one JSON object: {"llama_cpp", "perplexity", "mean_nll" (nats per predicted
-// token), "tokens" (positions scored), "sequences", "wall_s", "threads"}.
+// token), "tokens" (positions scored), "sequences", "wall_s", "threads"}. Run by
+// bench/gguf_types.sh (llama.cpp's perplexity column) and tests/test_export.cpp.
+//
+// In tools/llamacpp/ rather than tests/: measure.mjs is the llama.cpp client autocompress itself
+// runs (pipeline/llamacpp_engine.h), and its neighbours share its one node-llama-cpp install
+// (scripts/setup_node.sh: tools/llamacpp/node_modules); not in engines/, which holds only the
+// engines' JSON data files.
 import fs from "node:fs";
 import os from "node:os";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";

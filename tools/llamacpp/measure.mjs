@@ -15,7 +15,13 @@
 //
 // Prints {"llama_cpp": release, "threads": T, "context": C, "models": [{"path", "buffers":
 // {"model", "kv", "output", "compute"} (bytes, from the first round), "runs": [{"ttft_ms",
-// "token_ms": [N - 1 decode intervals]}]}]}.
+// "token_ms": [N - 1 decode intervals]}]}]}. Run by calibrate / validate --engine llama.cpp and
+// compress's llama.cpp stage (pipeline/llamacpp_engine.h llamacpp_client).
+//
+// In tools/llamacpp/ rather than tests/: measure.mjs is the llama.cpp client autocompress itself
+// runs (pipeline/llamacpp_engine.h), and its neighbours share its one node-llama-cpp install
+// (scripts/setup_node.sh: tools/llamacpp/node_modules); not in engines/, which holds only the
+// engines' JSON data files.
 import fs from "node:fs";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
