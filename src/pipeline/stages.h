@@ -28,7 +28,7 @@
 #include "data/dataset.h"
 #include "distill/distill.h"
 #include "eval/eval.h"
-#include "export/gguf_vocab.h"
+#include "io/gguf_vocab.h"
 #include "hardware/paired_measure.h"
 #include "hardware/profile.h"
 #include "hardware/scenario.h"
