@@ -4,7 +4,7 @@
 #   the default and torch 1.13 would run its BLAS single-threaded), nlohmann-json, CLI11, fmt,
 #   GoogleTest, cmake, ninja, ccache, and python3-torch (the float64 reference of the tests).
 #   libjemalloc-dev: the allocator linked into the CLI (peak memory that does not grow with the
-#   calibration size; docs/benchmarks.md, issue #4).
+#   calibration size; docs/benchmarks.md, "Importance: peak memory vs calibration size").
 #   libdnnl-dev: oneDNN's sgemm, which runs the fp32 GEMMs (src/common/gemm.h; libtorch links
 #   the same libdnnl).
 #   libgloo-dev: headers of Gloo, which libtorch's c10d ProcessGroupGloo (data-parallel distill) needs.
