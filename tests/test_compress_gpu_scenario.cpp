@@ -25,6 +25,17 @@ std::string slurp(const fs::path& p) {
   std::ifstream f(p);
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
+
+// Kills a background run started through `sh -c 'echo $$ > pid; exec ...'` when the test ends
+// before the run did (a failed assertion), so that it does not outlive its temporary folder.
+struct KillOnExit {
+  fs::path pid_file, rc_file;
+  ~KillOnExit() {
+    if (fs::exists(rc_file) || !fs::exists(pid_file)) return;
+    const std::string pid = slurp(pid_file);
+    if (!pid.empty()) ::kill(pid_t(std::stol(pid)), SIGKILL);
+  }
+};
 }  // namespace
 
 TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
@@ -66,7 +77,7 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
   int retrained = 0;
   for (const auto& c : arch["search"]["candidates"]) {
     retrained += c["loss_after_retrain"].get<double>() >= 0;
-    if (c["chosen"].get<bool>()) EXPECT_GE(c["loss_after_retrain"].get<double>(), 0);
+    if (c["chosen"].get<bool>()) { EXPECT_GE(c["loss_after_retrain"].get<double>(), 0); }
   }
   EXPECT_GE(retrained, 1);
   EXPECT_LE(retrained, 3);
@@ -76,7 +87,7 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
   retrained = 0;
   for (const auto& c : auto_arch["search"]["candidates"]) {
     retrained += c["loss_after_retrain"].get<double>() >= 0;
-    if (c["chosen"].get<bool>()) EXPECT_GE(c["loss_after_retrain"].get<double>(), 0);
+    if (c["chosen"].get<bool>()) { EXPECT_GE(c["loss_after_retrain"].get<double>(), 0); }
   }
   EXPECT_GE(retrained, 1);
   EXPECT_LE(retrained, 2);
@@ -265,8 +276,11 @@ TEST(CompressSignal, SigtermDuringDistillationStopsCompressAndKeepsItResumable) 
       pid_file.string(), ac::test::cli_bin(), model.string(), run.string(), log.string(),
       rc_file.string());
   ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const KillOnExit guard{pid_file, rc_file};
   bool distilling = false;
-  for (int i = 0; i < 3000 && !distilling; ++i) {  // up to 5 minutes
+  // Until the run gets there or ends; the cap (30 minutes) only guards against a hang, since a
+  // loaded machine may take many times the usual minute.
+  for (int i = 0; i < 18000 && !distilling && !fs::exists(rc_file); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     distilling = slurp(log).find("prune done") != std::string::npos;
   }
@@ -316,8 +330,9 @@ TEST(CompressResume, AKilledRunResumesToTheSameReport) {
                                     killed.string(), log.string(), rc_file.string())
                             .c_str()),
             0);
+  const KillOnExit guard{pid_file, rc_file};
   bool searched = false;
-  for (int i = 0; i < 3000 && !searched; ++i) {  // up to 5 minutes
+  for (int i = 0; i < 18000 && !searched && !fs::exists(rc_file); ++i) {  // as above
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     searched = slurp(log).find("[compress] search done") != std::string::npos;
   }
@@ -361,6 +376,31 @@ TEST(CompressResume, AKilledRunResumesToTheSameReport) {
   }
   EXPECT_EQ(a.dump(1), b.dump(1));
   EXPECT_EQ(slurp(whole / "model" / "model.safetensors"), slurp(killed / "model" / "model.safetensors"));
+
+  // The subcommands run the same steps (pipeline/steps.h) as compress's stages: on the run's own
+  // token files they give its importance byte for byte, and its evaluations after pruning and
+  // after distillation number for number.
+  const std::string cli = ac::test::cli_bin(), m = model.string(), w = whole.string();
+  const fs::path imp = tmp.path / "importance.safetensors", pruned = tmp.path / "pruned";
+  ac::test::run_or_fail(fmt::format("AC_QUIET=1 {} importance --model {} --data {}/data/"
+                                    "calibration.tokens --seq-len 32 --out {} > /dev/null 2>&1",
+                                    cli, m, w, imp.string()));
+  EXPECT_EQ(slurp(imp), slurp(whole / "importance.safetensors"));
+  ac::test::run_or_fail(fmt::format("AC_QUIET=1 {} prune --model {} --importance {} --arch "
+                                    "{}/arch.json --out {} > /dev/null 2>&1",
+                                    cli, m, imp.string(), w, pruned.string()));
+  auto eval = [&](const fs::path& student, const char* name) {
+    const fs::path out = tmp.path / name;
+    ac::test::run_or_fail(fmt::format("AC_QUIET=1 {} eval --model {} --teacher {} --data "
+                                      "{}/data/heldout.tokens --seq-len 32 --out {} "
+                                      "> /dev/null 2>&1",
+                                      cli, student.string(), m, w, out.string()));
+    json e = parse_json_text(slurp(out), name)["models"][0]["eval"];
+    strip(e);
+    return e;
+  };
+  EXPECT_EQ(eval(pruned, "eval_pruned.json").dump(1), a["compressed"]["eval_after_prune"].dump(1));
+  EXPECT_EQ(eval(whole / "model", "eval_model.json").dump(1), a["compressed"]["eval"].dump(1));
 }
 
 // compress --profile with a profile of another machine: refused with one error that names the

@@ -75,7 +75,7 @@ TEST(EngineStructure, MultiplesOf256AreExactlyTheWidthsFfnMultGives) {
     for (int64_t F = 1; F <= 8 * 4096; F += (F < 1024 ? 1 : 97)) {
       const std::optional<double> m = decilm_ffn_mult_for(F, D);
       EXPECT_EQ(m.has_value(), F % 256 == 0) << "D " << D << " F " << F;
-      if (m) EXPECT_EQ(decilm_ffn_width(*m, D), F) << "D " << D << " F " << F;
+      if (m) { EXPECT_EQ(decilm_ffn_width(*m, D), F) << "D " << D << " F " << F; }
     }
     for (int64_t F = 256; F <= 65536; F += 256)
       EXPECT_TRUE(decilm_ffn_mult_for(F, D).has_value()) << "D " << D << " F " << F;
@@ -228,7 +228,7 @@ TEST(EngineStructure, EveryArchitectureOfTheSpaceLoadsInItsEngine) {
         if (!engine.structure.per_layer_query_heads)
           for (const auto& layer : s.attention)
             for (const LayerConfig& a : layer)
-              if (a.has_attention()) EXPECT_EQ(a.num_attention_heads, heads) << engine.name;
+              if (a.has_attention()) { EXPECT_EQ(a.num_attention_heads, heads) << engine.name; }
         // A derived head_dim (TensorRT-LLM's DeciLM): the hidden size stays the parent's.
         if (!engine.structure.head_dim_explicit) EXPECT_EQ(s.hidden_sizes.size(), 1u) << engine.name;
         else EXPECT_GT(s.hidden_sizes.size(), 1u) << engine.name;
@@ -275,8 +275,9 @@ TEST(EngineStructure, SearchesUnderRandomBudgetsReturnWhatTheEngineLoads) {
       EXPECT_LE(r.best.cost.tpot_ms, *lim.tpot_ms * (1 + 1e-9)) << engine;
       // The pruned model passes what the DeciLM export checks for vLLM.
       const LlamaModel pruned = drop_removed_blocks(prune_model(m, imp, r.best.target));
-      if (engine != "llama.cpp" && !pruned.config.is_homogeneous())
+      if (engine != "llama.cpp" && !pruned.config.is_homogeneous()) {
         EXPECT_NO_THROW(check_decilm_loadable(pruned.config)) << describe(pruned.config);
+      }
     }
   }
 }
@@ -306,7 +307,7 @@ TEST(EngineStructure, AParentWidthTheEngineCannotExpressIsOneClearError) {
 TEST(EngineStructure, PlanSuggestionsLoadInTheScenarioEngine) {
   const ModelConfig c =
       read_architecture(test::source_dir() / "tests/fixtures/configs/llama-3.1-8b.json");
-  for (const std::string& name : {"h100-serving", "rtx5080-game", "rtx5070-coding"}) {
+  for (const char* name : {"h100-serving", "rtx5080-game", "rtx5070-coding"}) {
     for (const int64_t tp : {1, 8}) {
       Scenario sc = find_scenario(name, test::source_dir());
       if (tp > 1 && sc.engine_spec.structure.tensor_parallel_divides.empty()) continue;
@@ -314,9 +315,10 @@ TEST(EngineStructure, PlanSuggestionsLoadInTheScenarioEngine) {
       PlanOptions o;
       o.width_granularity = width_granularity_for(nullptr, sc.device_spec);
       const Plan p = make_plan(c, sc, nullptr, o);
-      if (p.per_layer)
+      if (p.per_layer) {
         EXPECT_TRUE(structure_violations(p.per_layer->config, sc.engine_spec, tp).empty())
             << name << " tp " << tp << ": " << describe(p.per_layer->config);
+      }
       for (const PlanSuggestion& u : p.uniform)
         EXPECT_TRUE(structure_violations(u.config, sc.engine_spec, tp).empty())
             << name << " tp " << tp << ": " << describe(u.config);

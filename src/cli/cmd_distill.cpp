@@ -18,6 +18,7 @@
 #include "io/checkpoint.h"
 #include "io/text_tokenizer.h"
 #include "model/finite.h"
+#include "pipeline/steps.h"
 #include "prune/pruning_map.h"
 
 namespace ac::cli {
@@ -118,11 +119,8 @@ void run(DistillArgs& a) {
   log_info(fmt::format("[distill] {} -> {}: {} tokens of {} ({} per step)", a.student, a.out,
                        a.opt.token_budget, a.data.path,
                        a.opt.batch_size * a.opt.seq_len * a.opt.grad_accum));
-  DistillResult r = distill(teacher, student, data, a.opt);
-  if (r.interrupted)
-    throw Error(msg("distill", "interrupted at step {} of {}; state saved in {}: rerun the same "
-                    "command with --resume to continue", r.steps_done, r.total_steps,
-                    a.opt.state_dir.string()));
+  DistillResult r = distill_step(teacher, student, data, a.opt, "distill",
+                                 "rerun the same command with --resume to continue");
   if (parallel && !parallel->is_main()) return;  // rank 0 writes the output
   write_output(a, student, r);
   fs::remove_all(a.opt.state_dir);

@@ -16,6 +16,7 @@
 #include "eval/tasks.h"
 #include "io/checkpoint.h"
 #include "io/text_tokenizer.h"
+#include "pipeline/steps.h"
 
 namespace ac::cli {
 namespace {
@@ -55,8 +56,7 @@ EvalResult eval_stream(const EvalArgs& a, const std::string& dir, const LlamaMod
   opt.token_bytes = bytes ? &*bytes : nullptr;
   TokenDataset data = load_dataset(a.data.spec(DataSplit::kHeldout), dir, m.config.vocab_size,
                                    int32_t(m.config.bos_token_id), "eval", source);
-  if (a.stride > 0) return sliding_window_evaluate(m, teacher, data.ids(), a.seq_len, a.stride, opt);
-  return evaluate(m, teacher, data, opt);
+  return eval_step(m, teacher, data, opt, a.stride);
 }
 
 ModelResult eval_model(const EvalArgs& a, const std::string& dir, const LlamaModel* teacher,

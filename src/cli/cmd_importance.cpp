@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/finite.h"
+#include "pipeline/steps.h"
 
 namespace ac::cli {
 namespace {
@@ -26,27 +27,26 @@ void run(const ImportanceArgs& a) {
   if (a.aggregation != "mean" && a.aggregation != "batch_l2")
     throw ConfigError(fmt::format("[importance] --aggregation: expected mean or batch_l2, found "
                                   "'{}'", a.aggregation));
-  check_not_overwriting_input(a.model, a.out, "importance");
+  check_not_overwriting_inputs({a.model, a.data.path}, a.out, "importance");
   LlamaModel m = load_checkpoint(a.model);
   if (!a.allow_nonfinite) require_finite(m, a.model, "importance", /*allow=*/false);
   TokenDataset data = load_dataset(a.data.spec(DataSplit::kTrain), a.model, m.config.vocab_size,
                                    int32_t(m.config.bos_token_id), "importance");
-  std::vector<at::Tensor> batches = data.sequential_batches(a.batch_size, a.seq_len, a.max_batches);
-  if (batches.empty())
-    throw ConfigError(fmt::format("[importance] {} tokens make no window of --seq-len {}",
-                                  data.num_tokens(), a.seq_len));
-  ImportanceOptions opt;
+  ImportanceStep step;
+  step.batch_size = a.batch_size;
+  step.seq_len = a.seq_len;
+  step.max_batches = a.max_batches;
+  ImportanceOptions& opt = step.importance;
   opt.aggregation = a.aggregation == "mean" ? Aggregation::kMean : Aggregation::kBatchL2;
   opt.layer_drop_loss = a.layer_drop_loss;
   opt.state_path = a.out + ".state";
   opt.save_every = a.save_every;
   opt.resume = a.resume;
   opt.allow_nonfinite = a.allow_nonfinite;
-  Importance imp = compute_importance(m, batches, opt);
+  Importance imp = importance_step(m, data, step, "importance");
   save_importance(a.out, imp);
   fs::remove(opt.state_path);
-  log_info(fmt::format("[importance] {} tokens in {} batches -> {}", imp.num_tokens,
-                       batches.size(), a.out));
+  log_info(fmt::format("[importance] {} tokens -> {}", imp.num_tokens, a.out));
 }
 
 RegisterCommand reg(40, [](CLI::App& app) {

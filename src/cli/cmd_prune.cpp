@@ -7,10 +7,8 @@
 #include "common/runtime.h"
 #include "importance/importance.h"
 #include "io/checkpoint.h"
+#include "pipeline/steps.h"
 #include "prune/arch.h"
-#include "prune/depth.h"
-#include "prune/prune.h"
-#include "prune/pruning_map.h"
 
 namespace ac::cli {
 namespace {
@@ -25,21 +23,15 @@ void run(const PruneArgs& a) {
   LlamaModel m = load_checkpoint(a.model);
   Importance imp = load_importance(a.importance);
   ModelConfig target = read_arch(a.arch);
-  PrunePlan plan = plan_pruning(m.config, imp, target);
-  LlamaModel pruned = apply_plan(m, plan);
-  // A block whose attention and FFN are both removed is the identity: drop it (as `compress`
-  // does) unless asked to keep the parent's layer numbering.
-  if (!a.keep_removed_blocks) pruned = drop_removed_blocks(pruned);
+  const PrunedModel pruned = prune_step(m, imp, target, a.keep_removed_blocks);
   // The checkpoint and pruning_map.json (for distill's hidden-state loss) appear together.
-  PruningMap map = pruning_map_from_plan(m.config, plan, !a.keep_removed_blocks);
-  check_pruning_map(map, m.config, pruned.config, kPruningMapFile);
   StagingDir staging(a.out);
-  save_checkpoint(staging.path(), pruned, a.model);
-  write_pruning_map(staging.path() / kPruningMapFile, map);
+  write_pruned(staging.path(), pruned, a.model);
   staging.commit();
   log_info(fmt::format("[prune] {} ({} parameters) -> {} ({} parameters) in {}",
-                       describe(m.config), m.config.num_parameters(), describe(pruned.config),
-                       pruned.config.num_parameters(), a.out));
+                       describe(m.config), m.config.num_parameters(),
+                       describe(pruned.model.config), pruned.model.config.num_parameters(),
+                       a.out));
 }
 
 RegisterCommand reg(60, [](CLI::App& app) {

@@ -8,10 +8,10 @@
 #include "common/runtime.h"
 #include "data/dataset.h"
 #include "hardware/cost_model.h"
-#include "hardware/granularity.h"
 #include "hardware/measure.h"
 #include "hardware/profile.h"
 #include "io/checkpoint.h"
+#include "pipeline/steps.h"
 #include "search/outcome.h"
 
 namespace {
@@ -44,7 +44,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--autocompress-retrain-tokens", a->autocompress_retrain_tokens, "autocompress: distillation tokens per retrained proposal (batches of 8 x --seq-len; counted as search tokens)")->capture_default_str();
   s->add_option("--train-data", a->train_data, "training data of the retraining (required with --minitron-retrain-top-k or --autocompress-retrain-top-k): a token file or text, read as --data is (--text-field, --split)");
   s->add_option("--safety-margin", a->safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
-  CLI::Option* gran = s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods; default: the profile's derived granularity, else the device's)");
+  s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods; default: the profile's derived granularity, else the device's)");
   s->add_option("--steps", d.steps, "autocompress: optimisation steps at most")->capture_default_str();
   s->add_option("--search-batch", st.autocompress_batch_size, "autocompress: windows per step")->capture_default_str();
   s->add_option("--search-seq-len", st.autocompress_seq_len, "autocompress: tokens per window")->capture_default_str();
@@ -59,7 +59,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--rank-batches", d.rank_batches, "autocompress: search batches per KL evaluation of the ranked candidates and the refinement (0 = argmax + repair only)")->capture_default_str();
   s->add_option("--max-ranked", d.max_ranked, "autocompress: candidates ranked by KL at most")->capture_default_str();
   s->add_option("--refine-evaluations", d.refine_evaluations, "autocompress: KL evaluations of the local search after the ranking")->capture_default_str();
-  s->callback([a, gran] {
+  s->callback([a] {
     ac::init_torch_threads();
     ac::check_not_overwriting_inputs({a->model, a->importance, a->profile, a->data.path, a->train_data},
                                      a->out, "search");
@@ -88,10 +88,6 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
     std::optional<ac::Profile> profile;
     if (!a->profile.empty()) profile = ac::load_profile(a->profile);
     const ac::Profile* p = profile ? &*profile : nullptr;
-    if (gran->count() == 0)
-      a->settings.autocompress.space.width_granularity =
-          ac::width_granularity_for(p, scenario.device_spec);
-    a->settings.minitron.width_granularity = a->settings.autocompress.space.width_granularity;
     // As in compress: the search compares predictions with predictions, so relative limits
     // resolve against the teacher's prediction (a profile/measurement offset cancels out).
     if (scenario.limits.has_relative())
@@ -112,8 +108,8 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
     }
     std::vector<ac::SearchOutcome> outcomes;
     for (const std::string& m : ac::search_methods(a->method))
-      outcomes.push_back(ac::run_search_method(m, teacher, imp, scenario, p, limits, data,
-                                               a->seq_len, a->settings, train ? &*train : nullptr));
+      outcomes.push_back(ac::search_step(m, teacher, imp, scenario, p, limits, data, a->seq_len,
+                                         a->settings, train ? &*train : nullptr));
     // Evaluation (not a search cost): KL after pruning of every result on the same windows.
     std::vector<at::Tensor> eval_batches = data.sequential_batches(8, a->seq_len, a->batches);
     nlohmann::json comparison = nlohmann::json::array();

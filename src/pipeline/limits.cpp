@@ -6,6 +6,22 @@
 
 namespace ac {
 
+bool scale_limit(Limits& l, const std::string& name, double scale) {
+  auto scale_ms = [&](std::optional<double>& v) {
+    if (v) *v *= scale;
+    return v.has_value();
+  };
+  if (name == "ttft_ms") return scale_ms(l.ttft_ms);
+  if (name == "tpot_ms") return scale_ms(l.tpot_ms);
+  if (name == "min_throughput_tokens_per_s") return scale_ms(l.min_throughput_tokens_per_s);
+  if (name == "peak_memory_bytes") {
+    if (l.peak_memory_bytes) l.peak_memory_bytes = int64_t(double(*l.peak_memory_bytes) * scale);
+    return l.peak_memory_bytes.has_value();
+  }
+  throw ConfigError(msg("limits", "unknown limit '{}' (expected ttft_ms, tpot_ms, "
+                                  "peak_memory_bytes or min_throughput_tokens_per_s)", name));
+}
+
 Limits resolve_limits(const Limits& as_written, const CostEstimate& teacher) {
   Limits r = as_written;
   if (as_written.ttft_fraction) r.ttft_ms = *as_written.ttft_fraction * teacher.ttft_ms;
@@ -27,11 +43,9 @@ Limits with_safety_margin(const Limits& l, double margin) {
   if (!(margin >= 0 && margin < 1))
     throw ConfigError(msg("limits", "safety margin: expected a value in [0, 1), found {}", margin));
   Limits t = l;
-  if (t.ttft_ms) *t.ttft_ms *= 1 - margin;
-  if (t.tpot_ms) *t.tpot_ms *= 1 - margin;
-  if (t.peak_memory_bytes)
-    t.peak_memory_bytes = int64_t(double(*t.peak_memory_bytes) * (1 - margin));
-  if (t.min_throughput_tokens_per_s) *t.min_throughput_tokens_per_s *= 1 + margin;
+  for (const char* name : {"ttft_ms", "tpot_ms", "peak_memory_bytes"})
+    scale_limit(t, name, 1 - margin);
+  scale_limit(t, "min_throughput_tokens_per_s", 1 + margin);
   return t;
 }
 
@@ -43,7 +57,6 @@ RunLimits RunLimits::resolve(const Limits& as_written, double safety_margin,
   r.safety_margin = safety_margin;
   r.for_search = resolve_limits(as_written, teacher_predicted);
   r.measured = teacher_measured ? resolve_limits(as_written, *teacher_measured) : r.for_search;
-  r.teacher_measured = teacher_measured.has_value();
   with_safety_margin(r.for_search, safety_margin);  // ConfigError on a bad margin, now
   return r;
 }
@@ -58,7 +71,6 @@ RunLimits RunLimits::absolute(const Limits& absolute, double safety_margin) {
 RunLimits RunLimits::remeasured(const CostEstimate& teacher) const {
   RunLimits r = *this;
   r.measured = resolve_limits(as_written, teacher);
-  r.teacher_measured = true;
   return r;
 }
 
@@ -85,28 +97,14 @@ Limits tighten_search_limits(const Limits& search_limits,
   if (!(margin >= 0 && margin < 0.5))
     throw ConfigError(msg("fit", "margin: expected a value in [0, 0.5), found {}", margin));
   Limits out = search_limits;
-  auto missing = [](const std::string& name) {
-    return ConfigError(msg("fit", "the measured limit {} is broken but the search had no {} "
-                                  "limit to tighten", name, name));
-  };
   for (const LimitSlack& s : measured_slack) {
     if (s.holds()) continue;
-    const double max_scale = (1 - margin) / (1 - s.slack);  // slack < 0: scale < 1
-    if (s.name == "ttft_ms") {
-      if (!out.ttft_ms) throw missing(s.name);
-      *out.ttft_ms *= max_scale;
-    } else if (s.name == "tpot_ms") {
-      if (!out.tpot_ms) throw missing(s.name);
-      *out.tpot_ms *= max_scale;
-    } else if (s.name == "peak_memory_bytes") {
-      if (!out.peak_memory_bytes) throw missing(s.name);
-      *out.peak_memory_bytes = int64_t(double(*out.peak_memory_bytes) * max_scale);
-    } else if (s.name == "min_throughput_tokens_per_s") {
-      if (!out.min_throughput_tokens_per_s) throw missing(s.name);
-      *out.min_throughput_tokens_per_s *= (1 + margin) / (1 + s.slack);  // slack < 0: > 1
-    } else {
-      throw ConfigError(msg("fit", "unknown limit '{}'", s.name));
-    }
+    // slack < 0: a maximum scales below 1, the throughput minimum above 1.
+    const double scale = s.name == "min_throughput_tokens_per_s" ? (1 + margin) / (1 + s.slack)
+                                                                 : (1 - margin) / (1 - s.slack);
+    if (!scale_limit(out, s.name, scale))
+      throw ConfigError(msg("fit", "the measured limit {} is broken but the search had no {} "
+                                   "limit to tighten", s.name, s.name));
   }
   return out;
 }

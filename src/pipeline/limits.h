@@ -30,6 +30,12 @@ namespace ac {
 /// relative limits. A memory fraction saturates at 2^62 bytes.
 Limits resolve_limits(const Limits& as_written, const CostEstimate& teacher);
 
+/// Multiplies the limit called `name` (ttft_ms, tpot_ms, peak_memory_bytes,
+/// min_throughput_tokens_per_s; Limits::to_json's keys) by `scale` in place; peak memory is
+/// truncated to whole bytes. Returns false when `l` has no such limit. Throws ConfigError on
+/// another name.
+bool scale_limit(Limits& l, const std::string& name, double scale);
+
 /// `absolute` x (1 - margin) for maxima (TTFT, TPOT, peak memory), x (1 + margin) for the
 /// throughput minimum. Throws ConfigError if `absolute` holds relative limits or margin is
 /// outside [0, 1).
@@ -42,7 +48,6 @@ struct RunLimits {
   Limits for_search;          // absolute: against the teacher's prediction, maybe tightened
   Limits measured;            // absolute: against the teacher's measurement (= for_search's
                               // resolution when nothing is measured)
-  bool teacher_measured = false;  // `measured` resolved against a measurement
 
   /// Resolves `as_written` against the teacher's prediction (for the search) and, when given,
   /// its measurement (for the verdict; else the prediction). Throws ConfigError on a margin

@@ -10,8 +10,8 @@
 #include "data/token_file.h"
 #include "export/engine_loaders.h"
 #include "export/gguf_model.h"
+#include "export/hf_export.h"
 #include "hardware/cost_model.h"
-#include "hardware/granularity.h"
 #include "hardware/measure.h"
 #include "hardware/validate.h"
 #include "io/checkpoint.h"
@@ -19,10 +19,9 @@
 #include "model/finite.h"
 #include "pipeline/llamacpp_engine.h"
 #include "pipeline/llamacpp_stage.h"
+#include "pipeline/steps.h"
 #include "prune/arch.h"
 #include "prune/depth.h"
-#include "prune/prune.h"
-#include "prune/pruning_map.h"
 #include "search/outcome.h"
 
 namespace ac {
@@ -172,10 +171,8 @@ RetrainOptions retrain_options(const CompressOptions& opt, const RetrainChoice& 
 
 SearchSettings search_settings(const Run& run) {
   const CompressOptions& opt = run.opt;
+  // The width step is left unset: search_step takes the profile's (hardware/granularity.h).
   SearchSettings s;
-  // Widths in the step this device runs efficiently (derived by the profile; hardware/granularity.h).
-  s.autocompress.space.width_granularity = s.minitron.width_granularity =
-      width_granularity_for(run.scenario_profile, run.scenario.device_spec);
   s.minitron_retrain = opt.search.minitron_retrain.top_k > 0;
   if (s.minitron_retrain) s.retrain = retrain_options(opt, opt.search.minitron_retrain);
   s.autocompress_retrain = opt.search.autocompress_retrain.top_k > 0;
@@ -198,13 +195,12 @@ SearchedMethod search_method(Run& run, const std::string& method, const Corpus& 
   SearchOutcome outcome;
   std::optional<LlamaModel> candidate;  // the pruned model of the last search
   auto search = [&](const Limits& lim) {
-    outcome = run_search_method(method, run.teacher, imp, run.scenario, run.scenario_profile,
-                                run.limits.searching(lim), data.calibration,
-                                run.opt.data.seq_len, settings, &data.train);
+    outcome = search_step(method, run.teacher, imp, run.scenario, run.scenario_profile,
+                          run.limits.searching(lim), data.calibration, run.opt.data.seq_len,
+                          settings, &data.train);
     *tokens_all += outcome.search_tokens;
     *seconds_all += outcome.seconds;
-    const PrunePlan plan = plan_pruning(run.teacher.config, imp, outcome.best.target);
-    candidate = drop_removed_blocks(apply_plan(run.teacher, plan));
+    candidate = prune_step(run.teacher, imp, outcome.best.target).model;
     return candidate->config;
   };
   m.search_limits = run.limits.for_search;
@@ -272,6 +268,13 @@ SearchedMethod SearchedMethod::from_json(const json& j, const std::string& where
   return m;
 }
 
+EvalOptions Run::eval_options() const {
+  EvalOptions eo;
+  eo.seq_len = opt.data.seq_len;
+  eo.token_bytes = token_bytes ? &*token_bytes : nullptr;  // bits per byte
+  return eo;
+}
+
 std::vector<PairedRounds> Run::measure_group(const std::vector<const LlamaModel*>& students,
                                              std::vector<PairedRounds> priors) const {
   if (llamacpp_engine)
@@ -333,6 +336,7 @@ Run open_run(const CompressOptions& opt, std::optional<RunFolder> resumed) {
   run.scenario = std::move(scenario);
   run.llamacpp_engine = llamacpp_engine;
   run.gguf_vocab = std::move(vocab);
+  run.token_bytes = token_bytes_of_checkpoint(opt.in.model_dir, run.teacher.config.vocab_size);
   return run;
 }
 
@@ -441,10 +445,10 @@ Importance stage_importance(Run& run, const Corpus& data) {
     check_importance_matches(run.teacher.config, imp, "compress");
     return imp;
   }
-  ImportanceOptions io;
-  io.allow_nonfinite = run.opt.in.allow_nonfinite;
-  Importance imp = compute_importance(
-      run.teacher, data.calibration.sequential_batches(8, run.opt.data.seq_len), io);
+  ImportanceStep is;
+  is.seq_len = run.opt.data.seq_len;
+  is.importance.allow_nonfinite = run.opt.in.allow_nonfinite;
+  Importance imp = importance_step(run.teacher, data.calibration, is, "compress");
   save_importance(file, imp);
   run.folder.complete("importance", {"importance.safetensors"}, json::object(), since(t0));
   return imp;
@@ -514,33 +518,31 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
   }
   log_info(fmt::format("[compress] {}: prune, distill, evaluate and save {}", m.method,
                        describe(drop_removed_blocks(m.target))));
-  const PrunePlan plan = plan_pruning(run.teacher.config, imp, m.target);
-  f.student = drop_removed_blocks(apply_plan(run.teacher, plan));
+  PrunedModel pruned = prune_step(run.teacher, imp, m.target);
+  f.student = std::move(pruned.model);
   f.student.weights = clone(f.student.config, f.student.weights);
-  EvalOptions eo;
-  eo.seq_len = run.opt.data.seq_len;
-  std::optional<TokenBytes> token_bytes =
-      token_bytes_of_checkpoint(run.opt.in.model_dir, run.teacher.config.vocab_size);
-  eo.token_bytes = token_bytes ? &*token_bytes : nullptr;  // bits per byte
-  f.eval_after_prune = evaluate(f.student, &run.teacher, data.heldout, eo).to_json();
+  const EvalOptions eo = run.eval_options();
+  f.eval_after_prune = eval_step(f.student, &run.teacher, data.heldout, eo).to_json();
   log_info(fmt::format("[compress] {}: prune done (KL to the teacher {:.4f}); distilling",
                        m.method, f.eval_after_prune.value("kl_to_teacher", 0.0)));
 
   DistillOptions dopt = distill_options(run.opt, run.opt.distill.tokens);
   dopt.log_path = dir / log_name;
   dopt.hidden_loss_weight = run.opt.distill.hidden_loss_weight;
-  dopt.hidden_map = pruning_map_from_plan(run.teacher.config, plan, /*blocks_dropped=*/true);
+  dopt.hidden_map = std::move(pruned.map);
   // A run killed inside the distillation resumes from its last checkpoint.
   dopt.state_dir = dir / (".distill_state-" + m.method);
   dopt.resume = true;
-  const DistillResult d = distill(run.teacher, f.student, data.train, dopt);
-  stop_if_interrupted(d, "compress");
+  const DistillResult d =
+      distill_step(run.teacher, f.student, data.train, dopt, "compress",
+                   fmt::format("autocompress compress --resume {} continues from it",
+                               run.opt.in.out_dir.string()));
   fs::remove_all(dopt.state_dir);
   f.distill = {{"tokens", d.tokens}, {"steps", d.steps_done}, {"skipped_steps", d.skipped_steps},
                {"wall_s", d.wall_s},
                {"first_loss", d.loss_curve.empty() ? 0.0 : d.loss_curve.front()},
                {"last_loss", d.loss_curve.empty() ? 0.0 : d.loss_curve.back()}};
-  f.eval = evaluate(f.student, &run.teacher, data.heldout, eo).to_json();
+  f.eval = eval_step(f.student, &run.teacher, data.heldout, eo).to_json();
 
   // In-domain tasks (cloze, story ending, character) from the held-out stories; the same items
   // for every method, whose teacher scores the main result's row holds.
@@ -574,12 +576,7 @@ json stage_eval_teacher(Run& run, const Corpus& data) {
   const double t0 = now_s();
   if (std::optional<json> done = run.folder.completed("eval_teacher"))
     return field(*done, "eval", "stages.json eval_teacher");
-  EvalOptions eo;
-  eo.seq_len = run.opt.data.seq_len;
-  std::optional<TokenBytes> token_bytes =
-      token_bytes_of_checkpoint(run.opt.in.model_dir, run.teacher.config.vocab_size);
-  eo.token_bytes = token_bytes ? &*token_bytes : nullptr;
-  const json e = evaluate(run.teacher, nullptr, data.heldout, eo).to_json();
+  const json e = eval_step(run.teacher, nullptr, data.heldout, run.eval_options()).to_json();
   run.folder.complete("eval_teacher", {}, {{"eval", e}}, since(t0));
   return e;
 }
@@ -592,13 +589,16 @@ json stage_export(Run& run, const FinishedMethod& main) {
   // Served by llama.cpp: the GGUF of the scenario's weight type is what the user runs.
   json gguf = nullptr;
   if (run.llamacpp_engine) {
-    GgufExportOptions g;
-    g.dtype = gguf_type_for(run.scenario.workload.weight_dtype);
-    fs::create_directories(dir / "gguf");
-    write_model_gguf(dir / "gguf" / "model.gguf", main.student, *run.gguf_vocab, g);
-    gguf = {{"path", "gguf/model.gguf"}, {"type", ggml_type_name(g.dtype)},
+    // What `autocompress export --format gguf` writes from the saved checkpoint (with its reload
+    // check); the engine's own check follows.
+    ExportOptions eo;
+    eo.hf = false;
+    eo.gguf = true;
+    eo.dtype = gguf_type_for(run.scenario.workload.weight_dtype);
+    export_model(dir / main.model_path, dir / "gguf", eo);
+    gguf = {{"path", "gguf/model.gguf"}, {"type", ggml_type_name(eo.dtype)},
             {"bytes", int64_t(fs::file_size(dir / "gguf" / "model.gguf"))}};
-    files.push_back("gguf/model.gguf");
+    files.push_back("gguf");
   }
   // The files as the scenario's engine loads them (export/engine_loaders.h, written from each
   // loader's source): the search proposed only what its rules allow; this reads the files.
@@ -628,7 +628,6 @@ MeasuredModels stage_measure(Run& run, const std::vector<SearchedMethod>& search
     out.teacher = field(r, "teacher", "stages.json measure");
     run.limits.measured = limits_from_json(field(r, "limits", "stages.json measure"),
                                            "stages.json measure limits");
-    run.limits.teacher_measured = true;
     for (const json& m : field(r, "methods", "stages.json measure"))
       out.methods.push_back({m.at("measured"), m.at("verdict"), m.at("failures").get<std::string>()});
   };

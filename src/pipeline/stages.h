@@ -11,7 +11,8 @@
 //   finish:METHOD  model[-METHOD]/, distill_log[.METHOD].csv, tasks[-METHOD]/
 //                                                          evals, distillation, tasks
 //   eval_teacher   -                                       the teacher's held-out evaluation
-//   export         gguf/model.gguf (llama.cpp here)        the GGUF and the engine's check
+//   export         gguf/ (llama.cpp here: model.gguf,      the GGUF and the engine's check
+//                  export_report.json)
 //   measure        -                                       every model beside the teacher, in
 //                                                          one set of interleaved rounds
 //   llama_cpp      -                                       the real llama.cpp beside its prediction
@@ -101,6 +102,12 @@ struct Run {
   std::optional<Measurement> teacher_measured;
   CostEstimate teacher_predicted;
   RunLimits limits;
+  std::optional<TokenBytes> token_bytes;  // each token id's bytes (bits per byte); none
+                                          // without a tokenizer
+
+  /// The held-out evaluation's options (bits per byte when token_bytes is set); they point
+  /// into this Run.
+  EvalOptions eval_options() const;
 
   /// The teacher and students measured in one set of interleaved rounds in the scenario's
   /// engine (native or llama.cpp); `priors`: earlier rounds of each student (or none).

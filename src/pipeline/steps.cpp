@@ -1,0 +1,71 @@
+#include "pipeline/steps.h"
+
+#include "common/error.h"
+#include "hardware/granularity.h"
+#include "io/checkpoint.h"
+#include "prune/arch.h"
+#include "prune/depth.h"
+
+namespace ac {
+
+Importance importance_step(const LlamaModel& teacher, const TokenDataset& calibration,
+                           const ImportanceStep& opt, const char* who) {
+  const std::vector<at::Tensor> batches =
+      calibration.sequential_batches(opt.batch_size, opt.seq_len, opt.max_batches);
+  if (batches.empty())
+    throw ConfigError(msg(who, "the calibration set's {} tokens make no window of --seq-len {}",
+                          calibration.num_tokens(), opt.seq_len));
+  return compute_importance(teacher, batches, opt.importance);
+}
+
+void resolve_width_granularity(SearchSettings& settings, const Profile* profile,
+                               const DeviceSpec& device) {
+  int64_t& g = settings.autocompress.space.width_granularity;
+  if (g == 0) g = width_granularity_for(profile, device);  // < 0 is refused by the search
+  settings.minitron.width_granularity = g;
+}
+
+SearchOutcome search_step(const std::string& method, const LlamaModel& teacher,
+                          const Importance& imp, const Scenario& scenario, const Profile* profile,
+                          const RunLimits& limits, const TokenDataset& calibration,
+                          int64_t seq_len, SearchSettings settings, const TokenDataset* train) {
+  resolve_width_granularity(settings, profile, scenario.device_spec);
+  return run_search_method(method, teacher, imp, scenario, profile, limits, calibration, seq_len,
+                           settings, train);
+}
+
+PrunedModel prune_step(const LlamaModel& teacher, const Importance& imp, const ModelConfig& target,
+                       bool keep_removed_blocks) {
+  PrunedModel p;
+  p.plan = plan_pruning(teacher.config, imp, target);
+  p.model = apply_plan(teacher, p.plan);
+  if (!keep_removed_blocks) p.model = drop_removed_blocks(p.model);
+  p.map = pruning_map_from_plan(teacher.config, p.plan, /*blocks_dropped=*/!keep_removed_blocks);
+  check_pruning_map(p.map, teacher.config, p.model.config, kPruningMapFile);
+  return p;
+}
+
+void write_pruned(const fs::path& dir, const PrunedModel& pruned, const fs::path& tokenizer_from) {
+  save_checkpoint(dir, pruned.model, tokenizer_from);
+  write_pruning_map(dir / kPruningMapFile, pruned.map);
+}
+
+DistillResult distill_step(const LlamaModel& teacher, LlamaModel& student,
+                           const TokenDataset& train, const DistillOptions& opt, const char* who,
+                           const std::string& resume_hint) {
+  DistillResult r = distill(teacher, student, train, opt);
+  if (r.interrupted)
+    throw Error(msg(who, "interrupted by a signal during distillation at step {} of {}; its "
+                         "state is in {}: {}",
+                    r.steps_done, r.total_steps, opt.state_dir.string(), resume_hint));
+  return r;
+}
+
+EvalResult eval_step(const LlamaModel& model, const LlamaModel* teacher,
+                     const TokenDataset& heldout, const EvalOptions& opt, int64_t stride) {
+  if (stride > 0)
+    return sliding_window_evaluate(model, teacher, heldout.ids(), opt.seq_len, stride, opt);
+  return evaluate(model, teacher, heldout, opt);
+}
+
+}  // namespace ac
