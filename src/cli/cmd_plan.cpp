@@ -16,8 +16,7 @@ struct PlanArgs {
 };
 
 void run(const PlanArgs& a) {
-  if (!a.out.empty())
-    ac::check_not_overwriting_inputs({a.config, a.scenario, a.profile}, a.out, "plan");
+  ac::check_not_overwriting_inputs({a.config, a.scenario, a.profile}, a.out, "plan");
   ac::ModelConfig c = ac::read_architecture(a.config);
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile prof;

@@ -69,10 +69,11 @@ void clear_gradients(const std::vector<at::Tensor>& params) {
   }
 }
 
-void stop_if_interrupted(const DistillResult& r, const std::string& stage) {
+void stop_if_interrupted(const DistillResult& r, const std::string& stage,
+                         const std::string& how_to_resume) {
   if (r.interrupted)
-    throw Error(msg(stage.c_str(), "interrupted by a signal during distillation (step {}): stopped, "
-                           "nothing written", r.steps_done));
+    throw Error(msg(stage.c_str(), "interrupted by a signal during distillation at step {} of "
+                                   "{}: {}", r.steps_done, r.total_steps, how_to_resume));
 }
 
 double lr_at(int64_t step, int64_t total_steps, const DistillOptions& opt) {

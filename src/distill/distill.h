@@ -120,10 +120,12 @@ struct DistillResult {
 DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
                       const DistillOptions& opt);
 
-/// distill() inside a longer stage (compress, the comparison rows, a search's retraining): a
+/// distill() inside a longer stage (compress, a subcommand, a search's retraining): a
 /// distillation stopped by SIGINT / SIGTERM stops the whole stage, where distill() alone
-/// returns with its state saved. Throws Error naming `stage` when `r.interrupted`.
-void stop_if_interrupted(const DistillResult& r, const std::string& stage);
+/// returns with its state saved. Throws Error naming `stage`, the step and `how_to_resume`
+/// (default: nothing is kept) when `r.interrupted`.
+void stop_if_interrupted(const DistillResult& r, const std::string& stage,
+                         const std::string& how_to_resume = "stopped, nothing written");
 
 /// Learning rate at step s of n: linear warm-up over warmup_steps to lr, then cosine decay to
 /// min_lr at the last step.

@@ -7,13 +7,13 @@
 namespace ac {
 
 bool scale_limit(Limits& l, const std::string& name, double scale) {
-  auto scale_ms = [&](std::optional<double>& v) {
+  auto scale_value = [&](std::optional<double>& v) {
     if (v) *v *= scale;
     return v.has_value();
   };
-  if (name == "ttft_ms") return scale_ms(l.ttft_ms);
-  if (name == "tpot_ms") return scale_ms(l.tpot_ms);
-  if (name == "min_throughput_tokens_per_s") return scale_ms(l.min_throughput_tokens_per_s);
+  if (name == "ttft_ms") return scale_value(l.ttft_ms);
+  if (name == "tpot_ms") return scale_value(l.tpot_ms);
+  if (name == "min_throughput_tokens_per_s") return scale_value(l.min_throughput_tokens_per_s);
   if (name == "peak_memory_bytes") {
     if (l.peak_memory_bytes) l.peak_memory_bytes = int64_t(double(*l.peak_memory_bytes) * scale);
     return l.peak_memory_bytes.has_value();

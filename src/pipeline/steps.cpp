@@ -1,5 +1,7 @@
 #include "pipeline/steps.h"
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 #include "hardware/granularity.h"
 #include "io/checkpoint.h"
@@ -18,29 +20,25 @@ Importance importance_step(const LlamaModel& teacher, const TokenDataset& calibr
   return compute_importance(teacher, batches, opt.importance);
 }
 
-void resolve_width_granularity(SearchSettings& settings, const Profile* profile,
-                               const DeviceSpec& device) {
-  int64_t& g = settings.autocompress.space.width_granularity;
-  if (g == 0) g = width_granularity_for(profile, device);  // < 0 is refused by the search
-  settings.minitron.width_granularity = g;
-}
-
 SearchOutcome search_step(const std::string& method, const LlamaModel& teacher,
                           const Importance& imp, const Scenario& scenario, const Profile* profile,
                           const RunLimits& limits, const TokenDataset& calibration,
                           int64_t seq_len, SearchSettings settings, const TokenDataset* train) {
-  resolve_width_granularity(settings, profile, scenario.device_spec);
+  // Unset (0): the profile's width step, else the device's; < 0 is refused by the search.
+  int64_t& g = settings.autocompress.space.width_granularity;
+  if (g == 0) g = width_granularity_for(profile, scenario.device_spec);
+  settings.minitron.width_granularity = g;
   return run_search_method(method, teacher, imp, scenario, profile, limits, calibration, seq_len,
                            settings, train);
 }
 
 PrunedModel prune_step(const LlamaModel& teacher, const Importance& imp, const ModelConfig& target,
                        bool keep_removed_blocks) {
+  const PrunePlan plan = plan_pruning(teacher.config, imp, target);
   PrunedModel p;
-  p.plan = plan_pruning(teacher.config, imp, target);
-  p.model = apply_plan(teacher, p.plan);
+  p.model = apply_plan(teacher, plan);
   if (!keep_removed_blocks) p.model = drop_removed_blocks(p.model);
-  p.map = pruning_map_from_plan(teacher.config, p.plan, /*blocks_dropped=*/!keep_removed_blocks);
+  p.map = pruning_map_from_plan(teacher.config, plan, /*blocks_dropped=*/!keep_removed_blocks);
   check_pruning_map(p.map, teacher.config, p.model.config, kPruningMapFile);
   return p;
 }
@@ -54,10 +52,8 @@ DistillResult distill_step(const LlamaModel& teacher, LlamaModel& student,
                            const TokenDataset& train, const DistillOptions& opt, const char* who,
                            const std::string& resume_hint) {
   DistillResult r = distill(teacher, student, train, opt);
-  if (r.interrupted)
-    throw Error(msg(who, "interrupted by a signal during distillation at step {} of {}; its "
-                         "state is in {}: {}",
-                    r.steps_done, r.total_steps, opt.state_dir.string(), resume_hint));
+  stop_if_interrupted(r, who, fmt::format("its state is in {}: {}", opt.state_dir.string(),
+                                          resume_hint));
   return r;
 }
 

@@ -47,14 +47,10 @@ struct ImportanceStep {
 Importance importance_step(const LlamaModel& teacher, const TokenDataset& calibration,
                            const ImportanceStep& opt, const char* who);
 
-/// The width step of both searches: `settings`' when set (not 0: a flag), else the profile's
-/// derived granularity, else the device's default (hardware/granularity.h). Sets it on the
-/// Minitron and the differentiable search alike.
-void resolve_width_granularity(SearchSettings& settings, const Profile* profile,
-                               const DeviceSpec& device);
-
 /// One method's search under `limits` (the algorithms hold predictions to
-/// limits.search_with_margin()): run_search_method after resolve_width_granularity.
+/// limits.search_with_margin()): run_search_method with the width step of both searches set to
+/// settings.autocompress.space.width_granularity when set (not 0: a flag), else the profile's
+/// derived granularity, else the device's default (hardware/granularity.h).
 /// `train`: the text of the retraining (null when no retraining is asked for).
 SearchOutcome search_step(const std::string& method, const LlamaModel& teacher,
                           const Importance& imp, const Scenario& scenario, const Profile* profile,
@@ -64,7 +60,6 @@ SearchOutcome search_step(const std::string& method, const LlamaModel& teacher,
 /// A pruned student and how it maps onto its teacher.
 struct PrunedModel {
   LlamaModel model;  // the slice (new storage; the teacher is untouched)
-  PrunePlan plan;    // which channels, heads and layers survived
   PruningMap map;    // student layer -> teacher layer (the hidden-state loss of distill)
 };
 
