@@ -1,19 +1,44 @@
 #!/usr/bin/env bash
-# The prepared runs on a GPU machine (docs/gpu.md): build against its CUDA-enabled libtorch,
-# profile the GPU for the native engine and validate the cost model on 20 random prunes, writing
-# at most 7 files under $OUT. Two parts, one command each (each sized to finish within about 10
-# minutes; the second reuses the first's build):
+# The prepared runs on a GPU machine (docs/gpu.md): build against its CUDA-enabled libtorch, then
+# one part, each sized to finish within about 10 minutes (each builds first: a GPU machine may
+# come fresh to every call):
 #
-#   OUT=/path scripts/device_cuda.sh stories [SCENARIO]   build; stories15M-shaped prunes
-#   OUT=/path scripts/device_cuda.sh 1b [SCENARIO]        TinyLlama-1.1B-shaped prunes
+#   OUT=/path scripts/device_cuda.sh stories [SCENARIO]   profile the GPU for the native engine and
+#                                                         validate the cost model on 20
+#                                                         stories15M-shaped prunes
+#   OUT=/path scripts/device_cuda.sh 1b [SCENARIO]        the same, TinyLlama-1.1B-shaped prunes
+#   OUT=/path scripts/device_cuda.sh compress [SCENARIO]  `compress --device cuda` end to end on
+#                                                         stories15M, then on a random-weight
+#                                                         TinyLlama-1.1B (import random), small
+#                                                         budgets; writes summary.txt: stage
+#                                                         times, distillation tokens/s, MFU
+#                                                         against the GPU's bf16 peak, peak memory
+#   scripts/device_cuda.sh prepare                        on the CPU machine, once: the headers
+#                                                         (build-cuda-headers/) and stories15M in
+#                                                         bf16 (build-cuda-inputs/, 31 MB), the
+#                                                         ignored folders a GPU call carries
 #
-# SCENARIO defaults to h200-native. Needs build-cuda-headers/ (made by scripts/build_cuda.sh
-# --headers on a machine with the Debian packages, copied beside the sources).
+# SCENARIO defaults to h200-native (h200-compress for compress).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:?set OUT to the folder that receives the results}
 PART=${1:-stories}
-SCENARIO=${2:-h200-native}
+INPUTS=$ROOT/build-cuda-inputs
+if [[ $PART == prepare ]]; then
+  set -e
+  cd "$ROOT"
+  scripts/build_cuda.sh --headers
+  scripts/fetch_stories15m.sh >/dev/null
+  scripts/build.sh --target autocompress >/dev/null
+  src=$HOME/.cache/autocompress/stories15m
+  rm -rf "$INPUTS.tmp" && mkdir -p "$INPUTS.tmp"
+  build/autocompress import llama2c "$src/model.bin" "$src/tokenizer.bin" --out "$INPUTS.tmp/stories15m-f32"
+  build/autocompress export --model "$INPUTS.tmp/stories15m-f32" --dtype bf16 --out "$INPUTS.tmp/stories15m-bf16"
+  rm -rf "$INPUTS.tmp/stories15m-f32" "$INPUTS" && mv "$INPUTS.tmp" "$INPUTS"
+  du -sh "$INPUTS" build-cuda-headers
+  exit 0
+fi
+OUT=${OUT:?set OUT to the folder that receives the results}
+SCENARIO=${2:-$([[ $PART == compress ]] && echo h200-compress || echo h200-native)}
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-cuda}
 B=$BUILD_DIR/autocompress
 mkdir -p "$OUT"
@@ -26,10 +51,11 @@ cd "$ROOT"
 tail -2 "$OUT/build.log"
 export AC_QUIET=1
 # Each step appends to runs.log; a failed step is reported and the next one still runs.
+# LIMIT_S (seconds, default 560) bounds each step, so that a slow one leaves the rest of the call.
 run() {  # name, then the command's arguments
   local name=$1 t0=$SECONDS; shift
   echo "== $(date -u +%H:%M:%S) $name: autocompress $*" | tee -a "$OUT/commands.txt" >> "$OUT/runs.log"
-  if "$B" "$@" >> "$OUT/runs.log" 2>&1; then
+  if timeout "${LIMIT_S:-560}" "$B" "$@" >> "$OUT/runs.log" 2>&1; then
     echo "$name: ok, $((SECONDS - t0)) s" | tee -a "$OUT/commands.txt"
   else
     echo "$name: FAILED after $((SECONDS - t0)) s" | tee -a "$OUT/commands.txt"
@@ -45,6 +71,29 @@ case $PART in
     run profile1b profile --device cuda --scenario "$SCENARIO" --model architectures/tinyllama-1.1b.json --calibrate --calibration-models 8 --calibration-repeats 2 --out "$OUT/P1B.json"
     run validate1b validate --profile "$OUT/P1B.json" --scenario "$SCENARIO" --base architectures/tinyllama-1.1b.json --count 20 --repeats 2 --seed 1 --out "$OUT/V1B.json"
     ;;
-  *) echo "device_cuda: part '$PART': expected stories or 1b" >&2; exit 2 ;;
+  compress)
+    # Small budgets: the stage times, tokens/s, MFU and memory are the figures, not the models.
+    M15=$INPUTS/stories15m-bf16
+    [[ -f $M15/config.json ]] || { echo "device_cuda: $M15 missing: run 'scripts/device_cuda.sh prepare' on the CPU machine and carry build-cuda-inputs" >&2; exit 1; }
+    common=(--scenario "$SCENARIO" --device cuda --precision bf16 --task-items 0 --fit-attempts 1
+            --measure-rounds 2 --max-measure-rounds 4 --minitron-retrain-top-k 0
+            --autocompress-retrain-top-k 0)
+    LIMIT_S=170 run compress15 compress --model "$M15" --out "$OUT/c15" "${common[@]}" \
+      --seq-len 256 --calibration-sequences 16 --train-sequences 128 --heldout-sequences 16 \
+      --distill-tokens 262144 --distill-batch 32
+    LIMIT_S=60 run random1b import random architectures/tinyllama-1.1b.json --tokenizer-from "$M15" \
+      --seed 1 --out "$BUILD_DIR/tinyllama-random"
+    LIMIT_S=330 run compress1b compress --model "$BUILD_DIR/tinyllama-random" --out "$OUT/c1b" \
+      "${common[@]}" --seq-len 512 --calibration-sequences 8 --train-sequences 64 \
+      --heldout-sequences 8 --distill-tokens 131072 --distill-batch 8
+    for run_dir in "$OUT/c15" "$OUT/c1b"; do
+      [[ -f $run_dir/report.json ]] || continue
+      echo "== $run_dir"
+      grep -A9 '"compute"' "$run_dir/report.json"
+      grep -A40 '"stages"' "$run_dir/report.json" | grep -E '"stage"|"seconds"' | paste - - | tr -s ' '
+    done | tee "$OUT/summary.txt"
+    rm -rf "$OUT"/c15/model* "$OUT"/c15/gguf "$OUT"/c1b/model* "$OUT"/c1b/gguf "$OUT"/c*/data
+    ;;
+  *) echo "device_cuda: part '$PART': expected stories, 1b, compress or prepare" >&2; exit 2 ;;
 esac
 grep -h "MAPE over" "$OUT/runs.log" || true

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/device_options.h"
 #include "common/error.h"
 #include "pipeline/compress.h"
 
@@ -46,8 +47,10 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--measure-rounds", me.rounds.min_rounds, "paired rounds (teacher and compressed models, one request each) measured at least, before distillation and after")->check(CLI::Range(2, 1000))->capture_default_str();
   s->add_option("--max-measure-rounds", me.rounds.max_rounds, "paired rounds at most, added while a measured limit's 95% interval straddles it or is wider than +-2%")->check(CLI::Range(2, 1000))->capture_default_str();
   s->add_flag("--allow-nonfinite", in.allow_nonfinite, "run even if the teacher has NaN/Inf weights (refused by default)");
+  auto compute = std::make_shared<ac::cli::DeviceArgs>();
+  ac::cli::add_device_options(s, *compute, /*with_precision=*/true);
   s->callback([s, o, model, out, profile, data, data_text, resume, model_opt, scenario_opt, out_opt,
-               resume_opt] {
+               resume_opt, compute] {
     if (resume_opt->count() > 0) {
       // The recorded options are the run's: any other option would make it another run.
       for (const CLI::Option* opt : s->get_options())
@@ -68,6 +71,7 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
     o->in.profile_path = *profile;
     o->in.data_dir = *data;
     o->in.data_text = *data_text;
+    o->compute = {compute->device, compute->precision};
     ac::run_compress(*o);
     std::printf("report: %s/report.md\n", o->in.out_dir.c_str());
   });

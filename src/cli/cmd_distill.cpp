@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/data_options.h"
+#include "cli/device_options.h"
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
@@ -34,7 +35,17 @@ struct DistillArgs {
   int world_size = 1, rank = 0;
   double rendezvous_timeout_s = 300;
   DistillOptions opt;
+  DeviceArgs compute;
 };
+
+// --device of a rank: "cuda" (no index) in a data-parallel run is this rank's GPU,
+// cuda:(rank mod the visible GPUs), one per process as NCCL expects; an explicit cuda:N stays.
+c10::Device rank_device(const DistillArgs& a) {
+  c10::Device d = a.compute.resolve();
+  if (d.is_cuda() && a.compute.device == "cuda" && a.world_size > 1)
+    d = c10::Device(c10::kCUDA, c10::DeviceIndex(a.rank % std::max(1, cuda_device_count())));
+  return d;
+}
 
 /// Teacher and student vocabularies differ: allowed when one tokenizer's token table is a
 /// prefix of the other's (compared by the bytes each id stands for, TextTokenizer::token_bytes);
@@ -75,7 +86,9 @@ void write_output(const DistillArgs& a, const LlamaModel& student, const Distill
                       {"hidden_loss_weight", a.opt.hidden_loss_weight},
                       {"hidden_loss_normalize", a.opt.hidden_loss_normalize},
                       {"world_size", a.world_size},  {"restores", r.restores},
-                      {"lr_scale", r.lr_scale},      {"shared_vocab", a.opt.shared_vocab}};
+                      {"lr_scale", r.lr_scale},      {"shared_vocab", a.opt.shared_vocab},
+                      {"device", device_name(a.opt.device)},
+                      {"precision", precision_name(a.opt.precision)}};
   write_json_file(staging.path() / "distill.json", j);
   staging.commit();
 }
@@ -83,6 +96,8 @@ void write_output(const DistillArgs& a, const LlamaModel& student, const Distill
 void run(DistillArgs& a) {
   for (const auto& in : {a.teacher, a.student, a.data.path})
     check_not_overwriting_input(in, a.out, "distill");
+  a.opt.device = rank_device(a);
+  a.opt.precision = a.compute.resolve_precision(a.opt.device);
   LlamaModel teacher = load_checkpoint(a.teacher);
   LlamaModel student = load_checkpoint(a.student);
   if (!a.opt.allow_nonfinite) {  // refused here with the folder names, before any state is made
@@ -106,7 +121,7 @@ void run(DistillArgs& a) {
       throw ConfigError(msg("distill", "--world-size {} needs --init-method (file:///path or "
                             "tcp://host:port)", a.world_size));
     parallel = std::make_unique<DataParallel>(a.init_method, a.rank, a.world_size,
-                                              a.rendezvous_timeout_s);
+                                              a.rendezvous_timeout_s, a.opt.device);
     a.opt.parallel = parallel.get();
     if (a.rank != 0) a.opt.show_progress = false;
   }
@@ -116,9 +131,13 @@ void run(DistillArgs& a) {
   a.opt.state_dir = a.state_dir.empty() ? fs::path(a.out + ".state") : fs::path(a.state_dir);
   a.opt.log_path = a.opt.state_dir / "distill_log.csv";
   fs::create_directories(a.opt.state_dir);
-  log_info(fmt::format("[distill] {} -> {}: {} tokens of {} ({} per step)", a.student, a.out,
-                       a.opt.token_budget, a.data.path,
-                       a.opt.batch_size * a.opt.seq_len * a.opt.grad_accum));
+  log_info(fmt::format("[distill] {} -> {}: {} tokens of {} ({} per step), on {} in {}{}",
+                       a.student, a.out, a.opt.token_budget, a.data.path,
+                       a.opt.batch_size * a.opt.seq_len * a.opt.grad_accum,
+                       device_name(a.opt.device), describe_precision(a.opt.precision),
+                       parallel ? fmt::format(", {} ranks over {}", a.world_size,
+                                              parallel->backend())
+                                : ""));
   DistillResult r = distill_step(teacher, student, data, a.opt, "distill",
                                  "rerun the same command with --resume to continue");
   if (parallel && !parallel->is_main()) return;  // rank 0 writes the output
@@ -175,6 +194,7 @@ RegisterCommand reg(70, [](CLI::App& app) {
                 "Rendezvous of the ranks: file:///shared/path or tcp://host:port");
   s->add_option("--rendezvous-timeout", a->rendezvous_timeout_s, "Seconds to wait for the ranks")
       ->capture_default_str();
+  add_device_options(s, a->compute, /*with_precision=*/true);
   s->add_option("--max-consecutive-skips", o.max_consecutive_skips,
                 "Non-finite steps in a row that restore the last checkpoint")
       ->capture_default_str();

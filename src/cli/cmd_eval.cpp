@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/data_options.h"
+#include "cli/device_options.h"
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
@@ -28,6 +29,7 @@ struct EvalArgs {
   bool print_json = false;
   int64_t batch_size = 8, seq_len = 256, max_batches = -1, stride = 0, top_k = 5;
   int64_t max_batch_tokens = 4096;
+  DeviceArgs compute;
 };
 
 // One model's results: the stream metrics (when --data) and the tasks.
@@ -51,6 +53,7 @@ EvalResult eval_stream(const EvalArgs& a, const std::string& dir, const LlamaMod
   opt.seq_len = a.seq_len;
   opt.max_batches = a.max_batches;
   opt.top_k = a.top_k;
+  opt.device = a.compute.resolve();
   std::optional<TokenBytes> bytes;
   if (tok) bytes = TokenBytes::from_tokenizer(*tok);
   opt.token_bytes = bytes ? &*bytes : nullptr;
@@ -71,8 +74,9 @@ ModelResult eval_model(const EvalArgs& a, const std::string& dir, const LlamaMod
                           "tokenizer.bin)", dir));
   LoglikelihoodOptions lo;
   lo.max_batch_tokens = a.max_batch_tokens;
+  const LlamaModel on_device{m.config, to_device(m.config, m.weights, a.compute.resolve())};
   for (const Task& t : tasks) {
-    r.tasks.push_back(evaluate_task(m, *tok, t, lo));
+    r.tasks.push_back(evaluate_task(on_device, *tok, t, lo));
     log_info(fmt::format("[eval] {}: task {} done in {:.1f} s", dir, t.name, r.tasks.back().wall_s));
   }
   return r;
@@ -138,6 +142,7 @@ void run(const EvalArgs& a) {
   inputs.insert(inputs.end(), a.models.begin(), a.models.end());
   inputs.insert(inputs.end(), a.tasks.begin(), a.tasks.end());
   check_not_overwriting_inputs(inputs, a.json_out, "eval");
+  a.compute.resolve();  // a bad --device is refused before any model loads
   std::vector<Task> tasks;
   for (const std::string& t : a.tasks) tasks.push_back(read_task_file(t));
   std::optional<LlamaModel> teacher;
@@ -186,6 +191,7 @@ RegisterCommand reg(80, [](CLI::App& app) {
       ->capture_default_str();
   s->add_option("--max-batch-tokens", a->max_batch_tokens, "Tasks: padded tokens per forward "
                                                            "pass")->capture_default_str();
+  add_device_options(s, a->compute, /*with_precision=*/false);
   s->callback([a] { run(*a); });
 });
 

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/device_options.h"
 #include "io/checkpoint.h"
 #include "io/text_tokenizer.h"
 
@@ -11,6 +12,7 @@ struct GenerateArgs {
   int64_t max_new_tokens = 64;
   double temperature = 0, top_p = 1.0;
   uint64_t seed = 0;
+  ac::cli::DeviceArgs compute;
 };
 
 ac::cli::RegisterCommand reg(15, [](CLI::App& app) {
@@ -22,8 +24,11 @@ ac::cli::RegisterCommand reg(15, [](CLI::App& app) {
   s->add_option("--temperature", args->temperature, "0 = greedy")->capture_default_str();
   s->add_option("--top-p", args->top_p, "nucleus sampling threshold")->capture_default_str();
   s->add_option("--seed", args->seed, "sampling seed")->capture_default_str();
+  ac::cli::add_device_options(s, args->compute, /*with_precision=*/false);
   s->callback([args] {
+    const c10::Device device = args->compute.resolve();
     ac::LlamaModel m = ac::load_checkpoint(args->model);
+    m.weights = ac::to_device(m.config, m.weights, device);
     const std::unique_ptr<ac::TextTokenizer> tok = ac::load_tokenizer(args->model, m.config.vocab_size);
     ac::GenerateOptions go;
     go.max_new_tokens = args->max_new_tokens;

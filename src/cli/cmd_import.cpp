@@ -5,6 +5,10 @@
 #include <string>
 
 #include "cli/command.h"
+#include "common/json_io.h"
+#include "common/runtime.h"
+#include "io/checkpoint.h"
+#include "io/text_tokenizer.h"
 #include "export/gguf_model.h"
 #include "io/llama2c.h"
 
@@ -42,11 +46,41 @@ void setup_gguf(CLI::App& import) {
   });
 }
 
+// Random weights in a real architecture: a stand-in of a Hub checkpoint of that shape for timing
+// and memory runs where the weights cannot be had (scripts/device_cuda.sh); not a model.
+void setup_random(CLI::App& import) {
+  struct Options {
+    std::string config, tokenizer_from, out;
+    uint64_t seed = 0;
+    double std = 0.02;
+  };
+  auto o = std::make_shared<Options>();
+  auto* s = import.add_subcommand(
+      "random", "Random weights in the architecture of a config.json (timing and memory runs)");
+  s->add_option("config", o->config, "HF config.json (e.g. architectures/tinyllama-1.1b.json)")
+      ->required();
+  s->add_option("--tokenizer-from", o->tokenizer_from,
+                "checkpoint folder whose tokenizer files are copied (its vocabulary must have "
+                "the config's vocab_size)");
+  s->add_option("--seed", o->seed, "seed of the weights")->capture_default_str();
+  s->add_option("--std", o->std, "standard deviation of the projections")->capture_default_str();
+  s->add_option("--out", o->out, "output checkpoint folder (written atomically)")->required();
+  s->callback([o] {
+    check_not_overwriting_inputs({o->config, o->tokenizer_from}, o->out, "import");
+    const ModelConfig c = config_from_hf_json(read_json_file(o->config), o->config);
+    if (!o->tokenizer_from.empty()) load_tokenizer(o->tokenizer_from, c.vocab_size);
+    save_checkpoint_atomic(o->out, LlamaModel{c, random_weights(c, o->seed, o->std)},
+                           o->tokenizer_from);
+    std::printf("%s\n", o->out.c_str());
+  });
+}
+
 RegisterCommand reg(10, [](CLI::App& app) {
   auto* import = app.add_subcommand("import", "Convert a checkpoint from another format");
   import->require_subcommand(1);
   setup_llama2c(*import);
   setup_gguf(*import);
+  setup_random(*import);
 });
 
 }  // namespace

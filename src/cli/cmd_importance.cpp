@@ -4,6 +4,7 @@
 
 #include "cli/command.h"
 #include "cli/data_options.h"
+#include "cli/device_options.h"
 #include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
@@ -21,6 +22,7 @@ struct ImportanceArgs {
   DataArgs data;
   int64_t batch_size = 8, seq_len = 256, max_batches = -1, save_every = 16;
   bool layer_drop_loss = false, resume = false, allow_nonfinite = false;
+  DeviceArgs compute;
 };
 
 void run(const ImportanceArgs& a) {
@@ -28,6 +30,7 @@ void run(const ImportanceArgs& a) {
     throw ConfigError(fmt::format("[importance] --aggregation: expected mean or batch_l2, found "
                                   "'{}'", a.aggregation));
   check_not_overwriting_inputs({a.model, a.data.path}, a.out, "importance");
+  const c10::Device device = a.compute.resolve();
   LlamaModel m = load_checkpoint(a.model);
   if (!a.allow_nonfinite) require_finite(m, a.model, "importance", /*allow=*/false);
   TokenDataset data = load_dataset(a.data.spec(DataSplit::kTrain), a.model, m.config.vocab_size,
@@ -43,6 +46,7 @@ void run(const ImportanceArgs& a) {
   opt.save_every = a.save_every;
   opt.resume = a.resume;
   opt.allow_nonfinite = a.allow_nonfinite;
+  opt.device = device;
   Importance imp = importance_step(m, data, step, "importance");
   save_importance(a.out, imp);
   fs::remove(opt.state_path);
@@ -69,6 +73,7 @@ RegisterCommand reg(40, [](CLI::App& app) {
   s->add_flag("--resume", a->resume, "Continue from OUT.state if present");
   s->add_flag("--allow-nonfinite", a->allow_nonfinite,
               "Score a model with NaN/Inf weights anyway (refused by default)");
+  add_device_options(s, a->compute, /*with_precision=*/false);
   s->callback([a] { run(*a); });
 });
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/device_options.h"
 #include "common/runtime.h"
 #include "importance/importance.h"
 #include "io/checkpoint.h"
@@ -16,11 +17,14 @@ namespace {
 struct PruneArgs {
   std::string model, importance, arch, out;
   bool keep_removed_blocks = false;
+  DeviceArgs compute;
 };
 
 void run(const PruneArgs& a) {
   check_not_overwriting_input(a.model, a.out, "prune");
+  const c10::Device device = a.compute.resolve();
   LlamaModel m = load_checkpoint(a.model);
+  m.weights = to_device(m.config, m.weights, device);  // the slicing runs there
   Importance imp = load_importance(a.importance);
   ModelConfig target = read_arch(a.arch);
   const PrunedModel pruned = prune_step(m, imp, target, a.keep_removed_blocks);
@@ -45,6 +49,7 @@ RegisterCommand reg(60, [](CLI::App& app) {
   s->add_option("--out", a->out, "Output checkpoint folder")->required();
   s->add_flag("--keep-removed-blocks", a->keep_removed_blocks,
               "Keep fully removed blocks as no-op layers (default: drop them)");
+  add_device_options(s, a->compute, /*with_precision=*/false);
   s->callback([a] { run(*a); });
 });
 

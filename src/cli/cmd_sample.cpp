@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/device_options.h"
 #include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
@@ -20,6 +21,7 @@ struct SampleArgs {
   int64_t count = 0, seq_len = 256, batch_size = 32;
   uint64_t seed = 0;
   double temperature = 1.0, top_p = 0.9;
+  DeviceArgs compute;
 };
 
 void write_text(const SampleArgs& a, const LlamaModel& m, const std::vector<int32_t>& ids) {
@@ -32,7 +34,9 @@ void write_text(const SampleArgs& a, const LlamaModel& m, const std::vector<int3
 void run(const SampleArgs& a) {
   check_not_overwriting_inputs({a.model, a.exclude}, a.out, "sample");
   check_not_overwriting_inputs({a.model, a.exclude, a.out}, a.text_out, "sample");
+  const c10::Device device = a.compute.resolve();
   LlamaModel m = load_checkpoint(a.model);
+  m.weights = to_device(m.config, m.weights, device);
   const int32_t bos = int32_t(m.config.bos_token_id);
   std::vector<int32_t> ids =
       sample_corpus(m, a.count, a.seq_len, a.temperature, a.top_p, a.seed, a.batch_size);
@@ -66,6 +70,7 @@ RegisterCommand reg(20, [](CLI::App& app) {
   s->add_option("--text-out", a->text_out, "Also write the decoded text here");
   s->add_option("--exclude", a->exclude, "Token file whose documents must not appear in the "
                                          "output (held-out vs training)");
+  add_device_options(s, a->compute, /*with_precision=*/false);
   s->callback([a] { run(*a); });
 });
 

@@ -4,6 +4,7 @@
 #include "pipeline/limits.h"
 #include "cli/command.h"
 #include "cli/data_options.h"
+#include "cli/device_options.h"
 #include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
@@ -22,6 +23,7 @@ struct SearchArgs {
   int64_t autocompress_retrain_top_k = 0, autocompress_retrain_tokens = 8192;
   ac::SearchSettings settings;
   double safety_margin = 0.05;
+  ac::cli::DeviceArgs compute;
 };
 
 ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
@@ -59,8 +61,11 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--rank-batches", d.rank_batches, "autocompress: search batches per KL evaluation of the ranked candidates and the refinement (0 = argmax + repair only)")->capture_default_str();
   s->add_option("--max-ranked", d.max_ranked, "autocompress: candidates ranked by KL at most")->capture_default_str();
   s->add_option("--refine-evaluations", d.refine_evaluations, "autocompress: KL evaluations of the local search after the ranking")->capture_default_str();
+  ac::cli::add_device_options(s, a->compute, /*with_precision=*/true);
   s->callback([a] {
     ac::init_torch_threads();
+    a->settings.device = a->compute.resolve();
+    a->settings.precision = a->compute.resolve_precision(a->settings.device);
     ac::check_not_overwriting_inputs({a->model, a->importance, a->profile, a->data.path, a->train_data},
                                      a->out, "search");
     a->settings.minitron_batches = a->batches;

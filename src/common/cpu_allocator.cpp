@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 namespace ac {
 
@@ -33,8 +34,28 @@ struct Counted {
   int64_t bytes;
 };
 
-void free_counted(void* ctx) {
-  auto* c = static_cast<Counted*>(ctx);
+// Each live block's record, by its data pointer: the DataPtr's context is the data pointer itself,
+// as c10::Allocator::raw_allocate requires (oneDNN's bf16 kernels allocate their scratch through
+// it, and assert that the two are equal).
+struct LiveBlocks {
+  std::mutex mu;
+  std::unordered_map<void*, Counted*> by_data;
+};
+LiveBlocks& live_blocks() {
+  static LiveBlocks* l = new LiveBlocks;  // never destroyed: frees may run during exit
+  return *l;
+}
+
+void free_counted(void* data) {
+  Counted* c = nullptr;
+  {
+    LiveBlocks& l = live_blocks();
+    std::lock_guard<std::mutex> lock(l.mu);
+    auto it = l.by_data.find(data);
+    if (it == l.by_data.end()) return;  // a zero-byte block (null data): nothing recorded
+    c = it->second;
+    l.by_data.erase(it);
+  }
   g_live -= c->bytes;
   if (size_t(c->bytes) >= kLargeBlockBytes) {
     BlockCache& bc = cache();
@@ -77,13 +98,18 @@ struct CountingAllocator final : c10::Allocator {
     }
     if (!inner) inner = base->allocate(n);
     void* data = inner.get();
-    auto* ctx = new Counted{std::move(inner), int64_t(n)};
+    if (!data) return inner;  // n == 0: nothing to count
+    {
+      LiveBlocks& l = live_blocks();
+      std::lock_guard<std::mutex> lock(l.mu);
+      l.by_data[data] = new Counted{std::move(inner), int64_t(n)};
+    }
     int64_t now = (g_live += int64_t(n)), peak = g_peak.load();
     while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
     }
-    return {data, ctx, &free_counted, c10::Device(c10::DeviceType::CPU)};
+    return {data, data, &free_counted, c10::Device(c10::DeviceType::CPU)};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_counted; }
 #ifdef AC_ALLOCATOR_COPY_DATA
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/accelerator.h"
 #include "common/error.h"
 #include "common/runtime.h"
 
@@ -174,10 +175,9 @@ Operand operand(const at::Tensor& t) {
 }
 
 bool onednn_can_run(const at::Tensor& c, const at::Tensor& a, const at::Tensor& b) {
+  if (!cpu_fast_path({&c, &a, &b})) return false;
   for (const at::Tensor* t : {&c, &a, &b})
-    if (t->scalar_type() != at::kFloat || !t->device().is_cpu() || t->is_sparse() ||
-        t->is_mkldnn() || t->is_conj() || t->is_neg())
-      return false;
+    if (t->is_sparse() || t->is_mkldnn() || t->is_conj() || t->is_neg()) return false;
   return a.size(0) > 0 && a.size(1) > 0 && b.size(1) > 0;
 }
 
@@ -276,8 +276,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   if (gemm_backend() == GemmBackend::OpenBlas || x.dim() < 1 || w.dim() != 2 ||
-      x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat || !x.device().is_cpu() ||
-      !w.device().is_cpu() || x.numel() == 0 || w.numel() == 0 || x.size(-1) != w.size(1))
+      !cpu_fast_path({&x, &w}) || x.numel() == 0 || w.numel() == 0 || x.size(-1) != w.size(1))
     return at::linear(x, w, bias);
   const int64_t K = x.size(-1), N = w.size(0);
   std::vector<int64_t> out_shape = x.sizes().vec();

@@ -4,21 +4,50 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#ifdef AC_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
 #include <chrono>
 #include <map>
 
+#include "common/accelerator.h"
 #include "common/error.h"
 
 namespace ac {
 
+// One of the two backends is set. They are kept apart (not as their common base) because that
+// base moved from c10d::ProcessGroup to c10d::Backend in PyTorch 2.0.
 struct DataParallel::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#ifdef AC_WITH_CUDA
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+  void allreduce(std::vector<at::Tensor>& ts) {
+#ifdef AC_WITH_CUDA
+    if (nccl) {
+      nccl->allreduce(ts)->wait();
+      return;
+    }
+#endif
+    gloo->allreduce(ts)->wait();
+  }
+  void barrier() {
+#ifdef AC_WITH_CUDA
+    if (nccl) {
+      nccl->barrier()->wait();
+      return;
+    }
+#endif
+    gloo->barrier()->wait();
+  }
 };
 
 DataParallel::DataParallel(const std::string& init_method, int rank, int world_size,
-                           double timeout_s)
-    : impl_(std::make_unique<Impl>()), rank_(rank), world_size_(world_size) {
+                           double timeout_s, const c10::Device& device)
+    : impl_(std::make_unique<Impl>()), rank_(rank), world_size_(world_size), device_(device) {
   const char* where = "data-parallel";
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw ConfigError(msg(where, "need 0 <= rank < world_size, found rank {} world_size {}",
@@ -57,13 +86,27 @@ DataParallel::DataParallel(const std::string& init_method, int rank, int world_s
                           init_method));
   }
   impl_->store->setTimeout(timeout);
+  if (device.is_cuda()) {
+#ifdef AC_WITH_CUDA
+    c10::cuda::set_device(device.has_index() ? device.index() : 0);
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, rank, world_size,
+                                                              options);
+    return;
+#else
+    throw ConfigError(msg(where, "{} is a CUDA GPU, but this build has no CUDA (NCCL): build "
+                                 "against a CUDA-enabled libtorch (scripts/build_cuda.sh)",
+                          device_name(device)));
+#endif
+  }
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   // The loopback device for a single machine; the store's host otherwise.
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
       host == "localhost" ? "127.0.0.1" : host));
   options->threads = 1;
-  impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, rank, world_size,
-                                                             options);
+  impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, rank, world_size,
+                                                            options);
 }
 
 DataParallel::~DataParallel() = default;
@@ -78,7 +121,7 @@ void DataParallel::allreduce_mean(const std::vector<at::Tensor>& tensors) {
     std::vector<at::Tensor> flat_parts;
     for (const auto& t : ts) flat_parts.push_back(t.reshape({-1}));
     std::vector<at::Tensor> buffer{at::cat(flat_parts)};
-    impl_->group->allreduce(buffer)->wait();
+    impl_->allreduce(buffer);
     buffer[0].div_(double(world_size_));
     int64_t offset = 0;
     for (auto& t : ts) {
@@ -91,14 +134,21 @@ void DataParallel::allreduce_mean(const std::vector<at::Tensor>& tensors) {
 
 double DataParallel::allreduce_sum(double value) {
   if (world_size_ == 1) return value;
-  std::vector<at::Tensor> t{at::full({1}, value, at::kDouble)};
-  impl_->group->allreduce(t)->wait();
+  std::vector<at::Tensor> t{at::full({1}, value, at::TensorOptions(at::kDouble).device(device_))};
+  impl_->allreduce(t);
   return t[0].item<double>();
 }
 
 void DataParallel::barrier() {
   if (world_size_ == 1) return;
-  impl_->group->barrier()->wait();
+  impl_->barrier();
+}
+
+const char* DataParallel::backend() const {
+#ifdef AC_WITH_CUDA
+  if (impl_->nccl) return "nccl";
+#endif
+  return "gloo";
 }
 
 }  // namespace ac

@@ -1,4 +1,5 @@
-// Data-parallel training over several processes with torch.distributed's c10d (Gloo on CPU).
+// Data-parallel training over several processes with torch.distributed's c10d: Gloo on the
+// CPU, NCCL on CUDA GPUs (a build with CUDA; one GPU per rank).
 //
 // Scheme (PyTorch DistributedDataParallel, Li et al., "PyTorch Distributed: Experiences on
 // Accelerating Data Parallel Training", VLDB 2020): every rank holds the whole model, runs
@@ -25,9 +26,12 @@ namespace ac {
 class DataParallel {
  public:
   /// Joins the group; blocks until all `world_size` ranks have joined or `timeout_s` passes.
-  /// Throws ConfigError on a malformed init_method, rank outside [0, world_size) or
-  /// world_size < 1; RuntimeError (c10::Error text) when the rendezvous fails or times out.
-  DataParallel(const std::string& init_method, int rank, int world_size, double timeout_s = 300);
+  /// `device`: where this rank's gradients live: the CPU (Gloo) or its CUDA GPU (NCCL; the
+  /// tensors reduced must be on it). Throws ConfigError on a malformed init_method, rank outside
+  /// [0, world_size), world_size < 1, or a CUDA device in a build without CUDA; RuntimeError
+  /// (c10::Error text) when the rendezvous fails or times out.
+  DataParallel(const std::string& init_method, int rank, int world_size, double timeout_s = 300,
+               const c10::Device& device = c10::kCPU);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -41,6 +45,9 @@ class DataParallel {
   /// result is bitwise identical on every rank.
   void allreduce_mean(const std::vector<at::Tensor>& tensors);
 
+  /// "gloo" or "nccl".
+  const char* backend() const;
+
   /// Sum over the ranks of a scalar (loss logging, stop flags).
   double allreduce_sum(double value);
 
@@ -51,6 +58,7 @@ class DataParallel {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, world_size_ = 1;
+  c10::Device device_ = c10::kCPU;
 };
 
 }  // namespace ac

@@ -18,6 +18,7 @@
 #include "distill/hidden_loss.h"
 #include "distill/loss.h"
 #include "model/finite.h"
+#include "model/stage_memory.h"
 
 namespace ac {
 
@@ -187,7 +188,7 @@ class Trainer {
   // and the logits would be large (use_fused_head, fused_kl.h).
   bool use_fused_head(int64_t positions) const {
     return opt_.ce_weight == 0 && opt_.hidden_loss_weight <= 0 &&
-           ac::use_fused_head(positions, vocab_);
+           cpu_fast_path({&student_.weights.lm_head}) && ac::use_fused_head(positions, vocab_);
   }
   std::string snapshot_;    // the last checkpoint, in memory (serialize_state)
   std::ofstream log_;
@@ -291,6 +292,7 @@ StepRecord Trainer::train_step(int64_t step) {
     at::Tensor tokens = data_.batch(step * opt_.grad_accum + micro, opt_.batch_size,
                                     opt_.seq_len, opt_.seed);  // [B, T]
     if (world > 1) tokens = tokens.narrow(0, rank * shard, shard).contiguous();  // [B/W, T]
+    tokens = tokens.to(opt_.device);
     DistillLoss l;
     at::Tensor hidden_loss;  // []
     if (use_fused_head(tokens.numel())) {
@@ -307,19 +309,25 @@ StepRecord Trainer::train_step(int64_t step) {
       l.kl = l.loss.detach();
     } else {
       at::Tensor teacher_logits, student_logits;  // [B, T, V], [B, T, V]
-      if (use_hidden) {
-        HiddenForward f = forward_with_hidden_loss(teacher_, student_, tokens, *opt_.hidden_map,
-                                                   /*keep=*/{}, opt_.hidden_loss_normalize);
-        teacher_logits = f.teacher_logits;
-        student_logits = f.student_logits;
-        hidden_loss = f.loss;
-      } else {
-        {
-          c10::InferenceMode no_autograd;  // lighter than NoGradGuard: no version counters
-          teacher_logits = teacher_.forward(tokens);
+      {
+        // The forwards in the run's precision; the loss below on fp32 logits.
+        AutocastScope autocast(opt_.device, opt_.precision);
+        if (use_hidden) {
+          HiddenForward f = forward_with_hidden_loss(teacher_, student_, tokens, *opt_.hidden_map,
+                                                     /*keep=*/{}, opt_.hidden_loss_normalize);
+          teacher_logits = f.teacher_logits;
+          student_logits = f.student_logits;
+          hidden_loss = f.loss.to(at::kFloat);
+        } else {
+          {
+            c10::InferenceMode no_autograd;  // lighter than NoGradGuard: no version counters
+            teacher_logits = teacher_.forward(tokens);
+          }
+          student_logits = student_.forward(tokens);
         }
-        student_logits = student_.forward(tokens);
       }
+      teacher_logits = teacher_logits.to(at::kFloat);
+      student_logits = student_logits.to(at::kFloat);
       if (teacher_logits.size(-1) != vocab_) teacher_logits = teacher_logits.narrow(-1, 0, vocab_);
       if (student_logits.size(-1) != vocab_) student_logits = student_logits.narrow(-1, 0, vocab_);
       l = distill_loss(teacher_logits, student_logits, tokens, {}, opt_.temperature,
@@ -410,7 +418,7 @@ int64_t Trainer::restore_state(const std::string& bytes, const std::string& file
   at::Tensor records;
   try {
     std::istringstream in(bytes);
-    ar.load_from(in);
+    ar.load_from(in, opt_.device);  // the parameters and the optimizer state onto the run's device
     ar.read("meta", meta_v);
     ar.read("records", records);
   } catch (const c10::Error& e) {
@@ -560,20 +568,37 @@ DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const Toke
                       const DistillOptions& opt) {
   require_finite(teacher, "the teacher", "distill", opt.allow_nonfinite);
   require_finite(student, "the student", "distill", opt.allow_nonfinite);
-  Trainer trainer(teacher, student, data, opt);
-  struct ReleaseGrad {  // leave the student as it came: no grads, no requires_grad
-    std::vector<at::Tensor> ps;
-    ~ReleaseGrad() {
-      for (auto& p : ps) {
-        p.mutable_grad() = at::Tensor();
-        p.requires_grad_(false);
+  // Refused before anything is copied when the step cannot fit the GPU (model/stage_memory.h).
+  const int64_t shard = opt.batch_size / std::max(1, opt.parallel ? opt.parallel->world_size() : 1);
+  check_fits_device(distill_memory(teacher.config, student.config, std::max<int64_t>(1, shard),
+                                   opt.seq_len, opt.precision),
+                    opt.device, "distill");
+  // Both models on the run's device (the same tensors when they are there already: then the
+  // student is trained in place).
+  const c10::Device home = student.weights.embed_tokens.device();
+  reset_device_peak(opt.device);
+  const LlamaModel on_teacher{teacher.config, to_device(teacher.config, teacher.weights, opt.device)};
+  LlamaModel on_student{student.config, to_device(student.config, student.weights, opt.device)};
+  DistillResult result;
+  {
+    Trainer trainer(on_teacher, on_student, data, opt);
+    struct ReleaseGrad {  // leave the student as it came: no grads, no requires_grad
+      std::vector<at::Tensor> ps;
+      ~ReleaseGrad() {
+        for (auto& p : ps) {
+          p.mutable_grad() = at::Tensor();
+          p.requires_grad_(false);
+        }
       }
-    }
-  } release{student.weights.parameters()};
-  // Every step allocates the same logits, gradients and activations: reuse the blocks instead
-  // of a fresh mmap (and its page faults) each time (common/cpu_allocator.h).
-  LargeBlockCache block_cache;
-  return trainer.run();
+    } release{on_student.weights.parameters()};
+    // Every step allocates the same logits, gradients and activations: reuse the blocks
+    // instead of a fresh mmap (and its page faults) each time (common/cpu_allocator.h).
+    LargeBlockCache block_cache;
+    result = trainer.run();
+  }
+  result.device_peak_bytes = device_allocated_bytes_peak(opt.device);
+  student.weights = to_device(student.config, on_student.weights, home);
+  return result;
 }
 
 }  // namespace ac

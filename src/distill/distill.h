@@ -35,6 +35,7 @@
 
 #include "common/fs.h"
 #include "data/dataset.h"
+#include "common/accelerator.h"
 #include "model/llama.h"
 #include "prune/pruning_map.h"
 
@@ -89,6 +90,13 @@ struct DistillOptions {
   double skip_lr_factor = 0.5;       // ... and scale the learning rate by this from then on
   int64_t max_restores = 4;          // more restores than this: Error (the run diverges)
   int64_t shared_vocab = 0;          // > 0: compare over ids [0, shared_vocab) (prefix vocabs)
+  /// Where the teacher, the student, the batches, the gradients and the optimizer state live
+  /// (common/accelerator.h, --device): the models are copied there when they are elsewhere, and
+  /// the trained weights copied back into `student` at the end.
+  c10::Device device = c10::kCPU;
+  /// bf16: the forwards under autocast (fp32 master weights and optimizer state; the loss on
+  /// fp32 logits). fp32: every op in float.
+  Precision precision = Precision::fp32;
   DataParallel* parallel = nullptr;  // data-parallel group; null = this process alone
   /// Called after backward (and the all-reduce), before clipping, with the gradients in
   /// parameter order; may modify them (tests inject non-finite values).
@@ -109,6 +117,8 @@ struct DistillResult {
   double lr_scale = 1.0;          // product of skip_lr_factor over the restores
   double wall_s = 0;              // seconds spent in training, all runs together
   bool interrupted = false;       // stopped early (signal or stop_after_steps); state saved
+  int64_t device_peak_bytes = 0;  // on a CUDA device: the caching allocator's peak of this call
+                                  // (models, optimizer state, activations); 0 on the CPU
 };
 
 /// Distills `student` toward `teacher` on `data`; `student.weights` are updated in place (and

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/accelerator.h"
 #include "distill/fused_kl.h"
 
 namespace ac {
@@ -59,6 +60,11 @@ static void add_ce(DistillLoss& out, const at::Tensor& kl, const at::Tensor& log
 DistillLoss distill_loss(const at::Tensor& teacher_logits, const at::Tensor& student_logits,
                          const at::Tensor& tokens, const at::Tensor& mask, double temperature,
                          double ce_weight) {
+  // The fused kernel is CPU code; other devices (and AC_KERNELS=generic) take the reference
+  // chain of ATen ops, which autograd differentiates (common/accelerator.h, cpu_fast_path).
+  if (!cpu_fast_path({&teacher_logits, &student_logits}))
+    return distill_loss_reference(teacher_logits, student_logits, tokens, mask, temperature,
+                                  ce_weight);
   check_inputs(teacher_logits, student_logits, mask, temperature, ce_weight);
   const int64_t B = student_logits.size(0), T = student_logits.size(1);
   at::Tensor keep = mask.defined() ? mask.to(at::kBool) : at::Tensor();
@@ -66,7 +72,7 @@ DistillLoss distill_loss(const at::Tensor& teacher_logits, const at::Tensor& stu
   DistillLoss out;
   out.loss = kl;
   if (ce_weight > 0 && T > 1) {
-    if (!keep.defined()) keep = at::ones({B, T}, at::TensorOptions().dtype(at::kBool));
+    if (!keep.defined()) keep = at::ones({B, T}, student_logits.options().dtype(at::kBool));
     add_ce(out, kl, at::log_softmax(student_logits, -1), tokens, keep, ce_weight);
   }
   out.kl = kl.detach();
@@ -79,7 +85,7 @@ DistillLoss distill_loss_reference(const at::Tensor& teacher_logits, const at::T
   check_inputs(teacher_logits, student_logits, mask, temperature, ce_weight);
   const int64_t B = student_logits.size(0), T = student_logits.size(1);
   at::Tensor keep = mask.defined() ? mask.to(at::kBool)
-                                   : at::ones({B, T}, at::TensorOptions().dtype(at::kBool));
+                                   : at::ones({B, T}, student_logits.options().dtype(at::kBool));
   auto [p, neg_entropy] = teacher_side(teacher_logits, temperature,
                                        mask.defined() ? keep : at::Tensor());
 

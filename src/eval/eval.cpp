@@ -43,8 +43,9 @@ TokenBytes TokenBytes::from_tokenizer(const TextTokenizer& tokenizer) {
 }
 
 int64_t TokenBytes::count(const at::Tensor& targets, const at::Tensor& prev) const {
-  at::Tensor after_bos = prev.eq(bos_id).logical_and(leading_space.index({targets}));
-  return bytes.index({targets}).sum().item<int64_t>() - after_bos.sum().item<int64_t>();
+  const at::Tensor t = targets.to(bytes.device()), p = prev.to(bytes.device());
+  at::Tensor after_bos = p.eq(bos_id).logical_and(leading_space.index({t}));
+  return bytes.index({t}).sum().item<int64_t>() - after_bos.sum().item<int64_t>();
 }
 
 std::optional<TokenBytes> token_bytes_of_checkpoint(const fs::path& dir, int64_t vocab_size) {
@@ -103,6 +104,18 @@ void score_batch(const LlamaModel& model, const LlamaModel* teacher, const at::T
   s.overlap += shared.sum().item<double>() / double(opt.top_k);
 }
 
+// The evaluated model and the teacher on the evaluation's device (the same tensors when they
+// are there already).
+struct OnDevice {
+  LlamaModel model;
+  std::optional<LlamaModel> teacher_model;
+  OnDevice(const LlamaModel& m, const LlamaModel* t, const c10::Device& d)
+      : model{m.config, to_device(m.config, m.weights, d)} {
+    if (t) teacher_model = LlamaModel{t->config, to_device(t->config, t->weights, d)};
+  }
+  const LlamaModel* teacher() const { return teacher_model ? &*teacher_model : nullptr; }
+};
+
 EvalResult finish(const Sums& s, bool has_teacher, const EvalOptions& opt, double t0) {
   EvalResult r;
   const double n = double(std::max<int64_t>(s.tokens, 1));
@@ -135,6 +148,7 @@ EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher,
   check_options(model, teacher, opt, where);
   at::NoGradGuard no_grad;
   double t0 = now_s();
+  const OnDevice on(model, teacher, opt.device);
   Sums s;
   int64_t total = 0;
   for (const auto& b : batches) total += b.size(0);
@@ -143,7 +157,7 @@ EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher,
     if (b.dim() != 2 || b.size(1) < 2)
       throw ConfigError(msg(where, "a batch has shape [{}], expected [B, T] with T >= 2",
                             fmt::join(b.sizes(), ", ")));
-    score_batch(model, teacher, b.to(at::kLong), at::Tensor(), opt, s);
+    score_batch(on.model, on.teacher(), b.to(opt.device, at::kLong), at::Tensor(), opt, s);
     if (opt.show_progress) progress.update(s.sequences);
   }
   if (opt.show_progress) progress.finish();
@@ -176,6 +190,7 @@ EvalResult sliding_window_evaluate(const LlamaModel& model, const LlamaModel* te
   }
   at::NoGradGuard no_grad;
   double t0 = now_s();
+  const OnDevice on(model, teacher, opt.device);
   Sums s;
   Progress progress("eval", int64_t(windows.size()), "window");
   const int64_t B = std::max<int64_t>(opt.batch_size, 1);
@@ -194,7 +209,8 @@ EvalResult sliding_window_evaluate(const LlamaModel& model, const LlamaModel* te
       // Logits at position t predict token t+1: targets [first_target, end).
       scored[int64_t(w - i)].slice(0, win.first_target - 1 - win.begin).fill_(true);
     }
-    score_batch(model, teacher, at::tensor(flat, at::kLong).view({b, W}), scored, opt, s);
+    score_batch(on.model, on.teacher(), at::tensor(flat, at::kLong).view({b, W}).to(opt.device),
+                scored.to(opt.device), opt, s);
     if (opt.show_progress) progress.update(int64_t(j));
     i = j;
   }

@@ -51,6 +51,9 @@ struct EvalOptions {
   int64_t top_k = 5;         // k of topk_overlap, in [1, V]
   const TokenBytes* token_bytes = nullptr;  // fills bytes and bits_per_byte when set
   bool show_progress = true;
+  /// Where the forwards run (common/accelerator.h, --device): the models and each batch are
+  /// copied there; the sums are read back per batch.
+  c10::Device device = c10::kCPU;
 };
 
 struct EvalResult {

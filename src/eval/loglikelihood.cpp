@@ -48,20 +48,27 @@ Prepared prepare(const LoglikelihoodRequest& r, size_t index, int64_t max_len, i
 // The output head on hidden states h [N, D] at positions predicting `targets` [N]; adds each
 // consecutive run of `count` positions to results[index]. Chunked so that [n, V] stays small.
 struct Segment { size_t index; int64_t count; };
+
+// Token ids or indices [n] int64 on the model's device.
+at::Tensor on_model(const LlamaModel& m, const std::vector<int64_t>& v) {
+  return at::tensor(v, at::kLong).to(m.weights.embed_tokens.device());
+}
+
 void score_positions(const LlamaModel& m, const at::Tensor& h, const std::vector<int64_t>& targets,
                      const std::vector<Segment>& segments, std::vector<LoglikelihoodResult>& out) {
   constexpr int64_t kChunk = 512;
   const int64_t N = h.size(0);
   AC_CHECK(int64_t(targets.size()) == N, "{} targets for {} positions", targets.size(), N);
-  at::Tensor target = at::tensor(targets, at::kLong);
+  at::Tensor target = on_model(m, targets);
   std::vector<double> ll(static_cast<size_t>(N));
   std::vector<uint8_t> greedy(static_cast<size_t>(N));
   for (int64_t s = 0; s < N; s += kChunk) {
     const int64_t n = std::min(kChunk, N - s);
     at::Tensor logits = ac::linear(h.narrow(0, s, n), m.weights.lm_head);  // [n, V]
     at::Tensor t = target.narrow(0, s, n).unsqueeze(-1);                    // [n, 1]
-    at::Tensor lp = (logits.gather(-1, t).squeeze(-1) - at::logsumexp(logits, -1)).to(at::kDouble);
-    at::Tensor g = logits.argmax(-1).eq(t.squeeze(-1)).to(at::kByte);
+    at::Tensor lp = (logits.gather(-1, t).squeeze(-1) - at::logsumexp(logits, -1))
+                        .to(at::kCPU, at::kDouble);
+    at::Tensor g = logits.argmax(-1).eq(t.squeeze(-1)).to(at::kCPU, at::kByte);
     std::copy_n(lp.data_ptr<double>(), n, ll.begin() + s);
     std::copy_n(g.data_ptr<uint8_t>(), n, greedy.begin() + s);
   }
@@ -106,8 +113,8 @@ void run_padded(const LlamaModel& m, const std::vector<LoglikelihoodRequest>& re
       }
       segments.push_back({k, int64_t(cont.size())});
     }
-    at::Tensor h = m.hidden_states(at::tensor(flat, at::kLong).view({b, L}));  // [b, L, D]
-    at::Tensor hs = h.index({at::tensor(rows, at::kLong), at::tensor(cols, at::kLong)});  // [N, D]
+    at::Tensor h = m.hidden_states(on_model(m, flat).view({b, L}));  // [b, L, D]
+    at::Tensor hs = h.index({on_model(m, rows), on_model(m, cols)});  // [N, D]
     score_positions(m, hs, targets, segments, out);
     done(b);
     i = j;
@@ -129,10 +136,10 @@ void run_chain(const LlamaModel& m, const std::vector<LoglikelihoodRequest>& req
                std::vector<LoglikelihoodResult>& out) {
   const std::vector<int64_t>& longest = chain.back()->first;
   const int64_t T = int64_t(longest.size());
-  KVCache cache = KVCache::allocate(m.config, 1, T);
+  KVCache cache = KVCache::allocate(m.config, 1, T, m.weights.embed_tokens.device());
   ForwardOptions fo;
   fo.cache = &cache;
-  at::Tensor h_ctx = m.hidden_states(at::tensor(longest, at::kLong).view({1, T}), fo)[0];  // [T, D]
+  at::Tensor h_ctx = m.hidden_states(on_model(m, longest).view({1, T}), fo)[0];  // [T, D]
   std::vector<at::Tensor> hs;
   std::vector<int64_t> targets;
   std::vector<Segment> segments;
@@ -143,7 +150,7 @@ void run_chain(const LlamaModel& m, const std::vector<LoglikelihoodRequest>& req
     for (size_t k : group) max_tn = std::max<int64_t>(max_tn, int64_t(requests[k].continuation.size()));
     at::Tensor h_cont;  // [C, max_tn - 1, D]
     if (max_tn > 1) {
-      KVCache wide = KVCache::allocate(m.config, C, Tc + max_tn - 1);
+      KVCache wide = KVCache::allocate(m.config, C, Tc + max_tn - 1, m.weights.embed_tokens.device());
       for (size_t l = 0; l < cache.k.size(); ++l) {
         if (!cache.k[l].defined()) continue;
         wide.k[l].narrow(2, 0, Tc).copy_(cache.k[l].narrow(2, 0, Tc).expand({C, -1, -1, -1}));
@@ -157,7 +164,7 @@ void run_chain(const LlamaModel& m, const std::vector<LoglikelihoodRequest>& req
       }
       ForwardOptions wo;
       wo.cache = &wide;
-      h_cont = m.hidden_states(at::tensor(flat, at::kLong).view({C, max_tn - 1}), wo);
+      h_cont = m.hidden_states(on_model(m, flat).view({C, max_tn - 1}), wo);
     }
     for (int64_t r = 0; r < C; ++r) {
       const auto& cont = requests[group[size_t(r)]].continuation;

@@ -12,6 +12,7 @@
 #include "common/runtime.h"
 #include "io/safetensors.h"
 #include "model/finite.h"
+#include "model/stage_memory.h"
 
 namespace ac {
 
@@ -112,8 +113,8 @@ void add_layer_drop(const LlamaModel& m, const at::Tensor& tokens, Sums& s) {
   for (int64_t l = 0; l < L; ++l) {
     Masks drop;
     drop.layers.resize(size_t(L));
-    drop.layers[size_t(l)].attn_gate = at::zeros({});
-    drop.layers[size_t(l)].ffn_gate = at::zeros({});
+    drop.layers[size_t(l)].attn_gate = at::zeros({}, tokens.options().dtype(at::kFloat));
+    drop.layers[size_t(l)].ffn_gate = at::zeros({}, tokens.options().dtype(at::kFloat));
     s.raw.layer_drop_loss[l] += float((lm_loss(m, tokens, &drop) - base) * double(n));
   }
   s.pred_tokens += n;
@@ -174,6 +175,23 @@ Sums load_state(const fs::path& path, const ModelConfig& c, const ImportanceOpti
   return s;
 }
 
+// Every score tensor of `imp` on `d` (the running sums on the run's device; the result and the
+// state file on the CPU).
+Importance on_device(Importance imp, const c10::Device& d) {
+  auto move = [&](at::Tensor& t) {
+    if (t.defined()) t = t.to(d);
+  };
+  move(imp.hidden);
+  for (LayerImportance& l : imp.layers) {
+    move(l.heads);
+    move(l.kv_groups);
+    move(l.ffn);
+  }
+  move(imp.block_influence);
+  move(imp.layer_drop_loss);
+  return imp;
+}
+
 // Sums -> normalised scores (see the file header of importance.h).
 Importance finalize(const Sums& s, const ModelConfig& c, Aggregation agg) {
   Importance out = s.raw;
@@ -201,16 +219,22 @@ Importance finalize(const Sums& s, const ModelConfig& c, Aggregation agg) {
 
 }  // namespace
 
-Importance compute_importance(const LlamaModel& m, const std::vector<at::Tensor>& batches,
+Importance compute_importance(const LlamaModel& model, const std::vector<at::Tensor>& batches,
                               const ImportanceOptions& opt) {
   if (batches.empty()) throw ConfigError("[importance] no calibration batches given");
-  require_finite(m, "the model", "importance", opt.allow_nonfinite);
+  require_finite(model, "the model", "importance", opt.allow_nonfinite);
   at::NoGradGuard no_grad;
+  check_fits_device(forward_memory(model.config, batches[0].size(0),
+                                   batches[0].dim() == 2 ? batches[0].size(1) : 1,
+                                   /*with_grad=*/false, Precision::fp32),
+                    opt.device, "importance");
+  const LlamaModel m{model.config, to_device(model.config, model.weights, opt.device)};
   const ModelConfig& c = m.config;
   const bool stateful = !opt.state_path.empty();
   Sums s = stateful && opt.resume && fs::exists(opt.state_path)
                ? load_state(opt.state_path, c, opt, batches.size())
                : zero_sums(c, opt);
+  s.raw = on_device(std::move(s.raw), opt.device);
   if (s.batches_done > 0)
     log_info(fmt::format("[importance] resuming from {}: {} of {} batches done",
                          opt.state_path.string(), s.batches_done, batches.size()));
@@ -221,7 +245,7 @@ Importance compute_importance(const LlamaModel& m, const std::vector<at::Tensor>
   Progress progress("importance", total, "tokens");
   Observer obs(s, opt.aggregation);
   for (size_t i = size_t(s.batches_done); i < batches.size(); ++i) {
-    at::Tensor tokens = check_batch(batches[i], i);
+    at::Tensor tokens = check_batch(batches[i], i).to(opt.device);
     ForwardOptions fo;
     fo.observer = &obs;
     m.hidden_states(tokens, fo);
@@ -237,7 +261,7 @@ Importance compute_importance(const LlamaModel& m, const std::vector<at::Tensor>
   }
   if (stateful) save_state(opt.state_path, s);
   if (opt.show_progress) progress.finish();
-  return finalize(s, c, opt.aggregation);
+  return on_device(finalize(s, c, opt.aggregation), c10::kCPU);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -72,6 +72,9 @@ struct ImportanceOptions {
   bool show_progress = true;
   /// Score a model with NaN/Inf weights anyway (otherwise FormatError; model/finite.h).
   bool allow_nonfinite = false;
+  /// Where the forwards run and the running sums live (common/accelerator.h, --device): the
+  /// model and each batch are copied there; the state file and the result are on the CPU.
+  c10::Device device = c10::kCPU;
 };
 
 /// Runs the model over calibration batches and scores every structure (see the file header).

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/accelerator.h"
 #include "common/error.h"
 #include "common/gemm.h"
 #include "common/simd.h"
@@ -232,9 +233,7 @@ at::Tensor causal_attention(const at::Tensor& qg, const at::Tensor& k, const at:
     throw ConfigError(fmt::format("[causal_attention] expected qg [B, G, H/G, T, Hd] and k, v "
                                   "[B, G, T, Hd], found qg {}, k {}, v {}", qg.sizes().vec(),
                                   k.sizes().vec(), v.sizes().vec()));
-  bool fast = qg.numel() > 0 && k.numel() > 0;
-  for (const at::Tensor* t : {&qg, &k, &v})
-    fast = fast && t->scalar_type() == at::kFloat && t->device().is_cpu();
+  const bool fast = qg.numel() > 0 && k.numel() > 0 && cpu_fast_path({&qg, &k, &v});
   if (!fast) {  // the ATen path with the causal mask
     return grouped_attention(qg, k, v, causal_allowed(/*pos0=*/0, qg.size(3), qg.device()));
   }

@@ -9,16 +9,14 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/accelerator.h"
 #include "common/simd.h"
 
 namespace ac {
 namespace {
 
-bool is_cpu_float(std::initializer_list<const at::Tensor*> ts) {
-  for (const at::Tensor* t : ts)
-    if (t->scalar_type() != at::kFloat || !t->device().is_cpu()) return false;
-  return true;
-}
+// fp32 on the CPU, the generic path not forced (common/accelerator.h).
+bool is_cpu_float(std::initializer_list<const at::Tensor*> ts) { return cpu_fast_path(ts); }
 
 // ------------------------------------------------------------------------------------------
 // RMSNorm

@@ -62,8 +62,16 @@ at::Tensor grouped_attention(const at::Tensor& qg, const at::Tensor& k, const at
   const int64_t Hd = qg.size(-1);
   at::Tensor scores = at::matmul(qg * (1.0 / std::sqrt(double(Hd))),
                                  k.unsqueeze(2).transpose(-1, -2));  // [B, G, H/G, T, S]
-  if (allowed.defined())  // in place: matmul's backward needs its inputs, not its output
-    scores.masked_fill_(allowed.logical_not(), std::numeric_limits<float>::lowest());
+  if (allowed.defined()) {  // in place: matmul's backward needs its inputs, not its output
+    // The lowest float, or the lowest bf16 / fp16 when autocast made the scores so (the float's
+    // does not fit them), as HF's torch.finfo(dtype).min.
+    const at::ScalarType t = scores.scalar_type();
+    const at::Scalar lowest =
+        t == at::kBFloat16 ? at::Scalar(std::numeric_limits<c10::BFloat16>::lowest())
+        : t == at::kHalf   ? at::Scalar(std::numeric_limits<c10::Half>::lowest())
+                           : at::Scalar(std::numeric_limits<float>::lowest());
+    scores.masked_fill_(allowed.logical_not(), lowest);
+  }
   return at::matmul(at::softmax(scores, -1), v.unsqueeze(2));  // [B, G, H/G, T, Hd]
 }
 
@@ -114,7 +122,11 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
   if (opt.cache && S > opt.cache->capacity)
     throw ConfigError(fmt::format("[forward] KV cache holds {} positions, {} needed",
                                   opt.cache->capacity, S));
-  const at::Tensor& hmask = opt.masks ? opt.masks->hidden : kNone;
+  // Masks may come from elsewhere (the search keeps its architecture logits on the CPU): they
+  // join the forward on the tokens' device (differentiably; free when already there).
+  const c10::Device dev = tokens.device();
+  auto on_dev = [&](const at::Tensor& t) { return t.defined() ? t.to(dev) : t; };
+  const at::Tensor hmask = opt.masks ? on_dev(opt.masks->hidden) : kNone;
 
   at::Tensor x = at::embedding(w.embed_tokens, tokens);  // [B, T, D]
   if (hmask.defined()) x = x * hmask;
@@ -128,7 +140,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
   if (!fused_causal && (T > 1 || opt.attention_mask)) {
     allowed = causal_allowed(pos0, T, tokens.device());  // [T, S]
     if (opt.attention_mask) {
-      at::Tensor keys = opt.attention_mask->to(at::kBool);          // [B, S]
+      at::Tensor keys = opt.attention_mask->to(dev, at::kBool);     // [B, S]
       allowed = allowed.unsqueeze(0).logical_and(keys.view({B, 1, S}));  // [B, T, S]
       allowed = allowed.view({B, 1, 1, T, S});
     }
@@ -164,22 +176,22 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
       at::Tensor attn = fused_causal ? causal_attention(qg, k, v)
                                      : grouped_attention(qg, k, v, allowed);
       attn = attn.reshape({B, H, T, Hd}).transpose(1, 2);  // [B, T, H, Hd]
-      if (lm && lm->heads.defined()) attn = attn * lm->heads.view({1, 1, H, 1});
+      if (lm && lm->heads.defined()) attn = attn * on_dev(lm->heads).view({1, 1, H, 1});
       if (opt.observer) opt.observer->on_attn_heads(i, attn);
       at::Tensor out = ac::linear(attn.reshape({B, T, H * Hd}), lw.o_proj);  // [B, T, D]
       if (hmask.defined()) out = out * hmask;
-      if (lm && lm->attn_gate.defined()) out = out * lm->attn_gate;
+      if (lm && lm->attn_gate.defined()) out = out * on_dev(lm->attn_gate);
       x = x + out;
     }
     if (lc.has_ffn()) {
       at::Tensor h = rms_norm(x, lw.post_attention_layernorm, c.rms_norm_eps, hmask);
       if (opt.observer) opt.observer->on_norm(i, 1, h);
       at::Tensor act = swiglu(ac::linear(h, lw.gate_proj), ac::linear(h, lw.up_proj));  // [B,T,F]
-      if (lm && lm->ffn.defined()) act = act * lm->ffn;
+      if (lm && lm->ffn.defined()) act = act * on_dev(lm->ffn);
       if (opt.observer) opt.observer->on_ffn_act(i, act);
       at::Tensor out = ac::linear(act, lw.down_proj);  // [B, T, D]
       if (hmask.defined()) out = out * hmask;
-      if (lm && lm->ffn_gate.defined()) out = out * lm->ffn_gate;
+      if (lm && lm->ffn_gate.defined()) out = out * on_dev(lm->ffn_gate);
       x = x + out;
     }
     if (opt.observer) opt.observer->on_block(i, block_in, x);
@@ -225,19 +237,22 @@ std::vector<int64_t> generate(const LlamaModel& m, const std::vector<int64_t>& p
                               const GenerateOptions& opt) {
   if (prompt.empty()) throw ConfigError("[generate] the prompt is empty (add BOS)");
   at::NoGradGuard no_grad;
+  // The forward on the model's device; the pick on the CPU with a CPU generator, so that a seed
+  // draws the same tokens on every device (given the same logits).
+  const c10::Device dev = m.weights.embed_tokens.device();
   at::Generator gen = at::detail::createCPUGenerator(opt.seed);
-  KVCache cache = KVCache::allocate(m.config, 1, int64_t(prompt.size()) + opt.max_new_tokens);
+  KVCache cache = KVCache::allocate(m.config, 1, int64_t(prompt.size()) + opt.max_new_tokens, dev);
   ForwardOptions fo;
   fo.cache = &cache;
   fo.last_logits_only = true;
-  at::Tensor input = at::tensor(prompt, at::kLong).view({1, -1});
+  at::Tensor input = at::tensor(prompt, at::kLong).view({1, -1}).to(dev);
   std::vector<int64_t> out;
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    at::Tensor logits = m.forward(input, fo).select(1, 0);  // [1, V]
+    at::Tensor logits = m.forward(input, fo).select(1, 0).to(at::kCPU, at::kFloat);  // [1, V]
     int64_t next = pick(logits, opt.temperature, opt.top_p, gen).item<int64_t>();
     out.push_back(next);
     if (opt.stop_at_eos && next == m.config.eos_token_id) break;
-    input = at::full({1, 1}, next, at::kLong);
+    input = at::full({1, 1}, next, at::TensorOptions(at::kLong).device(dev));
   }
   return out;
 }
@@ -246,17 +261,21 @@ at::Tensor sample_batch(const LlamaModel& m, const std::vector<int64_t>& prompt,
                         int64_t new_tokens, double temperature, double top_p, uint64_t seed) {
   if (prompt.empty()) throw ConfigError("[sample] the prompt is empty (add BOS)");
   at::NoGradGuard no_grad;
+  // As generate: the forward on the model's device, the pick on the CPU.
+  const c10::Device dev = m.weights.embed_tokens.device();
   at::Generator gen = at::detail::createCPUGenerator(seed);
-  KVCache cache = KVCache::allocate(m.config, batch, int64_t(prompt.size()) + new_tokens);
+  KVCache cache = KVCache::allocate(m.config, batch, int64_t(prompt.size()) + new_tokens, dev);
   ForwardOptions fo;
   fo.cache = &cache;
   fo.last_logits_only = true;
-  at::Tensor input = at::tensor(prompt, at::kLong).view({1, -1}).expand({batch, -1}).contiguous();
+  at::Tensor input =
+      at::tensor(prompt, at::kLong).view({1, -1}).expand({batch, -1}).contiguous().to(dev);
   at::Tensor out = at::empty({batch, new_tokens}, at::kLong);
   for (int64_t step = 0; step < new_tokens; ++step) {
-    at::Tensor next = pick(m.forward(input, fo).select(1, 0), temperature, top_p, gen);  // [B]
+    at::Tensor logits = m.forward(input, fo).select(1, 0).to(at::kCPU, at::kFloat);  // [B, V]
+    at::Tensor next = pick(logits, temperature, top_p, gen);                         // [B]
     out.select(1, step).copy_(next);
-    input = next.view({batch, 1});
+    input = next.view({batch, 1}).to(dev);
   }
   return out;
 }

@@ -1,11 +1,14 @@
 #include "pipeline/compress.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
+#include "common/accelerator.h"
 #include "hardware/cost_model.h"
+#include "model/stage_memory.h"
 #include "pipeline/report.h"
 #include "pipeline/report_html.h"
 #include "pipeline/stages.h"
@@ -20,6 +23,7 @@ json CompressOptions::to_json() const {
               {"out_dir", in.out_dir.string()}, {"profile_path", in.profile_path.string()},
               {"data_dir", in.data_dir.string()}, {"data_text", in.data_text.string()},
               {"text_field", in.text_field}, {"allow_nonfinite", in.allow_nonfinite}}},
+      {"compute", {{"device", compute.device}, {"precision", compute.precision}}},
       {"data", {{"seed", data.seed}, {"seq_len", data.seq_len},
                 {"calibration_sequences", data.calibration_sequences},
                 {"train_sequences", data.train_sequences},
@@ -53,6 +57,8 @@ CompressOptions CompressOptions::from_json(const json& j, const std::string& whe
     o.in.data_text = at("in", "data_text").get<std::string>();
     o.in.text_field = at("in", "text_field").get<std::string>();
     o.in.allow_nonfinite = at("in", "allow_nonfinite").get<bool>();
+    o.compute.device = at("compute", "device").get<std::string>();
+    o.compute.precision = at("compute", "precision").get<std::string>();
     o.data.seed = at("data", "seed").get<uint64_t>();
     o.data.seq_len = at("data", "seq_len").get<int64_t>();
     o.data.calibration_sequences = at("data", "calibration_sequences").get<int64_t>();
@@ -107,6 +113,39 @@ ComparisonRow comparison_row(const Run& run, const SearchedMethod& s, const Fini
   return row;
 }
 
+// The process's peak resident set (bytes): the CPU run's peak memory.
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return int64_t(u.ru_maxrss) * 1024;  // Linux: kilobytes
+}
+
+// Where the run computed and how fast the main method's distillation went: tokens/s, and on a
+// GPU that is the scenario's (devices/*.json) the MFU against its dense peak in the run's
+// precision.
+RunReport::Compute compute_section(const Run& run, const FinishedMethod& f) {
+  RunReport::Compute c;
+  c.device = device_name(run.device);
+  c.precision = precision_name(run.precision);
+  const double tokens = f.distill.at("tokens").get<double>();
+  const double wall = f.distill.at("wall_s").get<double>();
+  const double flops = distill_flops_per_token(run.teacher.config, f.student.config,
+                                               run.opt.data.seq_len);
+  c.distill_flops_per_token = flops;
+  if (tokens > 0 && wall > 0) c.distill_tokens_per_s = tokens / wall;
+  if (run.device.is_cuda()) {
+    c.gpu = cuda_device_name(run.device.has_index() ? run.device.index() : 0);
+    c.peak_memory_bytes = f.distill.value("device_peak_bytes", int64_t(0));
+    const DeviceSpec& spec = run.scenario.device_spec;
+    if (c.distill_tokens_per_s.is_number() && gpu_name_matches(spec, c.gpu))
+      c.distill_mfu = c.distill_tokens_per_s.get<double>() * flops /
+                      spec.peak_flops_for(precision_name(run.precision));
+  } else {
+    c.peak_memory_bytes = peak_rss_bytes();
+  }
+  return c;
+}
+
 // report.json from every stage's result; the main result is the first method.
 RunReport make_report(const Run& run, const Searches& searches,
                       const std::vector<FinishedMethod>& finished, const json& teacher_eval,
@@ -121,6 +160,7 @@ RunReport make_report(const Run& run, const Searches& searches,
                 run.limits.as_written.to_json()};
   const ProfileIdentity& id = run.profile.identity;
   r.device = {id.cpu_model, id.cores, id.threads, id.torch_version};
+  r.compute = compute_section(run, finished.front());
   r.date = today_utc();
   r.teacher = {describe(run.teacher.config), run.teacher.config.num_parameters(),
                run.teacher_predicted.to_json(), measured.teacher, teacher_eval};

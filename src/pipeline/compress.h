@@ -104,8 +104,15 @@ struct CompressMeasureOptions {
 
 /// Options of a compress run; defaults are the README's main job on stories15M (cpu-local; its
 /// time: docs/benchmarks.md).
+/// Where the compression computes (not the deployment's device: that is the scenario's).
+struct CompressComputeOptions {
+  std::string device = "cpu";      // --device: cpu, cuda or cuda:N (common/accelerator.h)
+  std::string precision = "auto";  // --precision: auto (bf16 on CUDA, fp32 on the CPU), fp32, bf16
+};
+
 struct CompressOptions {
   CompressInputs in;
+  CompressComputeOptions compute;
   CompressDataOptions data;
   CompressSearchOptions search;
   CompressDistillOptions distill;

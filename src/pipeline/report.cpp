@@ -179,6 +179,25 @@ std::string render_llamacpp_md(const json& l) {
   return md;
 }
 
+// Where the stages computed and the distillation's speed (measured: tokens / wall seconds).
+std::string render_compute_md(const RunReport::Compute& c) {
+  std::string md = fmt::format("Computed on {}{} in {}", c.device,
+                               c.gpu.empty() ? "" : " (" + c.gpu + ")", c.precision);
+  if (c.distill_tokens_per_s.is_number())
+    md += fmt::format(": distillation {:.0f} tokens/s ({:.3g} FLOP per token",
+                      c.distill_tokens_per_s.get<double>(),
+                      c.distill_flops_per_token.is_number()
+                          ? c.distill_flops_per_token.get<double>() : 0.0);
+  if (c.distill_mfu.is_number())
+    md += fmt::format(", MFU {:.1f}% of the GPU's dense peak", 100 * c.distill_mfu.get<double>());
+  if (c.distill_tokens_per_s.is_number()) md += ")";
+  if (c.peak_memory_bytes.is_number())
+    md += fmt::format("; peak memory {:.2f} GiB ({})",
+                      c.peak_memory_bytes.get<double>() / double(int64_t(1) << 30),
+                      c.gpu.empty() ? "process peak RSS" : "GPU caching allocator, distillation");
+  return md + ".\n\n";
+}
+
 // Methods side by side (compress --method both): same distillation budget, same held-out data.
 std::string render_comparison_md(const std::vector<ComparisonRow>& rows,
                                  const std::string& not_measured) {
@@ -340,6 +359,7 @@ std::string render_report_md(const RunReport& r) {
                       se.search_seconds_all_attempts);
   md += fmt::format("Distillation: {} tokens in {} steps ({} skipped), {:.0f} s, loss {:.4f} → {:.4f}.\n\n",
                     d.tokens, d.steps, d.skipped_steps, d.wall_s, d.first_loss, d.last_loss);
+  md += render_compute_md(r.compute);
   if (r.comparison.size() > 1) md += render_comparison_md(r.comparison, r.not_measured);
   md += "## Time per stage\n\n| stage | seconds |\n|---|---|\n";
   for (const RunReport::Stage& st : r.stages)

@@ -11,7 +11,9 @@ using json = nlohmann::json;
 namespace {
 
 // The JSON kinds a field may hold.
-enum class Kind { kString, kInt, kNumber, kBool, kObject, kArray, kObjectOrNull, kStringOrNull, kAny };
+enum class Kind {
+  kString, kInt, kNumber, kBool, kObject, kArray, kObjectOrNull, kStringOrNull, kNumberOrNull, kAny
+};
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -23,6 +25,7 @@ const char* kind_name(Kind k) {
     case Kind::kArray: return "an array";
     case Kind::kObjectOrNull: return "an object or null";
     case Kind::kStringOrNull: return "a string or null";
+    case Kind::kNumberOrNull: return "a number or null";
     case Kind::kAny: return "a value";
   }
   return "?";
@@ -38,6 +41,7 @@ bool is_kind(const json& v, Kind k) {
     case Kind::kArray: return v.is_array();
     case Kind::kObjectOrNull: return v.is_object() || v.is_null();
     case Kind::kStringOrNull: return v.is_string() || v.is_null();
+    case Kind::kNumberOrNull: return v.is_number() || v.is_null();
     case Kind::kAny: return true;
   }
   return false;
@@ -125,6 +129,11 @@ json RunReport::to_json() const {
                     {"limits_as_written", scenario.limits_as_written}}},
       {"device", {{"cpu_model", device.cpu_model}, {"cores", device.cores},
                   {"threads", device.threads}, {"torch", device.torch}}},
+      {"compute", {{"device", compute.device}, {"precision", compute.precision},
+                   {"gpu", compute.gpu}, {"distill_tokens_per_s", compute.distill_tokens_per_s},
+                   {"distill_flops_per_token", compute.distill_flops_per_token},
+                   {"distill_mfu", compute.distill_mfu},
+                   {"peak_memory_bytes", compute.peak_memory_bytes}}},
       {"date", date},
       {"teacher", {{"config", teacher.config}, {"parameters", teacher.parameters},
                    {"predicted", teacher.predicted}, {"measured", teacher.measured},
@@ -172,6 +181,12 @@ RunReport RunReport::from_json(const json& j, const std::string& file) {
                 s.get("limits_as_written", Kind::kObject)};
   const Fields d = top.sub("device");
   r.device = {d.str("cpu_model"), int(d.i64("cores")), int(d.i64("threads")), d.str("torch")};
+  const Fields co = top.sub("compute");
+  r.compute = {co.str("device"), co.str("precision"), co.str("gpu"),
+               co.get("distill_tokens_per_s", Kind::kNumberOrNull),
+               co.get("distill_flops_per_token", Kind::kNumberOrNull),
+               co.get("distill_mfu", Kind::kNumberOrNull),
+               co.get("peak_memory_bytes", Kind::kNumberOrNull)};
   r.date = top.str("date");
   const Fields t = top.sub("teacher");
   r.teacher = {t.str("config"), t.i64("parameters"), t.get("predicted", Kind::kObject),

@@ -56,6 +56,19 @@ struct RunReport {
     int cores = 0, threads = 0;
     std::string torch;
   } device;
+  /// Where the compression computed (--device, --precision), and how fast.
+  struct Compute {
+    std::string device = "cpu", precision = "fp32";
+    std::string gpu;                              // the driver's name of the GPU; "" on the CPU
+    nlohmann::json distill_tokens_per_s;          // the main method's distillation; null if none
+    nlohmann::json distill_flops_per_token;       // model/stage_memory.h distill_flops_per_token
+    nlohmann::json distill_mfu;                   // FLOP/s / the GPU's dense peak in `precision`
+                                                  // (devices/*.json); null on the CPU or when
+                                                  // the GPU is not the scenario's
+    nlohmann::json peak_memory_bytes;             // GPU: the caching allocator's peak during
+                                                  // the main distillation; CPU: the process's
+                                                  // peak RSS
+  } compute;
   std::string date;  // YYYY-MM-DD, UTC
   struct Teacher {
     std::string config;

@@ -52,6 +52,8 @@ DistillOptions distill_options(const CompressOptions& opt, int64_t budget) {
   d.min_lr = opt.distill.lr / 10;
   d.seed = opt.data.seed;
   d.allow_nonfinite = opt.in.allow_nonfinite;
+  d.device = parse_device(opt.compute.device);
+  d.precision = parse_precision(opt.compute.precision, d.device);
   return d;
 }
 
@@ -99,7 +101,9 @@ void write_token_files(const Corpus& c, int64_t vocab_size, const fs::path& dir)
 
 // Teacher-sampled stories (distinct seeds; held-out documents that also occur in training are
 // removed).
-Corpus sample_data(const LlamaModel& teacher, const CompressDataOptions& o) {
+Corpus sample_data(const LlamaModel& model, const CompressDataOptions& o,
+                   const c10::Device& device) {
+  const LlamaModel teacher{model.config, to_device(model.config, model.weights, device)};
   const int32_t bos = int32_t(teacher.config.bos_token_id);
   const int64_t V = teacher.config.vocab_size;
   auto sample = [&](int64_t n, uint64_t seed) {
@@ -180,6 +184,8 @@ SearchSettings search_settings(const Run& run) {
     s.autocompress_retrain_options = retrain_options(opt, opt.search.autocompress_retrain);
   // The seed of the run also seeds the differentiable search's Gumbel noise.
   s.autocompress.seed = opt.data.seed;
+  s.device = run.device;
+  s.precision = run.precision;
   return s;
 }
 
@@ -272,6 +278,7 @@ EvalOptions Run::eval_options() const {
   EvalOptions eo;
   eo.seq_len = opt.data.seq_len;
   eo.token_bytes = token_bytes ? &*token_bytes : nullptr;  // bits per byte
+  eo.device = device;
   return eo;
 }
 
@@ -313,6 +320,8 @@ Run open_run(const CompressOptions& opt, std::optional<RunFolder> resumed) {
   if (!opt.in.data_text.empty() && !fs::exists(opt.in.data_text))
     throw ConfigError(msg("compress", "--data-text {}: no such file or folder",
                           opt.in.data_text.string()));
+  const c10::Device device = parse_device(opt.compute.device);
+  const Precision precision = parse_precision(opt.compute.precision, device);
   LlamaModel teacher = load_checkpoint(opt.in.model_dir);
   // Refused before minutes of profiling and sampling (importance and distill would refuse too).
   require_finite(teacher, opt.in.model_dir.string(), "compress", opt.in.allow_nonfinite);
@@ -332,6 +341,10 @@ Run open_run(const CompressOptions& opt, std::optional<RunFolder> resumed) {
                              : RunFolder::create(opt.in.out_dir, opt.to_json());
   Run run{opt, std::move(folder)};
   run.t_start = t_start;
+  run.device = device;
+  run.precision = precision;
+  log_info(fmt::format("[compress] computing on {} in {}", device_name(device),
+                       describe_precision(precision)));
   run.teacher = std::move(teacher);
   run.scenario = std::move(scenario);
   run.llamacpp_engine = llamacpp_engine;
@@ -395,7 +408,7 @@ Corpus stage_data(Run& run) {
     c = read_token_files(run.teacher, run.opt.in.data_dir);
     c.source = {{"source", "token files"}, {"path", run.opt.in.data_dir.string()}};
   } else {
-    c = sample_data(run.teacher, run.opt.data);
+    c = sample_data(run.teacher, run.opt.data, run.device);
   }
   write_token_files(c, V, dir);
   run.folder.complete("data", {"data"},
@@ -448,6 +461,7 @@ Importance stage_importance(Run& run, const Corpus& data) {
   ImportanceStep is;
   is.seq_len = run.opt.data.seq_len;
   is.importance.allow_nonfinite = run.opt.in.allow_nonfinite;
+  is.importance.device = run.device;
   Importance imp = importance_step(run.teacher, data.calibration, is, "compress");
   save_importance(file, imp);
   run.folder.complete("importance", {"importance.safetensors"}, json::object(), since(t0));
@@ -541,7 +555,9 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
   f.distill = {{"tokens", d.tokens}, {"steps", d.steps_done}, {"skipped_steps", d.skipped_steps},
                {"wall_s", d.wall_s},
                {"first_loss", d.loss_curve.empty() ? 0.0 : d.loss_curve.front()},
-               {"last_loss", d.loss_curve.empty() ? 0.0 : d.loss_curve.back()}};
+               {"last_loss", d.loss_curve.empty() ? 0.0 : d.loss_curve.back()},
+               {"device", device_name(dopt.device)},
+               {"device_peak_bytes", d.device_peak_bytes}};
   f.eval = eval_step(f.student, &run.teacher, data.heldout, eo).to_json();
 
   // In-domain tasks (cloze, story ending, character) from the held-out stories; the same items

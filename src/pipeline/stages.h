@@ -92,7 +92,9 @@ struct Run {
   CompressOptions opt;
   RunFolder folder;
   double t_start = 0;
-  LlamaModel teacher;
+  c10::Device device = c10::kCPU;         // where the stages compute (opt.compute.device)
+  Precision precision = Precision::fp32;  // the distillation's and the search's
+  LlamaModel teacher;                     // on the CPU (the stages copy it to `device`)
   Scenario scenario;
   bool llamacpp_engine = false;          // llama.cpp serves the scenario on this CPU
   std::optional<GgufVocab> gguf_vocab;   // the GGUFs' tokenizer (llamacpp_engine)

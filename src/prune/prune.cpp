@@ -83,8 +83,9 @@ at::Tensor head_rows(const at::Tensor& heads, int64_t Hd) {
   return ((heads * Hd).unsqueeze(1) + at::arange(Hd, at::kLong)).reshape({-1});
 }
 
+// The rows or columns `idx` (CPU indices from the importance) of `t`, on `t`'s device.
 at::Tensor take(const at::Tensor& t, int64_t dim, const at::Tensor& idx) {
-  return t.index_select(dim, idx).contiguous();
+  return t.index_select(dim, idx.to(t.device())).contiguous();
 }
 
 LayerWeights prune_layer(const LayerWeights& w, const LayerPlan& lp, const LayerConfig& p,

@@ -275,8 +275,15 @@ void descend(Relaxation& st, const SearchSpace& space, const LlamaModel& teacher
   Masks masks = supernet_masks(space, y);
   ForwardOptions fo;
   fo.masks = &masks;
-  at::Tensor student = at::log_softmax(teacher.forward(batch, fo), -1);
-  at::Tensor kl = (reference.exp() * (reference - student)).sum() / double(batch.numel());
+  at::Tensor logits;  // [B, T, V]
+  {
+    AutocastScope autocast(batch.device(), opt.precision);
+    logits = teacher.forward(batch, fo);
+  }
+  at::Tensor student = at::log_softmax(logits.to(at::kFloat), -1);
+  // The KL back on the CPU, beside the cost term (the gradient flows to the masks through it).
+  at::Tensor kl = ((reference.exp() * (reference - student)).sum() / double(batch.numel()))
+                      .to(at::kCPU);
   at::Tensor penalty = lagrangian_cost_term(tables, p, budgets, st.lambda, &e);
   at::Tensor loss = kl.to(at::kDouble) + opt.cost_weight * penalty;
   st.adam->zero_grad();

@@ -65,6 +65,7 @@
 #include <string>
 #include <vector>
 
+#include "common/accelerator.h"
 #include "hardware/expected_cost.h"
 #include "search/candidates.h"
 #include "search/refine.h"
@@ -100,6 +101,11 @@ struct DifferentiableOptions {
   int64_t max_ranked = 12;        // candidates ranked at most (highest learned log-probability)
   int64_t refine_evaluations = 8; // local-search evaluations after the ranking (0 = none)
   bool show_progress = true;
+  /// The device of the teacher and the batches (set by run_search_method from SearchSettings);
+  /// the architecture logits, their Adam state and the cost tables stay on the CPU.
+  c10::Device device = c10::kCPU;
+  /// The supernet's forwards (bf16: under autocast; the KL on fp32 log-probabilities).
+  Precision precision = Precision::fp32;
 };
 
 /// One limit as the search sees it (absolute).

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "model/stage_memory.h"
 #include "prune/arch.h"
 #include "prune/depth.h"
 #include "prune/prune.h"
@@ -62,11 +63,33 @@ std::vector<std::string> search_methods(const std::string& method) {
   throw ConfigError(msg("search", "--method: expected autocompress, minitron or both, found '{}'", method));
 }
 
-SearchOutcome run_search_method(const std::string& method, const LlamaModel& teacher,
+// Each batch on `d`.
+static std::vector<at::Tensor> on_device(std::vector<at::Tensor> batches, const c10::Device& d) {
+  for (at::Tensor& b : batches) b = b.to(d);
+  return batches;
+}
+
+SearchOutcome run_search_method(const std::string& method, const LlamaModel& parent,
                                 const Importance& imp, const Scenario& scenario,
                                 const Profile* profile, const RunLimits& limits,
                                 const TokenDataset& calibration, int64_t seq_len,
-                                const SearchSettings& st, const TokenDataset* retrain_data) {
+                                const SearchSettings& settings, const TokenDataset* retrain_data) {
+  // The supernet's forward keeps every layer's activations for the masks' gradients.
+  check_fits_device(forward_memory(parent.config, settings.autocompress_batch_size,
+                                   settings.autocompress_seq_len, /*with_grad=*/true,
+                                   settings.precision),
+                    settings.device, "search");
+  // The teacher once on the search's device: every forward, pruned candidate and retraining of
+  // the search runs there.
+  const LlamaModel teacher{parent.config,
+                           to_device(parent.config, parent.weights, settings.device)};
+  SearchSettings st = settings;
+  for (RetrainOptions* r : {&st.retrain, &st.autocompress_retrain_options}) {
+    r->distill.device = st.device;
+    r->distill.precision = st.precision;
+  }
+  st.autocompress.device = st.device;
+  st.autocompress.precision = st.precision;
   SearchOutcome o;
   o.method = method;
   o.parent = teacher.config;
@@ -79,8 +102,9 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
     MinitronOptions mo = st.minitron;
     mo.row_multiple = row_multiple;
     CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, profile); };
-    std::vector<at::Tensor> batches =
-        calibration.sequential_batches(st.minitron_batch_size, seq_len, st.minitron_batches);
+    std::vector<at::Tensor> batches = on_device(
+        calibration.sequential_batches(st.minitron_batch_size, seq_len, st.minitron_batches),
+        st.device);
     SearchResult r = minitron_search(teacher, imp, cost, search_limits, batches, mo);
     if (st.minitron_retrain) {
       if (!retrain_data)
@@ -132,8 +156,10 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& tea
                             teacher.config.hidden_size, p.num_attention_heads,
                             scenario.engine_spec.name, scenario.engine_spec.name));
   }
-  std::vector<at::Tensor> batches = calibration.sequential_batches(
-      st.autocompress_batch_size, st.autocompress_seq_len, st.autocompress_batches);
+  std::vector<at::Tensor> batches =
+      on_device(calibration.sequential_batches(st.autocompress_batch_size,
+                                               st.autocompress_seq_len, st.autocompress_batches),
+                st.device);
   DifferentiableResult r =
       differentiable_search(teacher, imp, scenario, profile, search_limits, batches, dopt);
   if (st.autocompress_retrain && !r.parent_meets_limits) {

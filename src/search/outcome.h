@@ -51,6 +51,12 @@ struct SearchSettings {
   int64_t autocompress_batch_size = 4;   // windows per search step
   int64_t autocompress_seq_len = 64;     // tokens per window of the search
   int64_t autocompress_batches = 8;      // distinct batches cycled over (teacher cached)
+  /// Where the teacher, the supernet's forwards, the pruned candidates, the calibration
+  /// batches and the retraining live (common/accelerator.h, --device); the architecture logits
+  /// and the cost tables stay on the CPU (a few hundred scalars). Sets the retrainings' device.
+  c10::Device device = c10::kCPU;
+  /// The differentiable search's supernet forwards and the retrainings (common/accelerator.h).
+  Precision precision = Precision::fp32;
 };
 
 /// What one method chose, whatever the method.
