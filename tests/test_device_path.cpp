@@ -230,6 +230,37 @@ TEST(DevicePath, ImportanceAndEvaluationOnTheGenericPathMatchTheFastOnes) {
   EXPECT_EQ(generic_eval.tokens, fast_eval.tokens);
 }
 
+// Importance streamed one block at a time (what a GPU smaller than the model runs) gives the
+// scores of the whole forward, up to float summation order.
+TEST(DevicePath, ImportanceStreamedBlockByBlockEqualsTheWholeForward) {
+  LlamaModel t = teacher_model();
+  t.config.layers[1].num_key_value_heads = 4;  // blocks of different shapes
+  t.config.layers[1].intermediate_size = 96;
+  t.weights = random_weights(t.config, 22, 0.2);
+  const std::vector<at::Tensor> batches = data(2048, 4).sequential_batches(4, 32, 3);
+  for (Aggregation agg : {Aggregation::kMean, Aggregation::kBatchL2}) {
+    ImportanceOptions io;
+    io.show_progress = false;
+    io.aggregation = agg;
+    const Importance whole = compute_importance(t, batches, io);
+    io.stream_layers = true;
+    const Importance streamed = compute_importance(t, batches, io);
+    EXPECT_EQ(streamed.num_tokens, whole.num_tokens);
+    EXPECT_EQ(streamed.num_sequences, whole.num_sequences);
+    EXPECT_LT(max_abs_diff(streamed.hidden, whole.hidden), 1e-5 * (1 + whole.hidden.abs().max().item<double>()));
+    for (size_t l = 0; l < whole.layers.size(); ++l) {
+      EXPECT_LT(max_abs_diff(streamed.layers[l].heads, whole.layers[l].heads), 1e-5) << l;
+      EXPECT_LT(max_abs_diff(streamed.layers[l].kv_groups, whole.layers[l].kv_groups), 1e-5) << l;
+      EXPECT_LT(max_abs_diff(streamed.layers[l].ffn, whole.layers[l].ffn), 1e-5) << l;
+    }
+    EXPECT_LT(max_abs_diff(streamed.block_influence, whole.block_influence), 1e-6);
+  }
+  ImportanceOptions drop;
+  drop.stream_layers = drop.layer_drop_loss = true;
+  test::expect_error<ConfigError>([&] { compute_importance(t, batches, drop); },
+                                  {"[importance]", "layer_drop_loss", "block by block"});
+}
+
 TEST(DevicePath, Bf16AutocastTrainsThroughTheSameCodeWithFp32MasterWeights) {
   const LlamaModel t = teacher_model();
   const TokenDataset train = data(4096, 3);

@@ -21,7 +21,7 @@ struct ImportanceArgs {
   std::string model, out, aggregation = "mean";
   DataArgs data;
   int64_t batch_size = 8, seq_len = 256, max_batches = -1, save_every = 16;
-  bool layer_drop_loss = false, resume = false, allow_nonfinite = false;
+  bool layer_drop_loss = false, resume = false, allow_nonfinite = false, stream_layers = false;
   DeviceArgs compute;
 };
 
@@ -47,6 +47,7 @@ void run(const ImportanceArgs& a) {
   opt.resume = a.resume;
   opt.allow_nonfinite = a.allow_nonfinite;
   opt.device = device;
+  opt.stream_layers = a.stream_layers;
   Importance imp = importance_step(m, data, step, "importance");
   save_importance(a.out, imp);
   fs::remove(opt.state_path);
@@ -74,6 +75,9 @@ RegisterCommand reg(40, [](CLI::App& app) {
   s->add_flag("--allow-nonfinite", a->allow_nonfinite,
               "Score a model with NaN/Inf weights anyway (refused by default)");
   add_device_options(s, a->compute, /*with_precision=*/false);
+  s->add_flag("--stream-layers", a->stream_layers,
+              "Bring the model to --device one block at a time (a model larger than the GPU; "
+              "taken anyway when the whole pass does not fit it); not with --layer-drop-loss");
   s->callback([a] { run(*a); });
 });
 

@@ -15,7 +15,9 @@ ResidualCapture::ResidualCapture(std::vector<int64_t> layers, at::Tensor channel
 void ResidualCapture::on_block(int64_t layer, const at::Tensor&, const at::Tensor& out) {
   for (size_t k = 0; k < layers_.size(); ++k)
     if (layers_[k] == layer)
-      states[k] = channels_.defined() ? out.index_select(-1, channels_) : out;  // [B, T, D']
+      // The map's channels are CPU indices; the states live on the forward's device.
+      states[k] = channels_.defined() ? out.index_select(-1, channels_.to(out.device()))
+                                      : out;  // [B, T, D']
 }
 
 at::Tensor hidden_state_loss(const std::vector<at::Tensor>& student,

@@ -6,6 +6,7 @@
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "io/text_tokenizer.h"
+#include "model/stage_memory.h"
 
 namespace ac {
 
@@ -109,11 +110,21 @@ void score_batch(const LlamaModel& model, const LlamaModel* teacher, const at::T
 struct OnDevice {
   LlamaModel model;
   std::optional<LlamaModel> teacher_model;
-  OnDevice(const LlamaModel& m, const LlamaModel* t, const c10::Device& d)
-      : model{m.config, to_device(m.config, m.weights, d)} {
+  OnDevice(const LlamaModel& m, const LlamaModel* t, const c10::Device& d, int64_t B, int64_t T) {
+    check_fits(m, t, d, B, T);
+    model = LlamaModel{m.config, to_device(m.config, m.weights, d)};
     if (t) teacher_model = LlamaModel{t->config, to_device(t->config, t->weights, d)};
   }
   const LlamaModel* teacher() const { return teacher_model ? &*teacher_model : nullptr; }
+
+  // On a GPU: refused before the copy when the model, the teacher and a batch's pass do not fit
+  // (model/stage_memory.h).
+  static void check_fits(const LlamaModel& m, const LlamaModel* t, const c10::Device& d, int64_t B,
+                         int64_t T) {
+    MemoryPlan p = forward_memory(m.config, B, T, /*with_grad=*/false, Precision::fp32);
+    if (t) p.parts.emplace_back("teacher weights", 4 * t->config.num_parameters());
+    check_fits_device(p, d, "eval");
+  }
 };
 
 EvalResult finish(const Sums& s, bool has_teacher, const EvalOptions& opt, double t0) {
@@ -148,7 +159,8 @@ EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher,
   check_options(model, teacher, opt, where);
   at::NoGradGuard no_grad;
   double t0 = now_s();
-  const OnDevice on(model, teacher, opt.device);
+  const OnDevice on(model, teacher, opt.device, batches.front().size(0),
+                    batches.front().dim() == 2 ? batches.front().size(1) : 1);
   Sums s;
   int64_t total = 0;
   for (const auto& b : batches) total += b.size(0);
@@ -190,7 +202,7 @@ EvalResult sliding_window_evaluate(const LlamaModel& model, const LlamaModel* te
   }
   at::NoGradGuard no_grad;
   double t0 = now_s();
-  const OnDevice on(model, teacher, opt.device);
+  const OnDevice on(model, teacher, opt.device, std::max<int64_t>(opt.batch_size, 1), context);
   Sums s;
   Progress progress("eval", int64_t(windows.size()), "window");
   const int64_t B = std::max<int64_t>(opt.batch_size, 1);

@@ -217,6 +217,74 @@ Importance finalize(const Sums& s, const ModelConfig& c, Aggregation agg) {
   return out;
 }
 
+// One block's weights on `d`.
+LayerWeights layer_on(const LayerWeights& w, const c10::Device& d) {
+  LayerWeights o = w;
+  for (at::Tensor* t : {&o.input_layernorm, &o.q_proj, &o.k_proj, &o.v_proj, &o.q_bias,
+                        &o.k_bias, &o.v_bias, &o.o_proj, &o.post_attention_layernorm,
+                        &o.gate_proj, &o.up_proj, &o.down_proj})
+    if (t->defined()) *t = t->to(d);
+  return o;
+}
+
+// ImportanceOptions::stream_layers: layer-major. The observer sees the tensors the whole forward
+// shows it (the embedding, each block's norms, heads, FFN activations and residuals, the final
+// norm), batch by batch within each block.
+Importance compute_importance_streamed(const LlamaModel& model,
+                                       const std::vector<at::Tensor>& batches,
+                                       const ImportanceOptions& opt) {
+  if (opt.layer_drop_loss)
+    throw ConfigError(msg("importance", "layer_drop_loss needs the whole model on {} (a forward "
+                          "without each block) and cannot stream it block by block",
+                          device_name(opt.device)));
+  at::NoGradGuard no_grad;
+  const ModelConfig& c = model.config;
+  Sums s = zero_sums(c, opt);
+  s.raw = on_device(std::move(s.raw), opt.device);
+  Observer obs(s, opt.aggregation);
+  std::vector<at::Tensor> tokens, xs;  // per batch: [B, T] ids, [B, T, D] residual stream
+  {
+    const at::Tensor embed = model.weights.embed_tokens.to(opt.device);
+    for (size_t i = 0; i < batches.size(); ++i) {
+      tokens.push_back(check_batch(batches[i], i).to(opt.device));
+      xs.push_back(at::embedding(embed, tokens.back()));
+      obs.on_embedding(xs.back());
+    }
+  }
+  Progress progress("importance", c.num_layers(), "blocks");
+  ForwardOptions fo;
+  fo.observer = &obs;
+  fo.final_norm = false;
+  for (int64_t l = 0; l < c.num_layers(); ++l) {
+    ModelConfig one = c;
+    one.layers = {c.layers[size_t(l)]};
+    const LlamaModel block{one, {at::Tensor(), {layer_on(model.weights.layers[size_t(l)],
+                                                         opt.device)}, at::Tensor(), at::Tensor()}};
+    fo.first_layer = l;
+    for (size_t b = 0; b < xs.size(); ++b) {
+      fo.inputs_embeds = &xs[b];
+      xs[b] = block.hidden_states(tokens[b], fo);
+    }
+    release_free_memory();
+    if (opt.show_progress) progress.update(l + 1);
+  }
+  // The final norm: a model of no blocks.
+  ModelConfig none = c;
+  none.layers.clear();
+  const LlamaModel head{none, {at::Tensor(), {}, model.weights.norm.to(opt.device), at::Tensor()}};
+  fo.first_layer = c.num_layers();
+  fo.final_norm = true;
+  for (size_t b = 0; b < xs.size(); ++b) {
+    fo.inputs_embeds = &xs[b];
+    head.hidden_states(tokens[b], fo);
+    s.raw.num_tokens += tokens[b].numel();
+    s.raw.num_sequences += tokens[b].size(0);
+  }
+  s.batches_done = int64_t(batches.size());
+  if (opt.show_progress) progress.finish();
+  return on_device(finalize(s, c, opt.aggregation), c10::kCPU);
+}
+
 }  // namespace
 
 Importance compute_importance(const LlamaModel& model, const std::vector<at::Tensor>& batches,
@@ -224,10 +292,15 @@ Importance compute_importance(const LlamaModel& model, const std::vector<at::Ten
   if (batches.empty()) throw ConfigError("[importance] no calibration batches given");
   require_finite(model, "the model", "importance", opt.allow_nonfinite);
   at::NoGradGuard no_grad;
-  check_fits_device(forward_memory(model.config, batches[0].size(0),
-                                   batches[0].dim() == 2 ? batches[0].size(1) : 1,
-                                   /*with_grad=*/false, Precision::fp32),
-                    opt.device, "importance");
+  const MemoryPlan whole = forward_memory(model.config, batches[0].size(0),
+                                          batches[0].dim() == 2 ? batches[0].size(1) : 1,
+                                          /*with_grad=*/false, Precision::fp32);
+  if (opt.stream_layers || !fits_device(whole, opt.device)) {
+    if (!opt.stream_layers)
+      log_info(fmt::format("[importance] the whole model's pass does not fit {} ({}): streaming "
+                           "it one block at a time", device_name(opt.device), whole.describe()));
+    return compute_importance_streamed(model, batches, opt);
+  }
   const LlamaModel m{model.config, to_device(model.config, model.weights, opt.device)};
   const ModelConfig& c = m.config;
   const bool stateful = !opt.state_path.empty();

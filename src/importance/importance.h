@@ -75,6 +75,14 @@ struct ImportanceOptions {
   /// Where the forwards run and the running sums live (common/accelerator.h, --device): the
   /// model and each batch are copied there; the state file and the result are on the CPU.
   c10::Device device = c10::kCPU;
+  /// Stream the model through the device one block at a time: the calibration set's hidden
+  /// states stay there ([B, T, D] per batch), the weights come a block at a time from the
+  /// model's memory (a memory-mapped checkpoint stays on disk until its block is read), so that
+  /// a model larger than the device is scored. The same scores up to float summation order.
+  /// Taken anyway on a GPU whose free memory the whole model's pass would not fit. Not with
+  /// layer_drop_loss (a forward without each block needs them all); no state file (the pass
+  /// is layer by layer, not batch by batch).
+  bool stream_layers = false;
 };
 
 /// Runs the model over calibration batches and scores every structure (see the file header).

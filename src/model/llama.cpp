@@ -128,9 +128,14 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
   auto on_dev = [&](const at::Tensor& t) { return t.defined() ? t.to(dev) : t; };
   const at::Tensor hmask = opt.masks ? on_dev(opt.masks->hidden) : kNone;
 
-  at::Tensor x = at::embedding(w.embed_tokens, tokens);  // [B, T, D]
-  if (hmask.defined()) x = x * hmask;
-  if (opt.observer) opt.observer->on_embedding(x);
+  at::Tensor x;  // [B, T, D]
+  if (opt.inputs_embeds) {
+    x = *opt.inputs_embeds;
+  } else {
+    x = at::embedding(w.embed_tokens, tokens);
+    if (hmask.defined()) x = x * hmask;
+    if (opt.observer) opt.observer->on_embedding(x);
+  }
 
   // A block from position 0 without padding is causal: the fused kernel (causal_attention),
   // which needs no mask. Otherwise allowed[t, s]: query t (absolute pos0 + t) may attend key s;
@@ -156,7 +161,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
     if (lc.has_attention()) {
       const int64_t H = lc.num_attention_heads, G = lc.num_key_value_heads, Hd = lc.head_dim;
       at::Tensor h = rms_norm(x, lw.input_layernorm, c.rms_norm_eps, hmask);
-      if (opt.observer) opt.observer->on_norm(i, 0, h);
+      if (opt.observer) opt.observer->on_norm(i + opt.first_layer, 0, h);
       auto it = rope.find(Hd);
       if (it == rope.end())
         it = rope.emplace(Hd, rope_tables(c, Hd, pos0, T, tokens.device())).first;
@@ -177,7 +182,7 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
                                      : grouped_attention(qg, k, v, allowed);
       attn = attn.reshape({B, H, T, Hd}).transpose(1, 2);  // [B, T, H, Hd]
       if (lm && lm->heads.defined()) attn = attn * on_dev(lm->heads).view({1, 1, H, 1});
-      if (opt.observer) opt.observer->on_attn_heads(i, attn);
+      if (opt.observer) opt.observer->on_attn_heads(i + opt.first_layer, attn);
       at::Tensor out = ac::linear(attn.reshape({B, T, H * Hd}), lw.o_proj);  // [B, T, D]
       if (hmask.defined()) out = out * hmask;
       if (lm && lm->attn_gate.defined()) out = out * on_dev(lm->attn_gate);
@@ -185,21 +190,22 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
     }
     if (lc.has_ffn()) {
       at::Tensor h = rms_norm(x, lw.post_attention_layernorm, c.rms_norm_eps, hmask);
-      if (opt.observer) opt.observer->on_norm(i, 1, h);
+      if (opt.observer) opt.observer->on_norm(i + opt.first_layer, 1, h);
       at::Tensor act = swiglu(ac::linear(h, lw.gate_proj), ac::linear(h, lw.up_proj));  // [B,T,F]
       if (lm && lm->ffn.defined()) act = act * on_dev(lm->ffn);
-      if (opt.observer) opt.observer->on_ffn_act(i, act);
+      if (opt.observer) opt.observer->on_ffn_act(i + opt.first_layer, act);
       at::Tensor out = ac::linear(act, lw.down_proj);  // [B, T, D]
       if (hmask.defined()) out = out * hmask;
       if (lm && lm->ffn_gate.defined()) out = out * on_dev(lm->ffn_gate);
       x = x + out;
     }
-    if (opt.observer) opt.observer->on_block(i, block_in, x);
+    if (opt.observer) opt.observer->on_block(i + opt.first_layer, block_in, x);
   }
   if (opt.cache) opt.cache->length = S;
   if (opt.last_logits_only) x = x.narrow(1, T - 1, 1);
+  if (!opt.final_norm) return x;
   at::Tensor h = rms_norm(x, w.norm, c.rms_norm_eps, hmask);
-  if (opt.observer) opt.observer->on_norm(c.num_layers(), 2, h);
+  if (opt.observer) opt.observer->on_norm(c.num_layers() + opt.first_layer, 2, h);
   return h;
 }
 

@@ -60,6 +60,15 @@ struct ForwardOptions {
   ForwardObserver* observer = nullptr;
   bool last_logits_only = false;   // return [B, 1, V] (prefill in generation)
   const at::Tensor* attention_mask = nullptr;  // [B, T] 1 = real token, 0 = padding (keys masked)
+  /// A slice of a deeper model, run one part at a time (importance streamed layer by layer,
+  /// importance.h): start from these hidden states [B, T, D] instead of the tokens' embedding
+  /// (no on_embedding; the tokens still give B, T, the positions and the device), ...
+  const at::Tensor* inputs_embeds = nullptr;
+  /// ... number the layers from here in the observer's callbacks (this model's layer 0 is the
+  /// full model's layer `first_layer`; the final norm is reported as layer L + first_layer), ...
+  int64_t first_layer = 0;
+  /// ... and return the residual stream after the last layer, without the final norm.
+  bool final_norm = true;
 };
 
 /// A decoder: config + weights. Cheap to copy (tensors share storage).

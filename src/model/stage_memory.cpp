@@ -122,6 +122,12 @@ void check_fits(const MemoryPlan& plan, const c10::Device& device, int64_t free_
                         double(free_bytes) / kGiB, kUsable * 100));
 }
 
+bool fits_device(const MemoryPlan& plan, const c10::Device& device) {
+  if (!device.is_cuda()) return true;
+  const int64_t free = device_free_bytes(device);
+  return free <= 0 || double(plan.total()) <= kUsable * double(free);
+}
+
 void check_fits_device(const MemoryPlan& plan, const c10::Device& device, const std::string& who) {
   if (!device.is_cuda()) return;
   const int64_t free = device_free_bytes(device);

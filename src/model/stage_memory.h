@@ -62,6 +62,10 @@ double distill_flops_per_token(const ModelConfig& teacher, const ModelConfig& st
 void check_fits(const MemoryPlan& plan, const c10::Device& device, int64_t free_bytes,
                 const std::string& who);
 
+/// Whether `plan` fits 90% of the free memory of `device`: always on the CPU and when the free
+/// memory is unknown.
+bool fits_device(const MemoryPlan& plan, const c10::Device& device);
+
 /// check_fits against device_free_bytes(device) on a CUDA device; nothing on the CPU, whose
 /// tensors are in memory already when a stage starts (the models are loaded).
 void check_fits_device(const MemoryPlan& plan, const c10::Device& device, const std::string& who);

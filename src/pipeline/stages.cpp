@@ -17,6 +17,7 @@
 #include "io/checkpoint.h"
 #include "io/text_tokenizer.h"
 #include "model/finite.h"
+#include "model/stage_memory.h"
 #include "pipeline/llamacpp_engine.h"
 #include "pipeline/llamacpp_stage.h"
 #include "pipeline/steps.h"
@@ -325,6 +326,13 @@ Run open_run(const CompressOptions& opt, std::optional<RunFolder> resumed) {
   LlamaModel teacher = load_checkpoint(opt.in.model_dir);
   // Refused before minutes of profiling and sampling (importance and distill would refuse too).
   require_finite(teacher, opt.in.model_dir.string(), "compress", opt.in.allow_nonfinite);
+  // Up front (before the run folder exists), on a GPU: the search's supernet pass (the teacher
+  // with every layer's activations) must fit; the distillation is checked again with its
+  // student when it starts.
+  check_fits_device(forward_memory(teacher.config, SearchSettings{}.autocompress_batch_size,
+                                   SearchSettings{}.autocompress_seq_len, /*with_grad=*/true,
+                                   precision),
+                    device, "compress");
   log_info(fmt::format("[compress] teacher {} ({} parameters), scenario {}",
                        describe(teacher.config), teacher.config.num_parameters(), scenario.name));
   // The tokenizer is read now, so that a bad file is refused before minutes of profiling (the
@@ -569,7 +577,11 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
   topt.out_dir = dir / tasks_name;
   topt.files_prefix = tasks_name;
   topt.score_teacher = main;
-  f.tasks = run_story_tasks_stage(run.teacher, f.student, data.heldout.ids(), topt);
+  // Scored on the run's device (the same tensors on the CPU).
+  f.tasks = run_story_tasks_stage(
+      LlamaModel{run.teacher.config, to_device(run.teacher.config, run.teacher.weights, run.device)},
+      LlamaModel{f.student.config, to_device(f.student.config, f.student.weights, run.device)},
+      data.heldout.ids(), topt);
 
   fs::create_directories(dir / f.model_path);
   save_checkpoint(dir / f.model_path, f.student, run.opt.in.model_dir);
