@@ -15,7 +15,7 @@
 #                                                         against the GPU's bf16 peak, peak memory
 #   scripts/device_cuda.sh prepare                        on the CPU machine, once: the headers
 #                                                         (build-cuda-headers/) and stories15M in
-#                                                         bf16 (build-cuda-inputs/, 31 MB), the
+#                                                         bf16 (build-cuda-inputs/, 30 MB), the
 #                                                         ignored folders a GPU call carries
 #
 # SCENARIO defaults to h200-native (h200-compress for compress).
