@@ -194,10 +194,21 @@ TEST(DevicePath, ADistillationOnTheGenericPathMatchesTheFastOne) {
   for (size_t i = 0; i < 4; ++i)
     EXPECT_NEAR(generic.loss_curve[i], fast.loss_curve[i], 1e-4 * (1 + fast.loss_curve[i])) << i;
   EXPECT_LT(fast.loss_curve.back(), fast.loss_curve.front());  // it trains
+  // AdamW moves every weight by about the learning rate a step whatever its gradient's size, so
+  // a gradient near zero whose sign the two summation orders disagree on moves that weight in
+  // opposite directions: an element may differ by up to 2 lr a step. What must hold is that the
+  // paths agree on where training went: their distance is a small part of the distance moved.
+  const LlamaModel start = student_model(t);
+  const std::vector<at::Tensor> s0 = start.weights.parameters();
   const std::vector<at::Tensor> a = fast_student.weights.parameters();
   const std::vector<at::Tensor> b = generic_student.weights.parameters();
   ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], b[i]), 1e-4) << i;
+  ASSERT_EQ(a.size(), s0.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double moved = (a[i] - s0[i]).norm().item<double>();
+    ASSERT_GT(moved, 0) << i;
+    EXPECT_LT((a[i] - b[i]).norm().item<double>(), 0.02 * moved) << i;
+  }
 }
 
 TEST(DevicePath, ImportanceAndEvaluationOnTheGenericPathMatchTheFastOnes) {
