@@ -36,13 +36,6 @@ inline Scenario gpu_scenario(const Limits& limits = {}, const std::string& engin
   return s;
 }
 
-/// `n` random token ids in [0, vocab) (seed) as one token stream.
-inline TokenDataset random_text(int64_t n, int64_t vocab, uint64_t seed) {
-  at::Tensor ids = random_tokens(1, n, vocab, seed).to(at::kInt).contiguous();
-  return TokenDataset(std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n),
-                      vocab);
-}
-
 /// Widths in steps of 16 down to 40% of the parent.
 inline SearchSpaceOptions space_options() {
   SearchSpaceOptions o;

@@ -47,13 +47,6 @@ LlamaModel student_model(const LlamaModel& teacher) {
   return s;
 }
 
-TokenDataset data(int64_t n, uint64_t seed) {
-  at::manual_seed(int64_t(seed));
-  at::Tensor ids = at::randint(0, 256, {n}, at::kInt);
-  return TokenDataset(std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n),
-                      256);
-}
-
 DistillOptions distill_options(int64_t steps) {
   DistillOptions o;
   o.batch_size = 4;
@@ -179,7 +172,7 @@ TEST(DevicePath, GreedyGenerationIsTheSameOnBothPaths) {
 
 TEST(DevicePath, ADistillationOnTheGenericPathMatchesTheFastOne) {
   const LlamaModel t = teacher_model();
-  const TokenDataset train = data(4096, 3);
+  const TokenDataset train = test::random_text(4096, 256, 3);
   auto run = [&](bool generic) {
     LlamaModel s = student_model(t);
     std::optional<ScopedGenericKernels> g;
@@ -214,7 +207,7 @@ TEST(DevicePath, ADistillationOnTheGenericPathMatchesTheFastOne) {
 TEST(DevicePath, ImportanceAndEvaluationOnTheGenericPathMatchTheFastOnes) {
   const LlamaModel t = teacher_model();
   const LlamaModel s = student_model(t);
-  const TokenDataset d = data(2048, 9);
+  const TokenDataset d = test::random_text(2048, 256, 9);
   const std::vector<at::Tensor> batches = d.sequential_batches(4, 32, 3);
   ImportanceOptions io;
   io.show_progress = false;
@@ -248,7 +241,8 @@ TEST(DevicePath, ImportanceStreamedBlockByBlockEqualsTheWholeForward) {
   t.config.layers[1].num_key_value_heads = 4;  // blocks of different shapes
   t.config.layers[1].intermediate_size = 96;
   t.weights = random_weights(t.config, 22, 0.2);
-  const std::vector<at::Tensor> batches = data(2048, 4).sequential_batches(4, 32, 3);
+  const std::vector<at::Tensor> batches =
+      test::random_text(2048, 256, 4).sequential_batches(4, 32, 3);
   for (Aggregation agg : {Aggregation::kMean, Aggregation::kBatchL2}) {
     ImportanceOptions io;
     io.show_progress = false;
@@ -274,7 +268,7 @@ TEST(DevicePath, ImportanceStreamedBlockByBlockEqualsTheWholeForward) {
 
 TEST(DevicePath, Bf16AutocastTrainsThroughTheSameCodeWithFp32MasterWeights) {
   const LlamaModel t = teacher_model();
-  const TokenDataset train = data(4096, 3);
+  const TokenDataset train = test::random_text(4096, 256, 3);
   LlamaModel fp32 = student_model(t), bf16 = student_model(t);
   DistillOptions o = distill_options(6);
   const DistillResult ref = distill(t, fp32, train, o);
@@ -351,7 +345,7 @@ TEST(StageMemory, APlanThatDoesNotFitIsRefusedWithItsNumbers) {
 TEST(StageMemory, ThePlanBoundsTheMeasuredPeakOfADistillation) {
   install_counting_allocator();
   const LlamaModel t = teacher_model();
-  const TokenDataset train = data(8192, 3);
+  const TokenDataset train = test::random_text(8192, 256, 3);
   LlamaModel s = student_model(t);
   DistillOptions o = distill_options(2);
   o.batch_size = 8;

@@ -154,13 +154,6 @@ LlamaModel perturbed_student(const LlamaModel& teacher, double noise) {
   return s;
 }
 
-TokenDataset random_data(int64_t n, int64_t vocab, uint64_t seed) {
-  at::manual_seed(int64_t(seed));
-  at::Tensor ids = at::randint(0, vocab, {n}, at::kInt);
-  return TokenDataset(std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n),
-                      vocab);
-}
-
 DistillOptions small_options(int64_t steps) {
   DistillOptions o;
   o.batch_size = 4;
@@ -178,7 +171,7 @@ DistillOptions small_options(int64_t steps) {
 TEST(Distill, ShortRunLowersHeldOutKl) {
   LlamaModel teacher = make_teacher(/*tied=*/true);
   LlamaModel student = perturbed_student(teacher, 0.05);
-  TokenDataset train = random_data(4000, 48, 1), held = random_data(640, 48, 2);
+  TokenDataset train = test::random_text(4000, 48, 1), held = test::random_text(640, 48, 2);
   EvalOptions eo;
   eo.seq_len = 16;
   eo.show_progress = false;
@@ -219,7 +212,7 @@ void expect_same_weights(const LlamaModel& a, const LlamaModel& b) {
 TEST(Distill, ResumeAfterStopOrSignalIsBitExact) {
   SingleThread one;
   LlamaModel teacher = make_teacher(/*tied=*/false);
-  TokenDataset data = random_data(3000, 48, 3);
+  TokenDataset data = test::random_text(3000, 48, 3);
   const int64_t N = 8;
 
   TempDir d;
@@ -268,7 +261,7 @@ TEST(Distill, ResumeAfterStopOrSignalIsBitExact) {
 
 TEST(Distill, StateErrors) {
   LlamaModel teacher = make_teacher(true);
-  TokenDataset data = random_data(1000, 48, 4);
+  TokenDataset data = test::random_text(1000, 48, 4);
   TempDir d;
   DistillOptions o = small_options(2);
   o.state_dir = d.path;
@@ -299,7 +292,7 @@ TEST(Distill, NonFiniteStepsAreSkippedAndLogged) {
   o.log_path = d.path / "log.csv";
   o.max_consecutive_skips = 0;  // no restore: every step is skipped and logged
   o.allow_nonfinite = true;
-  DistillResult r = distill(teacher, s, random_data(1000, 48, 5), o);
+  DistillResult r = distill(teacher, s, test::random_text(1000, 48, 5), o);
   EXPECT_EQ(r.skipped_steps, 3);
   expect_same_weights(s, before);
   std::string csv = read_file(o.log_path);
@@ -309,7 +302,7 @@ TEST(Distill, NonFiniteStepsAreSkippedAndLogged) {
 TEST(Distill, RepeatedNonFiniteStepsRestoreTheCheckpointWithALowerLr) {
   SingleThread one;
   LlamaModel teacher = make_teacher(true);
-  TokenDataset data = random_data(3000, 48, 6);
+  TokenDataset data = test::random_text(3000, 48, 6);
   DistillOptions o = small_options(10);
   o.checkpoint_every = 4;
   o.max_consecutive_skips = 2;
@@ -364,7 +357,7 @@ TEST(Distill, PrefixVocabulariesCompareOverSharedIds) {
   ModelConfig sc = tiny_config(true);
   sc.vocab_size = 40;
   LlamaModel student{sc, random_weights(sc, 3, 0.1)};
-  TokenDataset data = random_data(2000, 40, 7);
+  TokenDataset data = test::random_text(2000, 40, 7);
   DistillOptions o = small_options(3);
   EXPECT_THROW(distill(teacher, student, data, o), ConfigError);  // no shared_vocab given
   o.shared_vocab = 40;
@@ -380,7 +373,7 @@ TEST(Distill, PrefixVocabulariesCompareOverSharedIds) {
   EXPECT_NEAR(r.loss_curve[0], want, 1e-5 * std::max(1.0, want));
   o.shared_vocab = 41;  // more than the smaller vocabulary
   EXPECT_THROW(distill(teacher, student, data, o), ConfigError);
-  TokenDataset wide = random_data(2000, 48, 8);  // ids the student cannot see
+  TokenDataset wide = test::random_text(2000, 48, 8);  // ids the student cannot see
   o.shared_vocab = 40;
   EXPECT_THROW(distill(teacher, student, wide, o), ConfigError);
 }
@@ -399,7 +392,7 @@ TEST(Distill, FusedHeadTrainsLikeTheLogitsPath) {
       ModelConfig sc = tiny_config(tied);
       if (shared) sc.vocab_size = shared;
       LlamaModel a{sc, random_weights(sc, 3, 0.1)}, b{sc, random_weights(sc, 3, 0.1)};
-      TokenDataset data = random_data(2000, shared ? shared : 48, 7);
+      TokenDataset data = test::random_text(2000, shared ? shared : 48, 7);
       DistillOptions o = small_options(4);
       o.shared_vocab = shared;
       o.temperature = 1.5;
@@ -441,7 +434,7 @@ struct CliRun {
     for (const char* name : {"teacher", "student"}) fs::create_directories(dir / name);
     save_checkpoint(dir / "teacher", teacher);
     save_checkpoint(dir / "student", student);
-    write_token_file(dir / "train.tokens", random_data(40000, 512, 12).ids(), 512);
+    write_token_file(dir / "train.tokens", test::random_text(40000, 512, 12).ids(), 512);
   }
   std::string command(const std::string& out, int64_t steps, const std::string& extra) const {
     return fmt::format("AC_NUM_THREADS=1 AC_QUIET=1 {} distill --teacher {} --student {} --data {} "

@@ -12,6 +12,7 @@
 #include "data/token_file.h"
 #include "eval/eval.h"
 #include "io/checkpoint.h"
+#include "test_util.h"
 
 namespace ac {
 namespace {
@@ -26,13 +27,6 @@ LlamaModel random_model(uint64_t seed, double std = 0.3) {
   return m;
 }
 
-TokenDataset random_data(int64_t n, int64_t vocab, int64_t seed) {
-  at::manual_seed(seed);
-  at::Tensor ids = at::randint(0, vocab, {n}, at::kInt);
-  return TokenDataset(std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n),
-                      vocab);
-}
-
 EvalOptions quiet(int64_t T, int64_t B = 4) {
   EvalOptions o;
   o.seq_len = T;
@@ -44,7 +38,7 @@ EvalOptions quiet(int64_t T, int64_t B = 4) {
 TEST(Evaluate, UniformLogitsGivePerplexityV) {
   LlamaModel m = random_model(1);
   m.weights.norm = at::zeros_like(m.weights.norm);  // final hidden = 0 -> logits 0 -> uniform
-  EvalResult r = evaluate(m, nullptr, random_data(333, 40, 1), quiet(16));
+  EvalResult r = evaluate(m, nullptr, test::random_text(333, 40, 1), quiet(16));
   EXPECT_NEAR(r.perplexity, 40.0, 40.0 * 1e-5);
   EXPECT_NEAR(r.mean_nll, std::log(40.0), 1e-6);
   EXPECT_EQ(r.sequences, 20);          // 333 / 16 windows
@@ -54,7 +48,7 @@ TEST(Evaluate, UniformLogitsGivePerplexityV) {
 
 TEST(Evaluate, AModelAgreesWithItself) {
   LlamaModel m = random_model(2);
-  EvalResult r = evaluate(m, &m, random_data(300, 40, 2), quiet(12));
+  EvalResult r = evaluate(m, &m, test::random_text(300, 40, 2), quiet(12));
   EXPECT_NEAR(r.kl_to_teacher, 0.0, 1e-6);
   EXPECT_EQ(r.top1_agreement, 1.0);
   nlohmann::json j = r.to_json();
@@ -65,7 +59,7 @@ TEST(Evaluate, AModelAgreesWithItself) {
 
 TEST(Evaluate, MatchesPlainPerPositionComputation) {
   LlamaModel m = random_model(3), t = random_model(4);
-  TokenDataset data = random_data(5 * 9, 40, 3);
+  TokenDataset data = test::random_text(5 * 9, 40, 3);
   EvalResult r = evaluate(m, &t, data, quiet(9, /*B=*/2));  // batches of 2, 2, 1
   // Reference in float64, one window and one position at a time.
   double nll = 0, kl = 0, agree = 0;
@@ -89,7 +83,7 @@ TEST(Evaluate, MatchesPlainPerPositionComputation) {
 
 TEST(SlidingWindow, ScoresEveryTokenOnceAndEqualsOneWindowWhenItFits) {
   LlamaModel m = random_model(5);
-  TokenDataset data = random_data(30, 40, 5);
+  TokenDataset data = test::random_text(30, 40, 5);
   EvalResult r = sliding_window_perplexity(m, data.ids(), /*context=*/8, /*stride=*/3);
   EXPECT_EQ(r.tokens, 29);
   EvalResult whole = sliding_window_perplexity(m, data.ids(), /*context=*/64, /*stride=*/16);
@@ -106,8 +100,8 @@ TEST(Evaluate, Errors) {
   LlamaModel m = random_model(6);
   LlamaModel other{ModelConfig::uniform(41, 24, 1, LayerConfig{3, 1, 8, 32}), {}};
   other.weights = random_weights(other.config, 1);
-  EXPECT_THROW(evaluate(m, &other, random_data(100, 40, 6), quiet(8)), ConfigError);
-  EXPECT_THROW(evaluate(m, nullptr, random_data(100, 41, 6), quiet(8)), ConfigError);  // ids >= V
+  EXPECT_THROW(evaluate(m, &other, test::random_text(100, 40, 6), quiet(8)), ConfigError);
+  EXPECT_THROW(evaluate(m, nullptr, test::random_text(100, 41, 6), quiet(8)), ConfigError);  // ids >= V
   EXPECT_THROW(evaluate(m, nullptr, std::vector<at::Tensor>{}, quiet(8)), ConfigError);
 }
 

@@ -16,6 +16,7 @@
 
 #include "common/fs.h"
 #include "common/json_io.h"
+#include "data/dataset.h"
 #include "test_paths.h"
 #include "test_support.h"
 
@@ -36,6 +37,13 @@ inline std::string debian_python() { return "/usr/bin/python3"; }
 inline at::Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   at::Generator g = at::detail::createCPUGenerator(seed);
   return at::randint(0, V, {B, T}, g, at::kLong);
+}
+
+/// `n` random token ids in [0, vocab) (seed) as one token stream.
+inline TokenDataset random_text(int64_t n, int64_t vocab, uint64_t seed) {
+  at::Tensor ids = random_tokens(1, n, vocab, seed).to(at::kInt).contiguous();
+  return TokenDataset(std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + n),
+                      vocab);
 }
 
 /// Runs a shell command; fails the test (with the command) on a non-zero exit.

@@ -43,8 +43,9 @@ const json& field(const json& j, const char* key, const std::string& where) {
   return j.at(key);
 }
 
-// The distillation options of the run (batch, T, lr schedule, seed) for a token budget.
-DistillOptions distill_options(const CompressOptions& opt, int64_t budget) {
+// The distillation options of the run (batch, T, lr schedule, seed, device) for a token budget.
+DistillOptions distill_options(const Run& run, int64_t budget) {
+  const CompressOptions& opt = run.opt;
   DistillOptions d;
   d.token_budget = budget;
   d.batch_size = opt.distill.batch;
@@ -53,8 +54,8 @@ DistillOptions distill_options(const CompressOptions& opt, int64_t budget) {
   d.min_lr = opt.distill.lr / 10;
   d.seed = opt.data.seed;
   d.allow_nonfinite = opt.in.allow_nonfinite;
-  d.device = parse_device(opt.compute.device);
-  d.precision = parse_precision(opt.compute.precision, d.device);
+  d.device = run.device;
+  d.precision = run.precision;
   return d;
 }
 
@@ -163,12 +164,13 @@ double export_roundtrip_diff(const fs::path& dir, const LlamaModel& student, con
 
 // Lightweight retraining of a method's top candidates (search/minitron.h): a few steps of
 // distillation with the main run's batch and lr, warming up over the same share of its steps.
-RetrainOptions retrain_options(const CompressOptions& opt, const RetrainChoice& c) {
+RetrainOptions retrain_options(const Run& run, const RetrainChoice& c) {
+  const CompressOptions& opt = run.opt;
   RetrainOptions r;
   r.top_k = c.top_k;
   const int64_t batch_tokens = std::max<int64_t>(1, opt.distill.batch * opt.data.seq_len);
   const int64_t budget = std::max(batch_tokens, c.tokens > 0 ? c.tokens : opt.distill.tokens / 8);
-  r.distill = distill_options(opt, budget);
+  r.distill = distill_options(run, budget);
   // The main run warms up over 10 of its 64 steps; a retraining of a few steps the same share.
   r.distill.warmup_steps = std::max<int64_t>(1, budget / batch_tokens / 6);
   return r;
@@ -179,10 +181,10 @@ SearchSettings search_settings(const Run& run) {
   // The width step is left unset: search_step takes the profile's (hardware/granularity.h).
   SearchSettings s;
   s.minitron_retrain = opt.search.minitron_retrain.top_k > 0;
-  if (s.minitron_retrain) s.retrain = retrain_options(opt, opt.search.minitron_retrain);
+  if (s.minitron_retrain) s.retrain = retrain_options(run, opt.search.minitron_retrain);
   s.autocompress_retrain = opt.search.autocompress_retrain.top_k > 0;
   if (s.autocompress_retrain)
-    s.autocompress_retrain_options = retrain_options(opt, opt.search.autocompress_retrain);
+    s.autocompress_retrain_options = retrain_options(run, opt.search.autocompress_retrain);
   // The seed of the run also seeds the differentiable search's Gumbel noise.
   s.autocompress.seed = opt.data.seed;
   s.device = run.device;
@@ -548,7 +550,7 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
   log_info(fmt::format("[compress] {}: prune done (KL to the teacher {:.4f}); distilling",
                        m.method, f.eval_after_prune.value("kl_to_teacher", 0.0)));
 
-  DistillOptions dopt = distill_options(run.opt, run.opt.distill.tokens);
+  DistillOptions dopt = distill_options(run, run.opt.distill.tokens);
   dopt.log_path = dir / log_name;
   dopt.hidden_loss_weight = run.opt.distill.hidden_loss_weight;
   dopt.hidden_map = std::move(pruned.map);
