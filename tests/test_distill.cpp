@@ -231,6 +231,7 @@ TEST(Distill, ResumeAfterStopOrSignalIsBitExact) {
   o.stop_after_steps = N / 2;
   DistillResult first = distill(teacher, a, data, o);
   EXPECT_TRUE(first.interrupted);
+  EXPECT_EQ(first.stop_signal, 0);  // stopped by stop_after_steps, not by a signal
   EXPECT_EQ(first.steps_done, N / 2);
   LlamaModel a2 = perturbed_student(teacher, 0.1);  // the state restores the weights
   o.stop_after_steps = -1;
@@ -251,7 +252,17 @@ TEST(Distill, ResumeAfterStopOrSignalIsBitExact) {
   };
   DistillResult cut = distill(teacher, b, data, o);
   EXPECT_TRUE(cut.interrupted);
+  EXPECT_EQ(cut.stop_signal, SIGINT);
   EXPECT_EQ(cut.steps_done, 3);
+  // Inside a stage the stop is an Interrupted carrying the signal (the CLI exits 128 + it).
+  try {
+    stop_if_interrupted(cut, "compress", "resume it");
+    ADD_FAILURE() << "no Interrupted";
+  } catch (const Interrupted& e) {
+    EXPECT_EQ(e.signal, SIGINT);
+    EXPECT_NE(std::string(e.what()).find("[compress] interrupted by a signal during distillation "
+                                         "at step 3"), std::string::npos) << e.what();
+  }
   o.on_step = nullptr;
   o.resume = true;
   LlamaModel b2 = perturbed_student(teacher, 0.1);

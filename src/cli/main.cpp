@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "common/error.h"
 #include "common/runtime.h"
+#include "distill/distill.h"
 
 namespace ac::cli {
 std::vector<std::pair<int, CommandSetup>>& command_registry() {
@@ -28,6 +29,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const ac::Interrupted& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.signal > 0 ? 128 + e.signal : 1;  // the shell's status for a signal's end
   } catch (const ac::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

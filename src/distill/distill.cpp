@@ -73,8 +73,9 @@ void clear_gradients(const std::vector<at::Tensor>& params) {
 void stop_if_interrupted(const DistillResult& r, const std::string& stage,
                          const std::string& how_to_resume) {
   if (r.interrupted)
-    throw Error(msg(stage.c_str(), "interrupted by a signal during distillation at step {} of "
-                                   "{}: {}", r.steps_done, r.total_steps, how_to_resume));
+    throw Interrupted(msg(stage.c_str(), "interrupted by a signal during distillation at step {} "
+                                         "of {}: {}", r.steps_done, r.total_steps, how_to_resume),
+                      r.stop_signal);
 }
 
 double lr_at(int64_t step, int64_t total_steps, const DistillOptions& opt) {
@@ -495,8 +496,10 @@ DistillResult Trainer::run() {
   double t0 = now_s();
   int64_t steps_this_run = 0, consecutive_skips = 0;
   bool interrupted = false;
+  int stop_signal = 0;
   while (step < total_steps_) {
-    bool stop = g_stop_signal != 0;
+    stop_signal = g_stop_signal;
+    bool stop = stop_signal != 0;
     if (opt_.parallel) stop = opt_.parallel->allreduce_sum(stop ? 1.0 : 0.0) > 0;  // all ranks stop
     if (stop || (opt_.stop_after_steps >= 0 && steps_this_run >= opt_.stop_after_steps)) {
       interrupted = true;
@@ -557,6 +560,7 @@ DistillResult Trainer::run() {
   res.tokens = step * tokens_per_step_;
   res.wall_s = wall_before_;
   res.interrupted = interrupted;
+  res.stop_signal = interrupted ? stop_signal : 0;
   res.restores = restores_;
   res.lr_scale = lr_scale_;
   return res;

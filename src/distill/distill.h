@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "common/fs.h"
 #include "data/dataset.h"
 #include "common/accelerator.h"
@@ -117,8 +118,18 @@ struct DistillResult {
   double lr_scale = 1.0;          // product of skip_lr_factor over the restores
   double wall_s = 0;              // seconds spent in training, all runs together
   bool interrupted = false;       // stopped early (signal or stop_after_steps); state saved
+  int stop_signal = 0;            // the signal that stopped it (SIGINT, SIGTERM); 0 otherwise
   int64_t device_peak_bytes = 0;  // on a CUDA device: the caching allocator's peak of this call
                                   // (models, optimizer state, activations); 0 on the CPU
+};
+
+/// A stage stopped on SIGINT or SIGTERM with its state saved. `signal` is the signal's number (0
+/// when the stop came otherwise, e.g. from another rank); the CLI exits with 128 + signal, the
+/// shell's status for a process a signal ended (POSIX sh, "Exit Status"), so scripts and
+/// schedulers see an interruption, not a failure.
+struct Interrupted : Error {
+  Interrupted(const std::string& what, int sig) : Error(what), signal(sig) {}
+  int signal = 0;
 };
 
 /// Distills `student` toward `teacher` on `data`; `student.weights` are updated in place (and
@@ -132,8 +143,8 @@ DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const Toke
 
 /// distill() inside a longer stage (compress, a subcommand, a search's retraining): a
 /// distillation stopped by SIGINT / SIGTERM stops the whole stage, where distill() alone
-/// returns with its state saved. Throws Error naming `stage`, the step and `how_to_resume`
-/// (default: nothing is kept) when `r.interrupted`.
+/// returns with its state saved. Throws Interrupted (common/error.h, with r.stop_signal) naming
+/// `stage`, the step and `how_to_resume` (default: nothing is kept) when `r.interrupted`.
 void stop_if_interrupted(const DistillResult& r, const std::string& stage,
                          const std::string& how_to_resume = "stopped, nothing written");
 
