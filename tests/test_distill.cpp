@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/json_io.h"
 #include "data/dataset.h"
 #include "data/token_file.h"
 #include "distill/distill.h"
@@ -195,6 +196,38 @@ TEST(Distill, ShortRunLowersHeldOutKl) {
   EXPECT_TRUE(student.weights.lm_head.is_same(student.weights.embed_tokens));
   EXPECT_FALSE(student.weights.embed_tokens.requires_grad());
   EXPECT_FALSE(student.weights.embed_tokens.grad().defined());
+}
+
+// The learning-curve hook: called once after the step that first reaches each requested token
+// count (two counts reached in one step: one call), with the student as it is then; its KL there
+// equals the KL of the same run stopped at that step (evaluated after distill() returns).
+TEST(Distill, LearningCurveHookSeesTheStudentAtTheRequestedTokens) {
+  LlamaModel teacher = make_teacher(/*tied=*/true);
+  TokenDataset train = test::random_text(4000, 48, 1), held = test::random_text(640, 48, 2);
+  EvalOptions eo;
+  eo.seq_len = 16;
+  eo.show_progress = false;
+  DistillOptions o = small_options(8);  // 64 tokens a step
+  o.eval_at_tokens = {64, 100, 128, 300, 64 * 8, 1 << 20};
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  std::vector<double> kls;
+  o.on_eval = [&](int64_t step, int64_t tokens, const LlamaModel& s) {
+    calls.emplace_back(step, tokens);
+    kls.push_back(evaluate(s, &teacher, held, eo).kl_to_teacher);
+  };
+  LlamaModel student = perturbed_student(teacher, 0.05);
+  distill(teacher, student, train, o);
+  // 64 -> step 1; 100 and 128 -> step 2 (one call); 300 -> step 5; 512 -> step 8; 2^20: never.
+  EXPECT_EQ(calls, (std::vector<std::pair<int64_t, int64_t>>{{1, 64}, {2, 128}, {5, 320}, {8, 512}}));
+  ASSERT_EQ(kls.size(), 4u);
+  EXPECT_DOUBLE_EQ(kls.back(), evaluate(student, &teacher, held, eo).kl_to_teacher);
+  DistillOptions two = small_options(8);
+  two.stop_after_steps = 2;
+  LlamaModel stopped = perturbed_student(teacher, 0.05);
+  distill(teacher, stopped, train, two);
+  EXPECT_NEAR(kls[1], evaluate(stopped, &teacher, held, eo).kl_to_teacher, 1e-6)
+      << "the hook at step 2 against the same run stopped after 2 steps";
+  EXPECT_LT(kls.back(), kls.front());
 }
 
 struct SingleThread {
@@ -465,6 +498,43 @@ struct CliRun {
     return ls;
   }
 };
+
+// distill --eval-data --eval-at-tokens: one row of OUT/eval_log.csv after the step that reaches
+// each count; the last row's KL is what `autocompress eval` reads of the distilled output.
+TEST(DistillCli, TheLearningCurveEndsWhereEvalOfTheOutputStands) {
+  TempDir d;
+  CliRun run(d.path);
+  write_token_file(d.path / "held.tokens", test::random_text(2000, 512, 13).ids(), 512);
+  const std::string held = (d.path / "held.tokens").string();
+  test::run_or_fail(run.command("out", 6, "--eval-data " + held + " --eval-at-tokens 128,300,768") +
+                    " >/dev/null 2>&1");
+  std::istringstream in(read_file(d.path / "out" / "eval_log.csv"));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "step,tokens,kl_to_teacher,mean_nll,top1_agreement,wall_s");
+  std::vector<std::pair<int64_t, int64_t>> at;
+  double last_kl = -1;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    for (size_t a = 0, b; a <= line.size(); a = b + 1) {
+      b = line.find(',', a);
+      if (b == std::string::npos) b = line.size();
+      f.push_back(line.substr(a, b - a));
+    }
+    ASSERT_EQ(f.size(), 6u) << line;
+    at.emplace_back(std::stoll(f[0]), std::stoll(f[1]));
+    last_kl = std::stod(f[2]);
+  }
+  EXPECT_EQ(at, (std::vector<std::pair<int64_t, int64_t>>{{1, 128}, {3, 384}, {6, 768}}));
+  const fs::path scored = d.path / "eval.json";
+  test::run_or_fail(fmt::format("AC_QUIET=1 {} eval --model {} --teacher {} --data {} --seq-len 32 "
+                                "--out {} >/dev/null 2>&1", run.cli, (d.path / "out").string(),
+                                (d.path / "teacher").string(), held, scored.string()));
+  const double kl = read_json_file(scored)["models"][0]["eval"]["kl_to_teacher"].get<double>();
+  EXPECT_NEAR(last_kl, kl, 2e-6) << "eval_log.csv's last row against eval of the output";
+  EXPECT_NE(std::system((run.command("bad", 2, "--eval-at-tokens 128") + " >/dev/null 2>&1").c_str()), 0)
+      << "--eval-at-tokens without --eval-data must be refused";
+}
 
 TEST(DistillCli, KillNineThenResumeReproducesTheLossCurve) {
   TempDir d;

@@ -6,6 +6,7 @@
 //   - the search tokens grow by exactly the forward tokens spent (teacher + student);
 //   - bad options and an unranked search are ConfigErrors.
 #include <algorithm>
+#include <set>
 
 #include "pipeline/limits.h"
 #include "common/error.h"
@@ -132,6 +133,42 @@ TEST(MinitronRetrain, RetrainsTheTopKAndKeepsTheBestAfterRetraining) {
   EXPECT_NEAR(kl, r.best.loss_after_retrain, 1e-6);
 }
 
+// schedule_tokens: a retraining is the first steps of the final run's own schedule. Its KL equals
+// that of a full-budget distillation of the same candidate observed (by the learning-curve hook)
+// after the same steps, and differs from a short run of its own (another warm-up and decay).
+TEST(MinitronRetrain, APrefixOfTheFinalScheduleIsTheFinalRunsStart) {
+  Fixture f;
+  SearchResult r = f.search();
+  const int64_t before = r.search_tokens;
+  RetrainOptions opt = f.retrain(1);
+  // The final run: 16 steps, 2 of warm-up, 4 retrained. A run of its own with the same
+  // warm-up decays to min_lr by its 4th step; the final schedule is still near lr there.
+  opt.distill.warmup_steps = 2;
+  opt.schedule_tokens = 4 * opt.distill.token_budget;
+  retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, opt);
+  EXPECT_EQ(r.search_tokens - before, tokens_of(f.calib) + 2 * opt.distill.token_budget + tokens_of(f.calib));
+
+  std::vector<at::Tensor> reference;
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& b : f.calib) reference.push_back(at::log_softmax(f.teacher.forward(b), -1));
+  }
+  DistillOptions final_run = opt.distill;
+  final_run.token_budget = opt.schedule_tokens;
+  final_run.eval_at_tokens = {opt.distill.token_budget};
+  double at_prefix = -1;
+  final_run.on_eval = [&](int64_t, int64_t, const LlamaModel& s) { at_prefix = mean_kl(reference, s, f.calib); };
+  LlamaModel student = drop_removed_blocks(prune_model(f.teacher, f.imp, r.best.target));
+  student.weights = clone(student.config, student.weights);
+  distill(f.teacher, student, f.train, final_run);
+  EXPECT_NEAR(at_prefix, r.best.loss_after_retrain, 1e-6);
+
+  LlamaModel own = drop_removed_blocks(prune_model(f.teacher, f.imp, r.best.target));
+  own.weights = clone(own.config, own.weights);
+  distill(f.teacher, own, f.train, opt.distill);  // 4 steps with their own decay
+  EXPECT_GT(std::abs(mean_kl(reference, own, f.calib) - r.best.loss_after_retrain), 1e-6);
+}
+
 TEST(MinitronRetrain, TopKLargerThanTheRankedSetRetrainsEveryRankedCandidate) {
   Fixture f;
   SearchResult r = f.search();
@@ -216,4 +253,53 @@ TEST(MinitronRetrain, TheDifferentiableSearchRetrainsItsBestDistinctProposals) {
   EXPECT_LE(o.best.cost.tpot_ms, lim.tpot_ms);
   // The retraining spent tokens: 2 candidates x (teacher + student forward of the budget).
   EXPECT_GE(o.search_tokens - plain.search_tokens, 2 * 2 * st.autocompress_retrain_options.distill.token_budget);
+}
+
+// Several attention caps: one differentiable search per cap, every candidate pooled, and each
+// search's pick retrained first, before the ranking by KL after pruning fills top_k. A cap's
+// pick never removes attention in more layers than the cap allows.
+TEST(MinitronRetrain, EachCappedSearchsPickIsAFinalist) {
+  Fixture f;
+  CostFn cost = [&](const ModelConfig& c) { return predict(c, f.sc, nullptr); };
+  const double full = cost(f.teacher.config).tpot_ms;
+  SearchSpaceOptions capped = ac::test::space_options();
+  capped.max_attention_removed = 1;
+  const double least = smallest_reachable(build_search_space(f.teacher.config, f.imp, capped), cost).tpot_ms;
+  Limits lim;
+  lim.tpot_ms = least + 0.6 * (full - least);  // reachable under either cap
+  const RunLimits run = RunLimits::absolute(lim, 0);
+  SearchSettings st;
+  st.autocompress.space = ac::test::space_options();
+  st.autocompress.steps = 12;
+  st.autocompress.show_progress = false;
+  st.autocompress_batch_size = 2;
+  st.autocompress_seq_len = 16;
+  st.autocompress_batches = 2;
+  TokenDataset calibration = random_text(2000, 97, 17);
+  std::vector<SearchOutcome> alone;
+  for (int64_t cap : {-1, 1}) {
+    st.autocompress_attention_caps = {cap};
+    alone.push_back(run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr, run,
+                                      calibration, 16, st, &f.train));
+  }
+  int64_t free_layers = 0;
+  for (const LayerConfig& l : alone[1].best.target.layers) free_layers += !l.has_attention();
+  EXPECT_LE(free_layers, 1) << describe(alone[1].best.config);
+
+  st.autocompress_attention_caps = {-1, 1};
+  st.autocompress_retrain = true;
+  st.autocompress_retrain_options = f.retrain(2);
+  const SearchOutcome o = run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr, run,
+                                            calibration, 16, st, &f.train);
+  ASSERT_EQ(o.search["searches"].size(), 2u);
+  std::set<std::string> retrained;
+  for (const auto& c : o.search["candidates"])
+    if (c["loss_after_retrain"].get<double>() >= 0) retrained.insert(c["describe"].get<std::string>());
+  // Both picks were finalists (were they one architecture, the best other proposal would fill
+  // the second place).
+  EXPECT_TRUE(retrained.count(describe(alone[0].best.config))) << o.search["candidates"].dump();
+  EXPECT_TRUE(retrained.count(describe(alone[1].best.config))) << o.search["candidates"].dump();
+  EXPECT_EQ(retrained.size(), 2u);
+  const int64_t pooled = int64_t(alone[0].search["candidates"].size() + alone[1].search["candidates"].size());
+  EXPECT_EQ(int64_t(o.search["candidates"].size()), pooled);
 }

@@ -84,6 +84,49 @@ TEST(Search, SpaceOfTheSmallModel) {
     EXPECT_TRUE((s.ffn_masks[0][int64_t(f)] <= s.ffn_masks[0][int64_t(f) - 1]).all().item<bool>());
 }
 
+// --max-attention-free-layers N: "attention removed" is offered in the N layers of lowest block
+// influence only (0: nowhere), so no architecture of the space has more attention-free layers.
+TEST(Search, AttentionFreeLayersAreCappedByBlockInfluence) {
+  LlamaModel m = small_model();
+  Importance imp = importance_of(m);
+  imp.block_influence = at::tensor({0.5, 0.1, 0.3, 0.2}, at::kFloat);  // lowest: 1, then 3
+  auto removable = [&](int64_t cap) {
+    SearchSpaceOptions o = space_options();
+    o.max_attention_removed = cap;
+    SearchSpace s = build_search_space(m.config, imp, o);
+    std::vector<int64_t> layers;
+    for (int64_t l = 0; l < s.num_layers(); ++l)
+      if (removed_option(s.attention[size_t(l)], /*attention=*/true) >= 0) layers.push_back(l);
+    // The smallest architecture of the space obeys the cap too.
+    int64_t free = 0;
+    for (const LayerConfig& l : target_of(s, smallest_choice(s)).layers) free += !l.has_attention();
+    EXPECT_LE(free, cap < 0 ? s.num_layers() - 1 : cap);
+    return layers;
+  };
+  EXPECT_EQ(removable(-1), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(removable(0), (std::vector<int64_t>{}));
+  EXPECT_EQ(removable(1), (std::vector<int64_t>{1}));
+  EXPECT_EQ(removable(2), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(removable(9), (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+// A candidate's JSON carries the target (the parent's layer count, removed parts marked), which
+// `prune --arch` takes, beside the deployed config (removed blocks dropped).
+TEST(Search, CandidateJsonCarriesTheTargetThatPruneTakes) {
+  LlamaModel m = small_model();
+  ModelConfig target = m.config;
+  target.layers[2].attention_no_op = target.layers[2].ffn_no_op = true;  // a whole block
+  target.layers[2].num_attention_heads = target.layers[2].num_key_value_heads = 0;
+  target.layers[2].intermediate_size = 0;
+  target.layers[1].attention_no_op = true;
+  target.layers[1].num_attention_heads = target.layers[1].num_key_value_heads = 0;
+  Candidate c = costed_candidate(target, [](const ModelConfig&) { return CostEstimate{}; }, {});
+  nlohmann::json j = c.to_json();
+  ModelConfig back = config_from_hf_json(j["target"], "candidate");
+  EXPECT_EQ(back.layers, target.layers);
+  EXPECT_EQ(config_from_hf_json(j["config"], "candidate").num_layers(), 3);
+}
+
 TEST(Search, OneHotSupernetMasksEqualThePrunedModel) {
   LlamaModel m = small_model();
   Importance imp = importance_of(m);

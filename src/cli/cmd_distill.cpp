@@ -6,16 +6,21 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
 
 #include "cli/command.h"
 #include "cli/data_options.h"
 #include "cli/device_options.h"
 #include "common/error.h"
+#include "common/fs.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
 #include "distill/data_parallel.h"
 #include "distill/distill.h"
+#include "eval/eval.h"
 #include "io/checkpoint.h"
 #include "io/text_tokenizer.h"
 #include "model/finite.h"
@@ -36,7 +41,50 @@ struct DistillArgs {
   double rendezvous_timeout_s = 300;
   DistillOptions opt;
   DeviceArgs compute;
+  std::string eval_data;             // held-out data of the learning curve (--eval-data)
+  std::vector<int64_t> eval_at;      // tokens at which it is evaluated (--eval-at-tokens)
+  int64_t eval_batches = -1;         // batches of 8 windows per evaluation (< 0: all)
 };
+
+const std::string kEvalLogHeader = "step,tokens,kl_to_teacher,mean_nll,top1_agreement,wall_s\n";
+
+// The rows of an eval_log.csv (header dropped) whose step is below `step`: a resumed run goes
+// through the steps after its saved state again, and their rows are written anew.
+std::string eval_rows_before(const fs::path& log, int64_t step) {
+  std::string kept;
+  if (!fs::exists(log)) return kept;
+  std::istringstream in(read_file(log));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line))
+    if (!line.empty() && std::stoll(line.substr(0, line.find(','))) < step) kept += line + "\n";
+  return kept;
+}
+
+// --eval-at-tokens: the student evaluated against the teacher on the held-out data after the
+// step that reaches each token count, one row of OUT.state/eval_log.csv each (the learning curve
+// bench/ranking.sh reads).
+void add_learning_curve(DistillArgs& a, const LlamaModel& teacher,
+                        const std::shared_ptr<TokenDataset>& heldout) {
+  const fs::path log = a.opt.state_dir / "eval_log.csv";
+  write_file_atomic(log, kEvalLogHeader + (a.opt.resume ? eval_rows_before(log, INT64_MAX) : ""));
+  a.opt.eval_at_tokens = a.eval_at;
+  EvalOptions eo;
+  eo.seq_len = a.opt.seq_len;
+  eo.max_batches = a.eval_batches;
+  eo.show_progress = false;
+  eo.device = a.opt.device;
+  a.opt.on_eval = [&teacher, heldout, eo, log](int64_t step, int64_t tokens,
+                                               const LlamaModel& student) {
+    EvalResult r = evaluate(student, &teacher, *heldout, eo);
+    write_file_atomic(log, kEvalLogHeader + eval_rows_before(log, step) +
+                               fmt::format("{},{},{:.6f},{:.6f},{:.6f},{:.3f}\n", step, tokens,
+                                           r.kl_to_teacher, r.mean_nll, r.top1_agreement,
+                                           r.wall_s));
+    log_info(fmt::format("[distill] held-out at {} tokens: KL {:.4f}, top-1 {:.4f}", tokens,
+                         r.kl_to_teacher, r.top1_agreement));
+  };
+}
 
 // --device of a rank: "cuda" (no index) in a data-parallel run is this rank's GPU,
 // cuda:(rank mod the visible GPUs), one per process as NCCL expects; an explicit cuda:N stays.
@@ -70,6 +118,8 @@ void write_output(const DistillArgs& a, const LlamaModel& student, const Distill
   StagingDir staging(a.out);
   save_checkpoint(staging.path(), student, /*tokenizer_from=*/a.student);
   fs::copy_file(a.opt.log_path, staging.path() / "distill_log.csv");
+  if (fs::path eval_log = a.opt.state_dir / "eval_log.csv"; fs::exists(eval_log))
+    fs::copy_file(eval_log, staging.path() / "eval_log.csv");
   // The distilled model is still the teacher's slice: keep the map beside it.
   if (fs::path map = fs::path(a.student) / kPruningMapFile; fs::exists(map))
     fs::copy_file(map, staging.path() / kPruningMapFile);
@@ -94,8 +144,8 @@ void write_output(const DistillArgs& a, const LlamaModel& student, const Distill
 }
 
 void run(DistillArgs& a) {
-  for (const auto& in : {a.teacher, a.student, a.data.path})
-    check_not_overwriting_input(in, a.out, "distill");
+  check_not_overwriting_inputs({a.teacher, a.student, a.data.path, a.eval_data}, a.out,
+                               "distill");
   a.opt.device = rank_device(a);
   a.opt.precision = a.compute.resolve_precision(a.opt.device);
   LlamaModel teacher = load_checkpoint(a.teacher);
@@ -131,6 +181,17 @@ void run(DistillArgs& a) {
   a.opt.state_dir = a.state_dir.empty() ? fs::path(a.out + ".state") : fs::path(a.state_dir);
   a.opt.log_path = a.opt.state_dir / "distill_log.csv";
   fs::create_directories(a.opt.state_dir);
+  if (!a.eval_at.empty()) {
+    if (a.eval_data.empty())
+      throw ConfigError(msg("distill", "--eval-at-tokens needs --eval-data (the held-out text the "
+                            "student is evaluated on)"));
+    DataSpec spec = a.data.spec(DataSplit::kHeldout);
+    spec.path = a.eval_data;
+    add_learning_curve(a, teacher,
+                       std::make_shared<TokenDataset>(load_dataset(
+                           spec, a.teacher, teacher.config.vocab_size,
+                           int32_t(teacher.config.bos_token_id), "distill --eval-data")));
+  }
   log_info(fmt::format("[distill] {} -> {}: {} tokens of {} ({} per step), on {} in {}{}",
                        a.student, a.out, a.opt.token_budget, a.data.path,
                        a.opt.batch_size * a.opt.seq_len * a.opt.grad_accum,
@@ -193,6 +254,16 @@ RegisterCommand reg(70, [](CLI::App& app) {
   s->add_option("--init-method", a->init_method,
                 "Rendezvous of the ranks: file:///shared/path or tcp://host:port");
   s->add_option("--rendezvous-timeout", a->rendezvous_timeout_s, "Seconds to wait for the ranks")
+      ->capture_default_str();
+  s->add_option("--eval-data", a->eval_data,
+                "Held-out data of the learning curve (--eval-at-tokens), read as --data is");
+  s->add_option("--eval-at-tokens", a->eval_at,
+                "Token counts after which the student's KL to the teacher on --eval-data is "
+                "written to OUT/eval_log.csv (comma-separated, e.g. 1024,8192,65536)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  s->add_option("--eval-batches", a->eval_batches,
+                "Batches of 8 windows per learning-curve evaluation (< 0: the whole --eval-data)")
       ->capture_default_str();
   add_device_options(s, a->compute, /*with_precision=*/true);
   s->add_option("--max-consecutive-skips", o.max_consecutive_skips,

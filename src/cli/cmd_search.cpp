@@ -47,6 +47,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--train-data", a->train_data, "training data of the retraining (required with --minitron-retrain-top-k or --autocompress-retrain-top-k): a token file or text, read as --data is (--text-field, --split)");
   s->add_option("--safety-margin", a->safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
   s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods; default: the profile's derived granularity, else the device's)");
+  s->add_option("--max-attention-free-layers", st.autocompress_attention_caps, "autocompress: one search per value, each offering \"attention removed\" in at most that many layers, those of lowest block influence (-1: any); every search's pick is a finalist of the retraining (default: -1 and a third of the layers)")->delimiter(',');
   s->add_option("--steps", d.steps, "autocompress: optimisation steps at most")->capture_default_str();
   s->add_option("--search-batch", st.autocompress_batch_size, "autocompress: windows per step")->capture_default_str();
   s->add_option("--search-seq-len", st.autocompress_seq_len, "autocompress: tokens per window")->capture_default_str();
@@ -89,6 +90,8 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
       r.distill.warmup_steps = 1;
     }
     ac::LlamaModel teacher = ac::load_checkpoint(a->model);
+    if (a->settings.autocompress_attention_caps.empty())
+      a->settings.autocompress_attention_caps = ac::default_attention_caps(teacher.config);
     ac::Scenario scenario = ac::find_scenario(a->scenario);
     std::optional<ac::Profile> profile;
     if (!a->profile.empty()) profile = ac::load_profile(a->profile);

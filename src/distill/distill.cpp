@@ -170,6 +170,7 @@ class Trainer {
   int world_size() const { return opt_.parallel ? opt_.parallel->world_size() : 1; }
   void open_log(int64_t resume_step);
   void log_step(const StepRecord& r);
+  void maybe_eval(int64_t step_done);
   fs::path state_file() const { return opt_.state_dir / kDistillStateFile; }
 
   const LlamaModel& teacher_;
@@ -478,6 +479,17 @@ void Trainer::log_step(const StepRecord& r) {
   log_.flush();
 }
 
+// Calls on_eval once after the step that first reaches one or more of eval_at_tokens.
+void Trainer::maybe_eval(int64_t step_done) {
+  if (!opt_.on_eval || !is_main()) return;
+  const int64_t before = (step_done - 1) * tokens_per_step_, now = step_done * tokens_per_step_;
+  for (int64_t t : opt_.eval_at_tokens)
+    if (t > before && t <= now) {
+      opt_.on_eval(step_done, now, student_);
+      return;
+    }
+}
+
 DistillResult Trainer::run() {
   int64_t step = 0;
   bool have_state = !opt_.state_dir.empty() && fs::exists(state_file());
@@ -511,6 +523,7 @@ DistillResult Trainer::run() {
     ++step;
     ++steps_this_run;
     if (opt_.on_step) opt_.on_step(r);
+    maybe_eval(step);
     consecutive_skips = r.skipped ? consecutive_skips + 1 : 0;
     if (opt_.max_consecutive_skips > 0 && consecutive_skips >= opt_.max_consecutive_skips) {
       if (restores_ >= opt_.max_restores)
@@ -543,7 +556,7 @@ DistillResult Trainer::run() {
   }
   wall_before_ += now_s() - t0;
   save_state(step);
-  if (interrupted && is_main())
+  if (interrupted && is_main() && !opt_.state_dir.empty())
     log_info(fmt::format("[distill] stopped at step {} of {}; state saved to {}", step,
                          total_steps_, opt_.state_dir.string()));
   else if (opt_.show_progress && is_main())

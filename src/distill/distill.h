@@ -104,6 +104,13 @@ struct DistillOptions {
   std::function<void(int64_t step, std::vector<at::Tensor>& grads)> after_backward;
   /// Called after every step (tests, external monitors). May raise SIGINT to test shutdown.
   std::function<void(const StepRecord&)> on_step;
+  /// Learning-curve checkpoints: after the first step whose tokens consumed (steps x B x T x
+  /// grad_accum) reach a value of eval_at_tokens, on_eval is called once with that step, the
+  /// tokens consumed and the student as it is then (on the run's device; the caller evaluates it
+  /// without autograd, e.g. held-out KL for bench/ranking.sh). Values passed before a resume are
+  /// not called again. Empty, or no on_eval: none.
+  std::vector<int64_t> eval_at_tokens;
+  std::function<void(int64_t step, int64_t tokens, const LlamaModel& student)> on_eval;
 };
 
 /// What distill() did, over the whole run (resumed parts included).

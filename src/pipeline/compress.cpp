@@ -31,7 +31,9 @@ json CompressOptions::to_json() const {
       {"search", {{"method", search.method}, {"safety_margin", search.safety_margin},
                   {"minitron_retrain", {search.minitron_retrain.top_k, search.minitron_retrain.tokens}},
                   {"autocompress_retrain",
-                   {search.autocompress_retrain.top_k, search.autocompress_retrain.tokens}}}},
+                   {search.autocompress_retrain.top_k, search.autocompress_retrain.tokens,
+                    search.autocompress_retrain.final_schedule}},
+                  {"attention_caps", search.attention_caps}}},
       {"distill", {{"tokens", distill.tokens}, {"batch", distill.batch}, {"lr", distill.lr},
                    {"hidden_loss_weight", distill.hidden_loss_weight}}},
       {"measure", {{"min_rounds", measure.rounds.min_rounds},
@@ -70,7 +72,11 @@ CompressOptions CompressOptions::from_json(const json& j, const std::string& whe
     const json& mr = at("search", "minitron_retrain");
     o.search.minitron_retrain = {mr.at(0).get<int64_t>(), mr.at(1).get<int64_t>()};
     const json& ar = at("search", "autocompress_retrain");
-    o.search.autocompress_retrain = {ar.at(0).get<int64_t>(), ar.at(1).get<int64_t>()};
+    // [top_k, tokens, final_schedule]; runs recorded before the schedule choice have two.
+    o.search.autocompress_retrain = {ar.at(0).get<int64_t>(), ar.at(1).get<int64_t>(),
+                                     ar.size() > 2 && ar.at(2).get<bool>()};
+    if (j["search"].contains("attention_caps"))  // recorded since the caps exist
+      o.search.attention_caps = j["search"]["attention_caps"].get<std::vector<int64_t>>();
     o.distill.tokens = at("distill", "tokens").get<int64_t>();
     o.distill.batch = at("distill", "batch").get<int64_t>();
     o.distill.lr = at("distill", "lr").get<double>();

@@ -63,6 +63,9 @@ struct CompressDataOptions {
 struct RetrainChoice {
   int64_t top_k = 0;
   int64_t tokens = 0;
+  /// true: each retraining is the first `tokens` of the final distillation's own schedule
+  /// (RetrainOptions::schedule_tokens); false: a short run with its own warm-up and decay.
+  bool final_schedule = false;
 };
 
 /// The search.
@@ -80,7 +83,13 @@ struct CompressSearchOptions {
   // rose above its KL after pruning (the first Adam steps disturb a pruned model before they
   // repair it), so the ranking after it said nothing (docs/benchmarks.md, the study against
   // Minitron).
-  RetrainChoice autocompress_retrain{2, 0};
+  // The finalists are retrained as the start of the final run (its warm-up and decay): the
+  // ranking study (docs/benchmarks.md, "The ranking of candidates") found a short run of its own
+  // ranks them worse.
+  RetrainChoice autocompress_retrain{2, 0, /*final_schedule=*/true};
+  /// The differentiable search once per cap of attention-free layers (SearchSettings::
+  /// autocompress_attention_caps); empty = default_attention_caps of the teacher.
+  std::vector<int64_t> attention_caps;
 };
 
 /// The distillation of every method's result.

@@ -171,6 +171,10 @@ RetrainOptions retrain_options(const Run& run, const RetrainChoice& c) {
   const int64_t batch_tokens = std::max<int64_t>(1, opt.distill.batch * opt.data.seq_len);
   const int64_t budget = std::max(batch_tokens, c.tokens > 0 ? c.tokens : opt.distill.tokens / 8);
   r.distill = distill_options(run, budget);
+  if (c.final_schedule) {  // the final run's warm-up and decay; only its first `budget` tokens
+    r.schedule_tokens = opt.distill.tokens;
+    return r;
+  }
   // The main run warms up over 10 of its 64 steps; a retraining of a few steps the same share.
   r.distill.warmup_steps = std::max<int64_t>(1, budget / batch_tokens / 6);
   return r;
@@ -187,6 +191,9 @@ SearchSettings search_settings(const Run& run) {
     s.autocompress_retrain_options = retrain_options(run, opt.search.autocompress_retrain);
   // The seed of the run also seeds the differentiable search's Gumbel noise.
   s.autocompress.seed = opt.data.seed;
+  s.autocompress_attention_caps = opt.search.attention_caps.empty()
+                                      ? default_attention_caps(run.teacher.config)
+                                      : opt.search.attention_caps;
   s.device = run.device;
   s.precision = run.precision;
   return s;

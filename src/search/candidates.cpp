@@ -8,6 +8,7 @@ namespace ac {
 
 nlohmann::json Candidate::to_json() const {
   return {{"config", config_to_hf_json(config)},
+          {"target", target.layers.empty() ? nlohmann::json() : config_to_hf_json(target)},
           {"describe", describe(config)},
           {"parameters", config.num_parameters()},
           {"cost", cost.to_json()},

@@ -142,7 +142,7 @@ SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, c
 
 void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, SearchResult& r,
                             const TokenDataset& train, const std::vector<at::Tensor>& calibration,
-                            const RetrainOptions& opt) {
+                            const RetrainOptions& opt, const std::vector<size_t>& first) {
   if (opt.top_k < 1)
     throw ConfigError(fmt::format("[search] {} retraining: top_k must be >= 1, found {}", r.method,
                                   opt.top_k));
@@ -156,6 +156,14 @@ void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, Se
   std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
     return r.candidates[a].loss_after_prune < r.candidates[b].loss_after_prune;
   });
+  for (size_t i : first)
+    if (i >= r.candidates.size() || r.candidates[i].loss_after_prune < 0)
+      throw InternalError(fmt::format("[search] {} retraining: candidate {} to retrain first is "
+                                      "not a ranked candidate", r.method, i));
+  std::vector<size_t> ordered = first;
+  for (size_t i : ranked)
+    if (std::find(first.begin(), first.end(), i) == first.end()) ordered.push_back(i);
+  ranked = std::move(ordered);
   // One per architecture: a search may list the same one twice (the differentiable search's
   // refined pick is often one of its ranked proposals).
   {
@@ -173,13 +181,22 @@ void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, Se
   dopt.state_dir.clear();
   dopt.resume = false;
   dopt.show_progress = false;
+  int64_t prefix_steps = -1;  // the steps of the final run's schedule a retraining takes
+  if (opt.schedule_tokens > 0) {
+    const int64_t step_tokens = dopt.batch_size * dopt.seq_len * dopt.grad_accum;
+    prefix_steps = std::max<int64_t>(1, opt.distill.token_budget / step_tokens);
+    dopt.token_budget = std::max(opt.schedule_tokens, opt.distill.token_budget);
+    dopt.stop_after_steps = prefix_steps;
+  }
   size_t best = ranked.front();
   for (size_t k = 0; k < ranked.size(); ++k) {
     Candidate& c = r.candidates[ranked[k]];
     LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, c.target));
     student.weights = clone(student.config, student.weights);  // own storage: it trains
     DistillResult d = distill(teacher, student, train, dopt);
-    stop_if_interrupted(d, "search");
+    // A prefix of the final schedule ends "interrupted" by its step count, not by a signal.
+    if (prefix_steps < 0 || d.stop_signal != 0 || d.steps_done < prefix_steps)
+      stop_if_interrupted(d, "search");
     r.search_tokens += 2 * d.tokens;  // teacher forward + student forward of every token
     c.loss_after_retrain = mean_kl(reference, student, calibration);
     for (const auto& b : calibration) r.search_tokens += b.numel();

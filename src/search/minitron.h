@@ -64,6 +64,11 @@ struct RetrainOptions {
   int64_t top_k = 3;       // candidates retrained: the best top_k by loss_after_prune
   DistillOptions distill;  // each candidate's short distillation (token_budget = its tokens);
                            // its log_path / state_dir are ignored (nothing is written)
+  /// > 0: each retraining is the first distill.token_budget tokens of a distillation of
+  /// schedule_tokens (its warm-up and cosine decay, distill.warmup_steps of them), i.e. the
+  /// start of the final run itself, which is deterministic given the seed; 0: a run of its own
+  /// (Minitron's protocol). docs/benchmarks.md, "The ranking of candidates".
+  int64_t schedule_tokens = 0;
 };
 
 /// Lightweight retraining (Minitron's last search step; also applied to the differentiable
@@ -75,8 +80,12 @@ struct RetrainOptions {
 /// student forward) plus one pass over `calibration`; the teacher's pass over `calibration`
 /// once. Throws ConfigError when no candidate of `r` was ranked, or when top_k < 1; what
 /// distill() throws.
+/// `first`: candidates (indices into r.candidates) to retrain before the ranking by KL after
+/// pruning fills the rest of top_k, e.g. the picks of differently constrained searches (KL right
+/// after pruning favours attention-free layers, which recover least: docs/benchmarks.md, "The
+/// ranking of candidates").
 void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, SearchResult& r,
                             const TokenDataset& train, const std::vector<at::Tensor>& calibration,
-                            const RetrainOptions& opt);
+                            const RetrainOptions& opt, const std::vector<size_t>& first = {});
 
 }  // namespace ac

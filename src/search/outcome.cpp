@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/fs.h"
+#include "common/runtime.h"
 #include "model/stage_memory.h"
 #include "prune/arch.h"
 #include "prune/depth.h"
@@ -55,6 +56,10 @@ json SearchOutcome::summary() const {
           {"slack", slack_json(best.cost, limits)},
           {"search_tokens", search_tokens},
           {"search_seconds", seconds}};
+}
+
+std::vector<int64_t> default_attention_caps(const ModelConfig& parent) {
+  return {-1, parent.num_layers() / 3};
 }
 
 std::vector<std::string> search_methods(const std::string& method) {
@@ -160,13 +165,54 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
       on_device(calibration.sequential_batches(st.autocompress_batch_size,
                                                st.autocompress_seq_len, st.autocompress_batches),
                 st.device);
-  DifferentiableResult r =
-      differentiable_search(teacher, imp, scenario, profile, search_limits, batches, dopt);
+  // One search per attention cap (SearchSettings::autocompress_attention_caps); the first is the
+  // result's trajectory and probabilities, every search's candidates are pooled and each one's
+  // pick (its last candidate) becomes a finalist of the retraining.
+  std::vector<int64_t> caps = st.autocompress_attention_caps;
+  if (caps.empty()) caps = {dopt.space.max_attention_removed};
+  DifferentiableResult r;
+  std::vector<size_t> picks;
+  nlohmann::json searches = nlohmann::json::array();
+  for (size_t i = 0; i < caps.size(); ++i) {
+    DifferentiableOptions d = dopt;
+    d.space.max_attention_removed = caps[i];
+    DifferentiableResult ri;
+    try {
+      ri = differentiable_search(teacher, imp, scenario, profile, search_limits, batches, d);
+    } catch (const InfeasibleError& e) {
+      if (i == 0) throw;  // the first (widest) space decides whether anything fits
+      log_info(fmt::format("[search] autocompress with at most {} attention-free layers: nothing "
+                           "fits ({}); left out", caps[i], e.what()));
+      searches.push_back({{"max_attention_free_layers", caps[i]}, {"infeasible", e.what()}});
+      continue;
+    }
+    searches.push_back({{"max_attention_free_layers", caps[i]},
+                        {"pick", describe(ri.search.best.config)},
+                        {"search_tokens", ri.search.search_tokens}});
+    if (i == 0) {
+      r = std::move(ri);
+      if (r.parent_meets_limits) break;
+    } else {
+      r.search.search_tokens += ri.search.search_tokens;
+      r.search.seconds += ri.search.seconds;
+      r.evaluations += ri.evaluations;
+      for (Candidate& k : ri.search.candidates) {
+        k.chosen = false;
+        r.search.candidates.push_back(std::move(k));
+      }
+    }
+    if (r.search.candidates.back().loss_after_prune >= 0) picks.push_back(r.search.candidates.size() - 1);
+  }
   if (st.autocompress_retrain && !r.parent_meets_limits) {
     if (!retrain_data)
       throw ConfigError(msg("search", "autocompress retraining needs training data (none given)"));
-    retrain_top_candidates(teacher, imp, r.search, *retrain_data, batches,
-                           st.autocompress_retrain_options);
+    // The finalists after retraining are judged on every calibration window of the run's length,
+    // not the search's few short batches: they differ by a percent or two of KL.
+    const std::vector<at::Tensor> judged =
+        on_device(calibration.sequential_batches(st.minitron_batch_size, seq_len), st.device);
+    retrain_top_candidates(teacher, imp, r.search, *retrain_data,
+                           judged.empty() ? batches : judged, st.autocompress_retrain_options,
+                           picks);
   }
   o.best = r.search.best;
   // Holds by construction of the space; checked so that a change to the space cannot hand the
@@ -178,6 +224,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
   o.trajectory = r.trajectory;
   o.probabilities = r.probabilities;
   o.search = r.to_json();
+  o.search["searches"] = searches;
   return o;
 }
 

@@ -48,6 +48,14 @@ struct SearchSettings {
   /// autocompress_retrain is false.
   bool autocompress_retrain = false;
   RetrainOptions autocompress_retrain_options;
+  /// The differentiable search once per value, each with
+  /// autocompress.space.max_attention_removed = value (< 0: uncapped); empty = once with the
+  /// options' own. The first search must fit (its InfeasibleError is thrown), a later one that
+  /// cannot is left out. All candidates are pooled; each search's pick is retrained first
+  /// (retrain_top_candidates `first`), so that the finalists differ in how much attention they
+  /// remove, the structure KL right after pruning ranks wrongly (docs/benchmarks.md, "The
+  /// ranking of candidates"). Without retraining the first search's pick is the result.
+  std::vector<int64_t> autocompress_attention_caps;
   int64_t autocompress_batch_size = 4;   // windows per search step
   int64_t autocompress_seq_len = 64;     // tokens per window of the search
   int64_t autocompress_batches = 8;      // distinct batches cycled over (teacher cached)
@@ -77,13 +85,19 @@ struct SearchOutcome {
   nlohmann::json summary() const;
 };
 
+/// The attention caps `compress` and `search` run by default (SearchSettings::
+/// autocompress_attention_caps): {-1, L / 3}, the uncapped space and one whose attention-free
+/// layers are at most the blocks depth pruning may remove (Minitron's L / 3).
+std::vector<int64_t> default_attention_caps(const ModelConfig& parent);
+
 /// "both" -> {"autocompress", "minitron"}; "autocompress" or "minitron" -> itself. Throws
 /// ConfigError naming the valid values otherwise.
 std::vector<std::string> search_methods(const std::string& method);
 
 /// Runs one method on `calibration` (minitron: its first minitron_batches batches of
 /// minitron_batch_size x seq_len; autocompress: autocompress_batches batches of
-/// autocompress_batch_size x autocompress_seq_len from the same stream). The algorithm holds
+/// autocompress_batch_size x autocompress_seq_len from the same stream; its retrained finalists
+/// are judged on every window of seq_len of `calibration`). The algorithm holds
 /// predictions to limits.search_with_margin(); the outcome records limits.for_search and the
 /// margin. `retrain_data`: the training text of the lightweight retraining (required when
 /// settings.minitron_retrain or autocompress_retrain; its tokens count as search tokens).

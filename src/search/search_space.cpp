@@ -79,7 +79,8 @@ void add_hidden_options(SearchSpace& s, const Importance& imp, const SearchSpace
 
 // Attention options of parent layer `p`: (G', per') pairs by heads kept, then KV groups kept;
 // then removed where allowed (a layer without attention has only "removed").
-std::vector<LayerConfig> attention_options(const LayerConfig& p, const SearchSpaceOptions& opt) {
+std::vector<LayerConfig> attention_options(const LayerConfig& p, const SearchSpaceOptions& opt,
+                                           bool removable) {
   const EngineStructure& rules = opt.structure;
   const int64_t tp = opt.tensor_parallel;
   std::vector<LayerConfig> att;
@@ -110,9 +111,29 @@ std::vector<LayerConfig> attention_options(const LayerConfig& p, const SearchSpa
                  : a.num_key_value_heads > b.num_key_value_heads;
     });
   }
-  if ((opt.allow_removal && rules.attention_removed) || !p.has_attention())
+  if ((opt.allow_removal && rules.attention_removed && removable) || !p.has_attention())
     att.push_back(attention_removed(p));
   return att;
+}
+
+// Which layers may lose their attention: all, or under max_attention_removed = N the N layers
+// with attention of lowest block influence (ties: the lower index), the layers depth pruning
+// would give up first (ShortGPT, arXiv 2403.03853).
+std::vector<bool> attention_removable(const ModelConfig& parent,
+                                      const std::vector<double>& influence,
+                                      const SearchSpaceOptions& opt) {
+  const int64_t L = parent.num_layers();
+  if (opt.max_attention_removed < 0) return std::vector<bool>(size_t(L), true);
+  std::vector<int64_t> order;
+  for (int64_t l = 0; l < L; ++l)
+    if (parent.layers[size_t(l)].has_attention()) order.push_back(l);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return influence[size_t(a)] < influence[size_t(b)];
+  });
+  std::vector<bool> removable(size_t(L), false);
+  for (size_t i = 0; i < order.size() && int64_t(i) < opt.max_attention_removed; ++i)
+    removable[size_t(order[i])] = true;
+  return removable;
 }
 
 // FFN options of parent layer `p`: the ladder in steps of `ffn_step`, then removed where allowed.
@@ -219,9 +240,10 @@ SearchSpace build_search_space(const ModelConfig& parent, const Importance& imp,
   add_hidden_options(s, imp, opt, g);
   const std::vector<double> w = layer_weights(imp, L);
   const int64_t ffn_step = ffn_width_step(g, opt.structure, opt.tensor_parallel);
+  const std::vector<bool> removable = attention_removable(parent, s.block_influence, opt);
   for (int64_t l = 0; l < L; ++l) {
     const LayerConfig& p = parent.layers[size_t(l)];
-    add_layer_options(s, imp, l, w[size_t(l)], attention_options(p, opt),
+    add_layer_options(s, imp, l, w[size_t(l)], attention_options(p, opt, removable[size_t(l)]),
                       ffn_options(p, ffn_step, opt));
   }
   return s;

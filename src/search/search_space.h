@@ -55,6 +55,11 @@ struct SearchSpaceOptions {
   bool allow_removal = true;        // offer "attention removed" / "FFN removed"
   int64_t max_blocks_removed = -1;  // whole blocks removable at most; < 0 = L / 3 (Minitron's
                                     // depth pruning drops up to a third of the layers)
+  /// Attention-free layers at most: < 0 = any layer may lose its attention; N >= 0 = only the N
+  /// layers of lowest block influence are offered "attention removed" (0: none). Attention-free
+  /// layers look cheap right after pruning and recover less under distillation (docs/
+  /// benchmarks.md, "The ranking of candidates"); a whole block removed counts here too.
+  int64_t max_attention_removed = -1;
   EngineStructure structure;        // what the serving engine's loader builds (default: anything)
   int64_t row_multiple = 1;         // every weight row (D', F', H' x head_dim) a multiple of
                                     // this: the weight type's block (weight_row_multiple)
