@@ -323,7 +323,7 @@ def report(out, json_path, svg_path):
                 gamma = pen[1]
         rows = {k: dict(score(v, cands), tokens=t) for k, (v, t) in proxies.items()}
         result["settings"][name] = {
-            "candidates": [{k: v for k, v in c.items()} for c in cands],
+            "candidates": cands,
             "proxies": rows, "penalty_gamma": gamma,
             "best_kl": min(c["final_kl"] for c in cands),
             "best_task": max(c["task_acc"] for c in cands)}

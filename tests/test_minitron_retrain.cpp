@@ -85,6 +85,18 @@ std::vector<size_t> ranked_by_prune_loss(const SearchResult& r) {
   return ranked;
 }
 
+// A short differentiable search on the fixture's model (12 steps of [2, 16] windows).
+SearchSettings small_search_settings() {
+  SearchSettings st;
+  st.autocompress.space = ac::test::space_options();
+  st.autocompress.steps = 12;
+  st.autocompress.show_progress = false;
+  st.autocompress_batch_size = 2;
+  st.autocompress_seq_len = 16;
+  st.autocompress_batches = 2;
+  return st;
+}
+
 }  // namespace
 
 TEST(MinitronRetrain, RetrainsTheTopKAndKeepsTheBestAfterRetraining) {
@@ -226,13 +238,7 @@ TEST(MinitronRetrain, TheDifferentiableSearchRetrainsItsBestDistinctProposals) {
   Limits lim;
   lim.tpot_ms = least + 0.6 * (full - least);  // binding, reachable
   const RunLimits run = RunLimits::absolute(lim, 0);  // lim is inside the reachable range
-  SearchSettings st;
-  st.autocompress.space = ac::test::space_options();
-  st.autocompress.steps = 12;
-  st.autocompress.show_progress = false;
-  st.autocompress_batch_size = 2;
-  st.autocompress_seq_len = 16;
-  st.autocompress_batches = 2;
+  SearchSettings st = small_search_settings();
   TokenDataset calibration = random_text(2000, 97, 17);
   const SearchOutcome plain = run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr,
                                                 run, calibration, 16, st, &f.train);
@@ -268,13 +274,7 @@ TEST(MinitronRetrain, EachCappedSearchsPickIsAFinalist) {
   Limits lim;
   lim.tpot_ms = least + 0.6 * (full - least);  // reachable under either cap
   const RunLimits run = RunLimits::absolute(lim, 0);
-  SearchSettings st;
-  st.autocompress.space = ac::test::space_options();
-  st.autocompress.steps = 12;
-  st.autocompress.show_progress = false;
-  st.autocompress_batch_size = 2;
-  st.autocompress_seq_len = 16;
-  st.autocompress_batches = 2;
+  SearchSettings st = small_search_settings();
   TokenDataset calibration = random_text(2000, 97, 17);
   std::vector<SearchOutcome> alone;
   for (int64_t cap : {-1, 1}) {
