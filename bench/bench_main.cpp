@@ -39,6 +39,8 @@
 #include "model/llama.h"
 
 namespace ac {
+int width_probe(int argc, char** argv);        // bench/width_probe.cpp
+int profile_agreement(int argc, char** argv);  // bench/width_probe.cpp
 namespace {
 
 /// Forward matmul FLOPs of `c` on a [B, T] batch.
@@ -189,12 +191,14 @@ nlohmann::json kernels_json() {
 }
 
 int run(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "widths") return width_probe(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "agree") return profile_agreement(argc - 1, argv + 1);
   CLI::App app{"autocompress_bench"};
   std::string which;
   int64_t dim = 288, layers = 6, heads = 6, kv_heads = 6, ffn = 768, vocab = 32000;
   int64_t sdim = 192, sheads = 4, skv = 4, sffn = 512, batch = 8, seq = 256, steps = 5,
           warmup = 1;
-  app.add_option("which", which, "train | importance | peak | gemm")->required();
+  app.add_option("which", which, "train | importance | peak | gemm | widths | agree (the last two: bench/width_probe.cpp)")->required();
   app.add_option("--dim", dim);
   app.add_option("--layers", layers);
   app.add_option("--heads", heads);

@@ -4,12 +4,16 @@
 // GEMM table with slow non-multiples, profile.json round-trips the new fields and an older profile
 // without them still loads, and the cost model applies the correction exactly as the linear model
 // the fit assumes.
+#include <fstream>
 #include <random>
+#include <set>
 
 #include "common/error.h"
 #include "common/runtime.h"
 #include "hardware/calibration.h"
 #include "hardware/cost_model.h"
+#include "hardware/device.h"
+#include "hardware/expected_cost.h"
 #include "hardware/granularity.h"
 #include "hardware/profile.h"
 #include "hardware/validate.h"
@@ -42,7 +46,8 @@ PhaseSamples synthetic_samples(const Coefs& truth, int n, uint64_t seed) {
 }  // namespace
 
 TEST(CostCalibration, FitRecoversKnownCoefficients) {
-  const Coefs truth{1.3, 0.8, 1.7, 2.1, 0.05, 0.4};
+  // A truth inside the native engine's bounds (factors in [0.5, 2], constants >= 0).
+  const Coefs truth{1.3, 0.8, 1.7, 1.9, 0.05, 0.4};
   PhaseSamples s = synthetic_samples(truth, 15, 7);
   PhaseCorrection c = fit_phase_correction(s, /*ridge=*/0);
   Coefs got = c.coefficients();
@@ -52,32 +57,70 @@ TEST(CostCalibration, FitRecoversKnownCoefficients) {
   EXPECT_NEAR(correction_loo_mape(s, 0), 0.0, 1e-5);
   // The identity (the bare tables) is off by the factors: a clearly positive error.
   EXPECT_GT(correction_mape(s, PhaseCorrection{}), 10.0);
+  // An engine fitted through its work features (llama.cpp) has factors beyond 2 and negative
+  // constants; its bounds let the fit recover them.
+  const Coefs work{3.5, 0.8, 1.7, 2.1, -0.05, 0.4};
+  PhaseSamples w = synthetic_samples(work, 15, 8);
+  Coefs got_w = fit_phase_correction(w, 0, CorrectionBounds::nonnegative_factors()).coefficients();
+  for (int j = 0; j < kCorrectionTerms; ++j)
+    EXPECT_NEAR(got_w[size_t(j)], work[size_t(j)], 1e-6) << correction_term_names()[size_t(j)];
 }
 
-TEST(CostCalibration, FitKeepsFactorsNonNegative) {
-  // The truth has a negative attention factor: the fit clamps it to 0 and no small step of any
-  // coefficient from the fitted point lowers the objective where the bound allows it.
-  const Coefs truth{1.2, -0.5, 1.0, 1.0, 0.1, 0.2};
-  PhaseSamples s = synthetic_samples(truth, 20, 11);
-  PhaseCorrection c = fit_phase_correction(s, 0);
-  EXPECT_EQ(c.attention, 0.0);
-  for (double v : {c.gemm, c.elementwise, c.lm_head}) EXPECT_GE(v, 0.0);
-  auto sse = [&](const Coefs& th) {
-    double o = 0;
-    for (size_t i = 0; i < s.y.size(); ++i) {
-      double e = (s.y[i] - correction_predict(s, i, PhaseCorrection::from_coefficients(th))) / s.y[i];
-      o += e * e;
-    }
-    return o;
-  };
-  const Coefs best = c.coefficients();
+// Sum of squared relative residuals of coefficients th on s (the fit's objective without ridge).
+static double sse(const PhaseSamples& s, const Coefs& th) {
+  double o = 0;
+  for (size_t i = 0; i < s.y.size(); ++i) {
+    double e = (s.y[i] - correction_predict(s, i, PhaseCorrection::from_coefficients(th))) / s.y[i];
+    o += e * e;
+  }
+  return o;
+}
+
+// No small feasible step of any one coefficient from `best` lowers the objective (the KKT
+// conditions of the box-constrained optimum, checked numerically).
+static void expect_box_optimum(const PhaseSamples& s, const Coefs& best, const CorrectionBounds& b) {
   for (int j = 0; j < kCorrectionTerms; ++j)
     for (double step : {-1e-4, 1e-4}) {
       Coefs th = best;
       th[size_t(j)] += step;
-      if (j < 4 && th[size_t(j)] < 0) continue;  // outside the feasible set
-      EXPECT_GE(sse(th), sse(best) - 1e-12) << correction_term_names()[size_t(j)] << " " << step;
+      if (th[size_t(j)] < b.lo[size_t(j)] || th[size_t(j)] > b.hi[size_t(j)]) continue;
+      EXPECT_GE(sse(s, th), sse(s, best) - 1e-12) << correction_term_names()[size_t(j)] << " " << step;
     }
+}
+
+TEST(CostCalibration, FitKeepsFactorsNonNegative) {
+  // The truth has a negative attention factor: with the work features' bounds the fit clamps it
+  // to 0, and no feasible small step lowers the objective.
+  const Coefs truth{1.2, -0.5, 1.0, 1.0, 0.1, 0.2};
+  PhaseSamples s = synthetic_samples(truth, 20, 11);
+  const CorrectionBounds b = CorrectionBounds::nonnegative_factors();
+  PhaseCorrection c = fit_phase_correction(s, 0, b);
+  EXPECT_EQ(c.attention, 0.0);
+  for (double v : {c.gemm, c.elementwise, c.lm_head}) EXPECT_GE(v, 0.0);
+  expect_box_optimum(s, c.coefficients(), b);
+}
+
+TEST(CostCalibration, PhysicalBoundsHoldFactorsAndConstants) {
+  // A gemm factor of 3 and a negative per-part constant: the native engine's fit stops at the
+  // bounds (gemm 2, per_part_ms 0) and is the best fit inside them; the others stay inside.
+  const Coefs truth{3.0, 1.0, 1.0, 1.0, -0.1, 0.2};
+  PhaseSamples s = synthetic_samples(truth, 20, 13);
+  const CorrectionBounds b = CorrectionBounds::physical();
+  EXPECT_EQ(b.lo, (Coefs{0.5, 0.5, 0.5, 0.5, 0, 0}));
+  EXPECT_EQ(b.hi[0], 2.0);
+  EXPECT_TRUE(std::isinf(b.hi[5]));
+  const Coefs got = fit_phase_correction(s, 0).coefficients();  // physical() is the default
+  EXPECT_EQ(got[0], 2.0);
+  EXPECT_EQ(got[4], 0.0);
+  for (int j = 0; j < kCorrectionTerms; ++j) {
+    EXPECT_GE(got[size_t(j)], b.lo[size_t(j)]) << correction_term_names()[size_t(j)];
+    EXPECT_LE(got[size_t(j)], b.hi[size_t(j)]) << correction_term_names()[size_t(j)];
+  }
+  expect_box_optimum(s, got, b);
+  // Bounds that exclude the prior are refused.
+  CorrectionBounds bad;
+  bad.lo[0] = 1.5;
+  EXPECT_THROW(fit_phase_correction(s, 0, bad), ConfigError);
 }
 
 TEST(CostCalibration, FitRejectsBadMeasurements) {
@@ -200,7 +243,27 @@ TEST(CostCalibration, ProfileJsonRoundTripsTheNewFields) {
   p.correction.fit.loo_mape_tpot = 2.5;
   p.width_granularity = 16;
   p.granularity_levels = {{8, 0.85}, {16, 0.97}};
+  p.last_level_cache_bytes = 32 << 20;
+  p.warm_pool_bytes = 8 << 20;
+  p.cold_pool_bytes = 120 << 20;
+  p.passes = 3;
+  p.width_repeatability = {{120, 0.01, 0.02}, {288, 0.03, 0.04}};
+  OpTiming timed;
+  timed.dims = {1, 8, 2, 3};
+  timed.ms = 0.4, timed.median_ms = 0.5, timed.repeats = 12, timed.passes = 3, timed.pass_spread = 0.07;
+  p.tables["step"].entries = {timed};
   Profile q = Profile::from_json(p.to_json(), "round-trip");
+  EXPECT_EQ(q.last_level_cache_bytes, 32 << 20);
+  EXPECT_EQ(q.warm_pool_bytes, 8 << 20);
+  EXPECT_EQ(q.cold_pool_bytes, 120 << 20);
+  EXPECT_EQ(q.passes, 3);
+  ASSERT_EQ(q.width_repeatability.size(), 2u);
+  EXPECT_EQ(q.width_repeatability[1].hidden_size, 288);
+  EXPECT_EQ(q.width_repeatability[1].tpot_spread, 0.04);
+  EXPECT_EQ(q.repeatability_at(130).hidden_size, 120);  // the nearest measured width
+  EXPECT_EQ(q.repeatability_at(250).tpot_spread, 0.04);
+  EXPECT_EQ(q.table("step").entries[0].passes, 3);
+  EXPECT_EQ(q.table("step").entries[0].pass_spread, 0.07);
   EXPECT_TRUE(q.correction.fitted);
   EXPECT_EQ(q.correction.prefill.coefficients(), p.correction.prefill.coefficients());
   EXPECT_EQ(q.correction.decode.coefficients(), p.correction.decode.coefficients());
@@ -220,6 +283,9 @@ TEST(CostCalibration, ProfileJsonRoundTripsTheNewFields) {
   old.erase("width_granularity");
   old.erase("granularity_levels");
   old["identity"].erase("latency_statistic");
+  for (const char* k : {"last_level_cache_bytes", "warm_pool_bytes", "cold_pool_bytes", "passes",
+                        "width_repeatability"})
+    old.erase(k);
   old["tables"]["step"]["entries"] = json::array({{{"dims", {1, 8, 2, 3}}, {"median_ms", 0.5}}});
   Profile o = Profile::from_json(old, "old");
   EXPECT_EQ(o.identity.latency_statistic, "median");  // tables of medians: validate refuses it
@@ -228,12 +294,25 @@ TEST(CostCalibration, ProfileJsonRoundTripsTheNewFields) {
   EXPECT_FALSE(o.correction.fitted);
   EXPECT_EQ(o.width_granularity, 0);
   EXPECT_EQ(o.correction.prefill.coefficients(), PhaseCorrection{}.coefficients());
+  EXPECT_EQ(o.passes, 1);
+  EXPECT_EQ(o.table("step").entries[0].passes, 1);
+  EXPECT_TRUE(o.width_repeatability.empty());
+  EXPECT_EQ(o.residency(1e6, 1), 0.0);  // no residency tables: every GEMM cold
 
   json bad = p.to_json();
   bad["correction"]["decode"]["gemm"] = -1.0;
   EXPECT_THROW(Profile::from_json(bad, "bad"), FormatError);
   bad = p.to_json();
   bad["correction"]["prefill"].erase("lm_head");
+  EXPECT_THROW(Profile::from_json(bad, "bad"), FormatError);
+  bad = p.to_json();
+  bad["passes"] = 0;
+  EXPECT_THROW(Profile::from_json(bad, "bad"), FormatError);
+  bad = p.to_json();
+  bad["warm_pool_bytes"] = -1;
+  EXPECT_THROW(Profile::from_json(bad, "bad"), FormatError);
+  bad = p.to_json();
+  bad["tables"]["step"]["entries"][0]["pass_spread"] = -0.5;
   EXPECT_THROW(Profile::from_json(bad, "bad"), FormatError);
 }
 
@@ -278,4 +357,215 @@ TEST(CostCalibration, CostModelAppliesTheLinearCorrection) {
   EXPECT_NEAR(e.ttft_ms, correction_predict(sp, 0, p.correction.prefill), 1e-9 * e.ttft_ms);
   EXPECT_NEAR(e.tpot_ms, correction_predict(sd, 0, p.correction.decode), 1e-9 * e.tpot_ms);
   EXPECT_NE(e.ttft_ms, bare.ttft_ms);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache residency (docs/design.md, "Profiling the device"): a decode GEMM costs between its cold
+// and warm table entries by the share of the model's bytes the last-level cache holds.
+
+namespace {
+
+// A tiny profile measured here (cold tables only), then given synthetic residency tables: warm
+// GEMM and head entries at `warm_factor` x the cold ones, and a working-set curve of 1, 2 and
+// 3 ms per MiB at 1000, 5000 and 100000 bytes (warm pool 1000 B, cold pool 100000 B).
+Profile residency_profile(const ModelConfig& c, const Workload& w, double warm_factor) {
+  init_torch_threads();
+  ProfileOptions o;
+  o.passes = 1;
+  o.warmup = 1;
+  o.min_repeats = o.max_repeats = 2;
+  o.min_time_ms = 0;
+  o.rotation_bytes = 1 << 20;
+  o.min_width = 8;
+  o.progress = false;
+  o.residency = false;
+  o.width_scan = false;
+  Profile p = run_profile({c}, w, o);
+  for (const char* name : {"gemm", "lm_head"}) {
+    OpTable warm = p.table(name);
+    for (auto& e : warm.entries) e.ms *= warm_factor;
+    p.tables[std::string(name) + "_warm"] = warm;
+  }
+  OpTable ws;
+  ws.dim_names = {"M", "W"};
+  for (auto [bytes, ms] : {std::pair{1000, 1.0}, {5000, 2.0}, {100000, 3.0}}) {
+    OpTiming e;
+    e.dims = {w.batch_size, bytes};
+    e.ms = e.median_ms = ms;
+    ws.entries.push_back(e);
+  }
+  p.tables["working_set"] = ws;
+  p.warm_pool_bytes = 1000;
+  p.cold_pool_bytes = 100000;
+  return p;
+}
+
+ModelConfig residency_model() {
+  LayerConfig l;
+  l.num_attention_heads = 4;
+  l.num_key_value_heads = 2;
+  l.head_dim = 4;
+  l.intermediate_size = 24;
+  ModelConfig c = ModelConfig::uniform(50, 16, 2, l);
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+}  // namespace
+
+TEST(CostCalibration, ResidencyInterpolatesTheWorkingSetCurve) {
+  Workload w;
+  w.prompt_tokens = 8;
+  w.output_tokens = 4;
+  const Profile p = residency_profile(residency_model(), w, 0.5);
+  // share(W) = (t(cold) - t(W)) / (t(cold) - t(warm)) = (3 - t) / 2 at the measured points.
+  const auto curve = p.residency_curve(1);
+  ASSERT_EQ(curve.size(), 3u);
+  EXPECT_EQ(curve[0], (std::pair<double, double>{1000, 1.0}));
+  EXPECT_EQ(curve[1], (std::pair<double, double>{5000, 0.5}));
+  EXPECT_EQ(curve[2], (std::pair<double, double>{100000, 0.0}));
+  EXPECT_DOUBLE_EQ(p.residency(3000, 1), 0.75);                        // halfway 1 -> 0.5
+  EXPECT_DOUBLE_EQ(p.residency(52500, 1), 0.25);                       // halfway 0.5 -> 0
+  EXPECT_DOUBLE_EQ(p.residency(10, 1), 1.0);                           // below the warm pool
+  EXPECT_DOUBLE_EQ(p.residency(1e9, 1), 0.0);                          // beyond the cold pool
+  Profile none = p;
+  none.tables.erase("working_set");
+  EXPECT_EQ(none.residency(3000, 1), 0.0);  // a profile without the curve: the cold tables
+  Profile flat = p;
+  for (auto& e : flat.tables["working_set"].entries) e.ms = 1.0;
+  EXPECT_TRUE(flat.residency_curve(1).empty());  // no cache effect measured
+}
+
+TEST(CostCalibration, DecodeCostsMixColdAndWarmTablesByTheModelsResidency) {
+  Workload w;
+  w.prompt_tokens = 8;
+  w.output_tokens = 4;
+  const ModelConfig c = residency_model();
+  const Profile p = residency_profile(c, w, 0.5);
+  const Scenario s = calibration_scenario(w);
+  // The same profile costing every GEMM cold (no curve), and warm (the warm entries as tables).
+  Profile cold = p, warm = p;
+  cold.tables.erase("working_set");
+  warm.tables.erase("working_set");
+  warm.tables["gemm"] = p.table("gemm_warm");
+  warm.tables["lm_head"] = p.table("lm_head_warm");
+  const CostEstimate e = predict(c, s, &p), ec = predict(c, s, &cold), ew = predict(c, s, &warm);
+  // The share by hand from the curve at the model's weight + KV-cache bytes.
+  const double bytes = double(e.weight_bytes + e.kv_cache_bytes);
+  ASSERT_GT(bytes, 5000);
+  ASSERT_LT(bytes, 100000);
+  const double h = 0.5 * (100000 - bytes) / 95000;
+  EXPECT_NEAR(e.residency, h, 1e-12);
+  EXPECT_NEAR(e.tpot_ms, (1 - h) * ec.tpot_ms + h * ew.tpot_ms, 1e-9 * e.tpot_ms);
+  EXPECT_LT(ew.tpot_ms, ec.tpot_ms);
+  EXPECT_EQ(e.ttft_ms, ec.ttft_ms);  // the prefill stays cold
+  // The search's expected cost of a one-hot choice is predict() of that architecture, residency
+  // included (expected_cost.h): the mix at the expected bytes of each hidden size.
+  std::vector<std::vector<LayerConfig>> attn(2), ffn(2);
+  for (int i = 0; i < 2; ++i) {
+    LayerConfig full = c.layers[size_t(i)], half = full, none = full;
+    half.num_attention_heads = 2, half.num_key_value_heads = 1, half.intermediate_size = 12;
+    none.attention_no_op = none.ffn_no_op = true;
+    none.num_attention_heads = none.num_key_value_heads = 0, none.intermediate_size = 0;
+    attn[size_t(i)] = {full, half, none};
+    ffn[size_t(i)] = {full, half, none};
+  }
+  const ChoiceTables t = build_choice_tables(c, attn, ffn, {16, 8}, s, &p);
+  ASSERT_FALSE(t.residency_curve.empty());
+  auto onehot = [](int64_t n, int64_t k) { return at::one_hot(at::tensor(k), n).view({n}).to(at::kDouble); };
+  const ExpectedCost x = expected_cost(t, onehot(2, 1), {onehot(3, 1), onehot(3, 2)},
+                                       {onehot(3, 0), onehot(3, 1)});
+  ModelConfig pick = c;
+  pick.hidden_size = 8;
+  pick.layers = {attn[0][1], attn[1][2]};
+  pick.layers[0].intermediate_size = ffn[0][0].intermediate_size;
+  pick.layers[1].ffn_no_op = false;
+  pick.layers[1].intermediate_size = ffn[1][1].intermediate_size;
+  const CostEstimate want = predict(pick, s, &p);
+  EXPECT_GT(want.residency, 0.0);
+  EXPECT_NEAR(x.tpot_ms.item<double>(), want.tpot_ms, 1e-9 * want.tpot_ms);
+  EXPECT_NEAR(x.ttft_ms.item<double>(), want.ttft_ms, 1e-9 * want.ttft_ms);
+}
+
+TEST(CostCalibration, WidthSpreadArchitecturesCoverTheSearchRange) {
+  const ModelConfig base = stories15m_shape();
+  const std::vector<ModelConfig> a = width_spread_architectures(base, 12, 5);
+  ASSERT_EQ(a.size(), 12u);
+  EXPECT_EQ(a.front().hidden_size, 120);  // the smallest multiple of 8 >= 0.4 x 288
+  EXPECT_EQ(a.back().hidden_size, 288);
+  std::set<int64_t> widths;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].hidden_size % 8, 0);
+    if (i > 0) EXPECT_GE(a[i].hidden_size, a[i - 1].hidden_size);
+    widths.insert(a[i].hidden_size);
+  }
+  EXPECT_EQ(widths.size(), 12u);  // 22 widths in range: no two prunes share one
+  // The odd ones keep the base's layers whole; the even ones draw theirs, seeded: the same draw
+  // twice, another with another seed.
+  for (size_t i = 1; i < a.size(); i += 2) EXPECT_EQ(a[i].layers, base.layers) << i;
+  EXPECT_NE(a[2].layers, base.layers);
+  EXPECT_EQ(describe(width_spread_architectures(base, 12, 5)[2]), describe(a[2]));
+  EXPECT_NE(describe(width_spread_architectures(base, 12, 6)[2]), describe(a[2]));
+}
+
+TEST(CostCalibration, ValidationSeparatesTheSharedBiasFromTheModelsError) {
+  Workload w;
+  w.prompt_tokens = 8;
+  w.output_tokens = 4;
+  const ModelConfig c = residency_model();
+  const Profile p = residency_profile(c, w, 0.5);
+  const Scenario s = calibration_scenario(w);
+  ModelConfig narrow = c;
+  narrow.hidden_size = 8;
+  const std::vector<ModelConfig> archs{c, c, narrow};
+  // Measurements that the predictions miss by +10%, +10% and -5% (TPOT and TTFT alike).
+  const std::vector<double> err{0.10, 0.10, -0.05};
+  std::vector<Measurement> measured;
+  for (size_t i = 0; i < archs.size(); ++i) {
+    const CostEstimate e = predict(archs[i], s, &p);
+    Measurement m;
+    m.tpot_ms = m.tpot_median_ms = e.tpot_ms / (1 + err[i]);
+    m.ttft_ms = m.ttft_median_ms = e.ttft_ms / (1 + err[i]);
+    m.peak_memory_bytes = e.peak_memory_bytes;
+    measured.push_back(m);
+  }
+  const ValidationReport r = validation_report(archs, measured, s, p);
+  EXPECT_NEAR(r.bias_tpot, 5.0, 1e-9);
+  EXPECT_NEAR(r.mape_tpot, 25.0 / 3, 1e-9);
+  // Divided by 1.05: +4.762%, +4.762%, -9.524%.
+  EXPECT_NEAR(r.debiased_mape_tpot, 100.0 * (2 * (1.10 / 1.05 - 1) + (1 - 0.95 / 1.05)) / 3, 1e-9);
+  EXPECT_NEAR(r.spread_tpot, std::sqrt((25.0 + 25.0 + 100.0) / 3), 1e-9);
+  EXPECT_NEAR(r.debiased_mape_ttft, r.debiased_mape_tpot, 1e-9);
+  ASSERT_EQ(r.by_width.size(), 2u);
+  EXPECT_EQ(r.by_width[0].hidden_size, 8);
+  EXPECT_EQ(r.by_width[0].rows, 1);
+  EXPECT_NEAR(r.by_width[0].bias_tpot, -5.0, 1e-9);
+  EXPECT_EQ(r.by_width[1].hidden_size, 16);
+  EXPECT_EQ(r.by_width[1].rows, 2);
+  EXPECT_NEAR(r.by_width[1].max_ape_tpot, 10.0, 1e-9);
+  const json j = r.to_json();
+  EXPECT_EQ(j.at("by_hidden_size").size(), 2u);
+  EXPECT_NEAR(j.at("debiased_mape_percent").at("tpot_ms").get<double>(), r.debiased_mape_tpot, 1e-12);
+}
+
+TEST(CostCalibration, LastLevelCacheFromSysfs) {
+  EXPECT_EQ(parse_cache_size("32768K"), int64_t(32) << 20);
+  EXPECT_EQ(parse_cache_size("2M"), int64_t(2) << 20);
+  EXPECT_EQ(parse_cache_size("512"), 512);
+  EXPECT_EQ(parse_cache_size("48K\n"), 48 << 10);
+  EXPECT_EQ(parse_cache_size(""), 0);
+  EXPECT_EQ(parse_cache_size("K"), 0);
+  EXPECT_EQ(parse_cache_size("12 parrots"), 0);
+  test::TempDir dir;
+  auto level = [&](const char* index, const char* type, const char* size) {
+    fs::create_directories(dir.path / index);
+    std::ofstream(dir.path / index / "type") << type << "\n";
+    std::ofstream(dir.path / index / "size") << size << "\n";
+  };
+  level("index0", "Data", "48K");
+  level("index1", "Instruction", "65536K");  // larger, but not data: ignored
+  level("index2", "Unified", "1024K");
+  level("index3", "Unified", "32768K");
+  EXPECT_EQ(last_level_cache_bytes(dir.path), int64_t(32) << 20);
+  EXPECT_EQ(last_level_cache_bytes(dir.path / "missing"), 0);
 }

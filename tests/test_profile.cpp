@@ -108,7 +108,17 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
       EXPECT_GT(e.ms, 0) << name;
       EXPECT_LE(e.ms, e.median_ms) << name;  // the min of the calls the median is of
       EXPECT_EQ(e.dims.size(), t.dim_names.size()) << name;
+      EXPECT_EQ(e.passes, o.passes) << name;  // every shape timed once per pass
+      EXPECT_EQ(e.repeats, o.passes * o.max_repeats) << name;
+      EXPECT_GE(e.pass_spread, 0) << name;
     }
+  // How far one pass alone would have predicted the shape at each width of the search's range
+  // (D = 16: 8 and 16).
+  EXPECT_EQ(p.passes, o.passes);
+  ASSERT_EQ(p.width_repeatability.size(), 2u);
+  EXPECT_EQ(p.width_repeatability[0].hidden_size, 8);
+  EXPECT_EQ(p.width_repeatability[1].hidden_size, 16);
+  for (const auto& r : p.width_repeatability) EXPECT_GE(r.tpot_spread, 0);
   const OpTiming& g = p.table("gemm").entries.back();
   EXPECT_DOUBLE_EQ(p.table("gemm").lookup({double(g.dims[0]), double(g.dims[1]), double(g.dims[2])}),
                    g.ms);

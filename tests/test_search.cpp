@@ -84,6 +84,22 @@ TEST(Search, SpaceOfTheSmallModel) {
     EXPECT_TRUE((s.ffn_masks[0][int64_t(f)] <= s.ffn_masks[0][int64_t(f) - 1]).all().item<bool>());
 }
 
+// A hidden size whose profile passes disagreed by more than max_width_spread is left out; the
+// parent's width stays whatever its spread, and without the limit every width is offered.
+TEST(Search, WidthsTheProfileCannotRepeatAreLeftOut) {
+  LlamaModel m = small_model();
+  SearchSpaceOptions o = space_options();
+  o.width_repeatability = {{32, 0.02, 0.01}, {48, 0.01, 0.25}, {64, 0.30, 0.30}};
+  o.max_width_spread = 0.10;
+  SearchSpace s = build_search_space(m.config, importance_of(m), o);
+  EXPECT_EQ(s.hidden_sizes, (std::vector<int64_t>{64, 32}));  // 48: its TTFT moved 25%
+  EXPECT_EQ(s.widths_left_out, (std::vector<int64_t>{48}));
+  EXPECT_EQ(s.hidden_masks.size(0), 2);
+  o.max_width_spread = 0;
+  EXPECT_EQ(build_search_space(m.config, importance_of(m), o).hidden_sizes,
+            (std::vector<int64_t>{64, 48, 32}));
+}
+
 // --max-attention-free-layers N: "attention removed" is offered in the N layers of lowest block
 // influence only (0: nowhere), so no architecture of the space has more attention-free layers.
 TEST(Search, AttentionFreeLayersAreCappedByBlockInfluence) {

@@ -59,6 +59,20 @@ void run(const ProfileArgs& a) {
                 f.models, (unsigned long long)f.seed, f.elapsed_s, f.mape_ttft, f.loo_mape_ttft,
                 f.uncorrected_mape_ttft, f.mape_tpot, f.loo_mape_tpot, f.uncorrected_mape_tpot);
   }
+  if (!p.residency_curve(p.workload.batch_size).empty())
+    std::printf("cache residency: last-level cache %.0f MiB; the first model's weights %.0f%% "
+                "cache-resident in a decode step\n",
+                double(p.last_level_cache_bytes) / (1 << 20),
+                100 * p.residency(4.0 * double(shapes.front().num_parameters()), p.workload.batch_size));
+  if (!p.width_repeatability.empty()) {
+    double worst = 0;
+    int64_t at = 0;
+    for (const auto& r : p.width_repeatability)
+      if (std::max(r.tpot_spread, r.ttft_spread) > worst)
+        worst = std::max(r.tpot_spread, r.ttft_spread), at = r.hidden_size;
+    std::printf("repeatability: the %d passes predicted the base at most %.1f%% apart (at hidden "
+                "size %lld)\n", p.passes, 100 * worst, (long long)at);
+  }
 }
 
 ac::cli::RegisterCommand reg(30, [](CLI::App& app) {
@@ -77,7 +91,7 @@ ac::cli::RegisterCommand reg(30, [](CLI::App& app) {
   s->add_option("--calibration-seed", a->calibration_seed, "their seed (validate's default is 1)")->capture_default_str();
   s->add_option("--calibration-repeats", a->calibration_repeats, "measured runs per calibration "
                                                                 "architecture")->capture_default_str();
-  s->add_option("--min-repeats", a->min_repeats, "timed calls per shape, at least")->capture_default_str();
+  s->add_option("--min-repeats", a->min_repeats, "timed calls per shape and pass, at least")->capture_default_str();
   s->callback([a] { run(*a); });
 });
 }  // namespace

@@ -65,7 +65,7 @@ std::vector<ModelConfig> calibration_architectures(const std::vector<ModelConfig
     throw ConfigError(msg("calibration", "expected >= 1 shape and count >= 0, found {} shapes "
                                          "and count {}", shapes.size(), count));
   std::vector<ModelConfig> out = shapes;
-  for (auto& c : random_architectures(shapes.front(), count, seed)) out.push_back(std::move(c));
+  for (auto& c : width_spread_architectures(shapes.front(), count, seed)) out.push_back(std::move(c));
   return out;
 }
 
@@ -136,13 +136,14 @@ static PhaseSamples phase_samples(const std::vector<CalibrationSample>& samples,
   return p;
 }
 
-LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge) {
+LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge,
+                                 const CorrectionBounds& bounds) {
   if (samples.empty()) throw ConfigError(msg("fit_correction", "no calibration samples"));
   PhaseSamples pre = phase_samples(samples, true), dec = phase_samples(samples, false);
   LatencyCorrection c;
   c.fitted = true;
-  c.prefill = fit_phase_correction(pre, ridge);
-  c.decode = fit_phase_correction(dec, ridge);
+  c.prefill = fit_phase_correction(pre, ridge, bounds);
+  c.decode = fit_phase_correction(dec, ridge, bounds);
   CorrectionFit& f = c.fit;
   f.models = int(samples.size());
   f.ridge = ridge;
@@ -152,8 +153,8 @@ LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, 
   f.uncorrected_mape_ttft = correction_mape(pre, PhaseCorrection{});
   f.uncorrected_mape_tpot = correction_mape(dec, PhaseCorrection{});
   if (samples.size() >= 2) {
-    f.loo_mape_ttft = correction_loo_mape(pre, ridge);
-    f.loo_mape_tpot = correction_loo_mape(dec, ridge);
+    f.loo_mape_ttft = correction_loo_mape(pre, ridge, bounds);
+    f.loo_mape_tpot = correction_loo_mape(dec, ridge, bounds);
   }
   return c;
 }

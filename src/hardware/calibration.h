@@ -3,7 +3,8 @@
 // (hardware/correction.h; docs/design.md, "The fitted correction").
 //
 // Calibration architectures: the profile's shapes of interest (the teacher) plus `count`
-// random heterogeneous prunes of the first shape (validate.h random_architectures) drawn with
+// random heterogeneous prunes of the first shape, their hidden sizes spread over the search's
+// range (validate.h width_spread_architectures), drawn with
 // `seed`, which differs from validate's default seed so that validation measures other
 // architectures; `validate` reports the overlap (correction_overlap), which must be 0.
 #pragma once
@@ -60,7 +61,8 @@ struct CalibrationSample {
   PhaseFeatures prefill, decode;
 };
 
-/// `shapes` followed by `count` random prunes of shapes.front() drawn with `seed`.
+/// `shapes` followed by `count` random prunes of shapes.front() drawn with `seed`, their hidden
+/// sizes spread over the search's range (width_spread_architectures, validate.h).
 /// Throws ConfigError when `shapes` is empty or count < 0.
 std::vector<ModelConfig> calibration_architectures(const std::vector<ModelConfig>& shapes,
                                                    int count, uint64_t seed);
@@ -85,9 +87,11 @@ std::vector<CalibrationSample> calibration_samples(const Profile& profile,
                                                    const std::vector<Measurement>& measured,
                                                    const Scenario& scenario);
 
-/// Fits both phases on the samples (fit_phase_correction), fills CorrectionFit's errors
-/// (in-sample, leave-one-out with >= 2 samples, uncorrected). Throws ConfigError when empty.
-LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge);
+/// Fits both phases on the samples (fit_phase_correction within `bounds`), fills
+/// CorrectionFit's errors (in-sample, leave-one-out with >= 2 samples, uncorrected). Throws
+/// ConfigError when empty.
+LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge,
+                                 const CorrectionBounds& bounds = CorrectionBounds::physical());
 
 /// Default ridge of the fit (relative residuals vs squared deviation from the prior).
 constexpr double kCorrectionRidge = 1e-3;

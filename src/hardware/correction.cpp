@@ -47,17 +47,21 @@ constexpr std::array<double, kCorrectionTerms> kPrior{1, 1, 1, 1, 0, 0};
 using Vec = std::array<double, kCorrectionTerms>;
 using Mat = std::array<Vec, kCorrectionTerms>;
 
-// Solves the free rows of M theta = r (Gaussian elimination with partial pivoting); clamped
-// coefficients are 0. Returns false on a singular system.
-bool solve_free(Mat M, Vec r, const std::array<bool, kCorrectionTerms>& clamped, Vec& theta) {
+// Solves M theta = r for the free coefficients, the others held at `fixed_value` (their bound)
+// and moved to the right-hand side (Gaussian elimination with partial pivoting). Returns false
+// on a singular system.
+bool solve_free(const Mat& M, const Vec& r, const std::array<bool, kCorrectionTerms>& fixed,
+                const Vec& fixed_value, Vec& theta) {
   std::vector<int> f;
   for (int j = 0; j < kCorrectionTerms; ++j)
-    if (!clamped[size_t(j)]) f.push_back(j);
+    if (!fixed[size_t(j)]) f.push_back(j);
   const size_t n = f.size();
   std::vector<std::vector<double>> a(n, std::vector<double>(n + 1));
   for (size_t i = 0; i < n; ++i) {
     for (size_t k = 0; k < n; ++k) a[i][k] = M[size_t(f[i])][size_t(f[k])];
     a[i][n] = r[size_t(f[i])];
+    for (int j = 0; j < kCorrectionTerms; ++j)
+      if (fixed[size_t(j)]) a[i][n] -= M[size_t(f[i])][size_t(j)] * fixed_value[size_t(j)];
   }
   for (size_t c = 0; c < n; ++c) {
     size_t piv = c;
@@ -71,7 +75,7 @@ bool solve_free(Mat M, Vec r, const std::array<bool, kCorrectionTerms>& clamped,
       for (size_t k = c; k <= n; ++k) a[i][k] -= m * a[c][k];
     }
   }
-  theta.fill(0);
+  theta = fixed_value;
   for (size_t i = 0; i < n; ++i) theta[size_t(f[i])] = a[i][n] / a[i][i];
   return true;
 }
@@ -106,10 +110,31 @@ double correction_predict(const PhaseSamples& s, size_t i, const PhaseCorrection
   return t;
 }
 
-PhaseCorrection fit_phase_correction(const PhaseSamples& s, double ridge) {
+CorrectionBounds CorrectionBounds::physical() {
+  CorrectionBounds b;
+  for (int j = 0; j < kFactors; ++j) b.lo[size_t(j)] = 0.5, b.hi[size_t(j)] = 2.0;
+  b.lo[4] = b.lo[5] = 0;
+  return b;
+}
+
+CorrectionBounds CorrectionBounds::nonnegative_factors() {
+  CorrectionBounds b;
+  for (int j = 0; j < kFactors; ++j) b.lo[size_t(j)] = 0;
+  return b;
+}
+
+PhaseCorrection fit_phase_correction(const PhaseSamples& s, double ridge,
+                                     const CorrectionBounds& bounds) {
   check_samples(s);
   if (!(ridge >= 0))
     throw ConfigError(msg("fit_phase_correction", "ridge: expected >= 0, found {}", ridge));
+  for (int j = 0; j < kCorrectionTerms; ++j) {
+    const double lo = bounds.lo[size_t(j)], hi = bounds.hi[size_t(j)];
+    if (std::isnan(lo) || std::isnan(hi) || lo > hi || lo > kPrior[size_t(j)] || hi < kPrior[size_t(j)])
+      throw ConfigError(msg("fit_phase_correction", "bounds of {}: expected lo <= {} <= hi, "
+                                                    "found [{}, {}]",
+                            correction_term_names()[size_t(j)], kPrior[size_t(j)], lo, hi));
+  }
   // Normal equations of the relative residuals (rows scaled by 1 / y_i) plus the ridge.
   Mat M{};
   Vec r{};
@@ -127,21 +152,43 @@ PhaseCorrection fit_phase_correction(const PhaseSamples& s, double ridge) {
     M[size_t(j)][size_t(j)] += eff;
     r[size_t(j)] += eff * kPrior[size_t(j)];
   }
-  // Exact bound-constrained optimum: the best feasible solution over the 2^4 active sets.
+  // Exact box-constrained optimum of this convex problem: over every assignment of each bounded
+  // coefficient to free, its lower or its upper bound (3^6 small systems at most), the feasible
+  // solution with the lowest objective.
+  std::array<int, kCorrectionTerms> states{};  // 1 + finite bounds of each coefficient
+  int combos = 1;
+  for (int j = 0; j < kCorrectionTerms; ++j) {
+    states[size_t(j)] = 1 + (std::isfinite(bounds.lo[size_t(j)]) ? 1 : 0) +
+                        (std::isfinite(bounds.hi[size_t(j)]) ? 1 : 0);
+    combos *= states[size_t(j)];
+  }
   Vec best{};
   double best_obj = std::numeric_limits<double>::infinity();
-  for (int mask = 0; mask < (1 << kFactors); ++mask) {
-    std::array<bool, kCorrectionTerms> clamped{};
-    for (int j = 0; j < kFactors; ++j) clamped[size_t(j)] = (mask >> j) & 1;
+  for (int code = 0; code < combos; ++code) {
+    std::array<bool, kCorrectionTerms> fixed{};
+    Vec value{};
+    int rest = code;
+    for (int j = 0; j < kCorrectionTerms; ++j) {
+      const size_t u = size_t(j);
+      int st = rest % states[u];
+      rest /= states[u];
+      if (st == 0) continue;
+      fixed[u] = true;
+      // state 1: the first finite bound (lo if finite, else hi); state 2: hi
+      value[u] = (st == 1 && std::isfinite(bounds.lo[u])) ? bounds.lo[u] : bounds.hi[u];
+    }
     Vec theta;
-    if (!solve_free(M, r, clamped, theta)) continue;
+    if (!solve_free(M, r, fixed, value, theta)) continue;
     bool feasible = true;
-    for (int j = 0; j < kFactors; ++j) feasible = feasible && theta[size_t(j)] >= 0;
+    for (int j = 0; j < kCorrectionTerms; ++j)
+      feasible = feasible && theta[size_t(j)] >= bounds.lo[size_t(j)] - 1e-12 &&
+                 theta[size_t(j)] <= bounds.hi[size_t(j)] + 1e-12;
     if (!feasible) continue;
     double o = objective(s, theta, eff);
     if (o < best_obj) best_obj = o, best = theta;
   }
-  AC_CHECK(std::isfinite(best_obj), "no feasible correction (the all-clamped system is regular)");
+  AC_CHECK(std::isfinite(best_obj), "no feasible correction (bounds {}..{} hold the prior)",
+           bounds.lo[0], bounds.hi[0]);
   return PhaseCorrection::from_coefficients(best);
 }
 
@@ -153,7 +200,7 @@ double correction_mape(const PhaseSamples& s, const PhaseCorrection& c) {
   return 100.0 * m / double(s.y.size());
 }
 
-double correction_loo_mape(const PhaseSamples& s, double ridge) {
+double correction_loo_mape(const PhaseSamples& s, double ridge, const CorrectionBounds& bounds) {
   check_samples(s);
   if (s.y.size() < 2)
     throw ConfigError(msg("correction_loo_mape", "leave-one-out needs >= 2 samples, found {}",
@@ -163,7 +210,7 @@ double correction_loo_mape(const PhaseSamples& s, double ridge) {
     PhaseSamples rest;
     for (size_t i = 0; i < s.y.size(); ++i)
       if (i != out) rest.x.push_back(s.x[i]), rest.offset.push_back(s.offset[i]), rest.y.push_back(s.y[i]);
-    PhaseCorrection c = fit_phase_correction(rest, ridge);
+    PhaseCorrection c = fit_phase_correction(rest, ridge, bounds);
     m += std::fabs(correction_predict(s, out, c) - s.y[out]) / s.y[out];
   }
   return 100.0 * m / double(s.y.size());

@@ -14,15 +14,16 @@
 // (gemm: every projection; attention: attention_prefill / attention_decode; elementwise:
 // rmsnorm, silu_mul, add, embedding; lm_head: the output head), n_parts counts the attention
 // and FFN parts present (a removed part has none), and S_step is the "step" table entry (not
-// fitted, factor 1). Six coefficients per phase: k_* >= 0 (dimensionless), c_* in ms (any
-// sign: the tables' own per-call overhead can exceed the forward's).
+// fitted, factor 1). Six coefficients per phase: k_* (dimensionless) in [0.5, 2] and c_* (ms)
+// >= 0 for the native engine (CorrectionBounds::physical).
 //
 // Fit: minimise sum_i ((y_i - t_i) / y_i)^2 + ridge * sum_j (theta_j - prior_j)^2 with
-// prior k = 1, c = 0 (relative residuals: the goal is a percentage error), subject to k >= 0,
-// solved exactly by enumerating the active sets of the four bounds (2^4 small linear
+// prior k = 1, c = 0 (relative residuals: the goal is a percentage error), subject to the
+// bounds, solved exactly by enumerating which bounds are active (at most 3^6 small linear
 // systems). This header is torch-free so the profile reader builds without torch.
 #pragma once
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -79,6 +80,22 @@ struct LatencyCorrection {
   static LatencyCorrection from_json(const json& j, const std::string& where);
 };
 
+/// Bounds of the fitted coefficients (in the order of PhaseCorrection::coefficients(); +-inf:
+/// unbounded). Each must hold the prior (factors 1, constants 0).
+struct CorrectionBounds {
+  std::array<double, kCorrectionTerms> lo, hi;
+  CorrectionBounds() { lo.fill(-INFINITY), hi.fill(INFINITY); }
+  /// The native engine's (the default): factors in [0.5, 2] and constants >= 0. The tables
+  /// time each op of the forward, so the forward costs each class within a factor of two of its
+  /// table sum, and nothing it does costs negative time; a fit that needs more is explaining
+  /// noise on collinear features (the 2026-12-04 profiles of machine B fitted a per-step
+  /// constant of -0.8 ms on TPOTs of 1-3 ms).
+  static CorrectionBounds physical();
+  /// Factors >= 0, constants free: an engine measured through its work features (llama.cpp,
+  /// hardware/engine_calibration.h), whose factors are ms per unit of work, not ratios.
+  static CorrectionBounds nonnegative_factors();
+};
+
 /// One phase's calibration data: per architecture i the features x_i (ms, the table sums of
 /// PhaseCorrection::unit(j)), the fixed offset (the step table entry, ms) and the measured
 /// latency y_i (ms, > 0).
@@ -87,9 +104,11 @@ struct PhaseSamples {
   std::vector<double> offset, y;
 };
 
-/// The constrained ridge least-squares fit described in the header comment. Needs at least one
-/// sample; throws ConfigError on mismatched sizes or a non-positive / non-finite measurement.
-PhaseCorrection fit_phase_correction(const PhaseSamples& s, double ridge);
+/// The constrained ridge least-squares fit described in the header comment, within `bounds`.
+/// Needs at least one sample; throws ConfigError on mismatched sizes, a non-positive /
+/// non-finite measurement, or bounds that exclude the prior.
+PhaseCorrection fit_phase_correction(const PhaseSamples& s, double ridge,
+                                     const CorrectionBounds& bounds = CorrectionBounds::physical());
 
 /// Prediction of sample i with coefficients c: x_i . c + offset_i.
 double correction_predict(const PhaseSamples& s, size_t i, const PhaseCorrection& c);
@@ -99,6 +118,7 @@ double correction_mape(const PhaseSamples& s, const PhaseCorrection& c);
 
 /// Leave-one-out MAPE (percent): each sample predicted by the fit on all the others.
 /// Needs >= 2 samples.
-double correction_loo_mape(const PhaseSamples& s, double ridge);
+double correction_loo_mape(const PhaseSamples& s, double ridge,
+                           const CorrectionBounds& bounds = CorrectionBounds::physical());
 
 }  // namespace ac

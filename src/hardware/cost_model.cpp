@@ -11,6 +11,7 @@ namespace ac {
 PartCost& PartCost::operator+=(const PartCost& o) {
   ttft_ms += o.ttft_ms;
   tpot_ms += o.tpot_ms;
+  tpot_warm_ms += o.tpot_warm_ms;
   weight_bytes += o.weight_bytes;
   kv_cache_bytes += o.kv_cache_bytes;
   activation_bytes = std::max(activation_bytes, o.activation_bytes);
@@ -59,7 +60,14 @@ class OpCosts {
       launch_ms_ = d.kernel_launch_us.value * 1e-3;
       graph_launch_ms_ = d.graph_kernel_us.value * 1e-3;
     }
+    has_residency_ = use_tables() && !engine_ && p_->tables.count("gemm_warm") &&
+                     p_->tables.count("lm_head_warm") && p_->tables.count("working_set");
   }
+  // Whether the profile times GEMMs with cache-resident weights too (profile.h: *_warm).
+  bool has_residency() const { return has_residency_; }
+  // The share of the weights costed as cache-resident: 0 (cold tables) or 1 (warm tables); the
+  // model's own share mixes the two (combine).
+  void set_residency(double h) { residency_ = h; }
   // The native engine, or an engine measured here (its correction over the same tables).
   bool use_tables() const { return p_ && (s_.engine == "native" || engine_); }
   const EngineCalibration* engine_calibration() const { return engine_; }
@@ -71,7 +79,7 @@ class OpCosts {
   double gemm(const Phase& ph, int64_t N, int64_t K) const {
     if (engine_) return corr(ph).gemm * double(ph.M) * double(N) * double(K) * wbytes_ * 1e-6;
     if (use_tables())
-      return corr(ph).gemm * p_->table("gemm").lookup({double(ph.M), double(N), double(K)}, "gemm");
+      return corr(ph).gemm * resident(ph, "gemm", {double(ph.M), double(N), double(K)});
     double n = double(N) / tp_;
     double fl = 2.0 * ph.M * n * K;
     double by = n * K * wbytes_ + (double(ph.M) * K + double(ph.M) * n) * abytes_;
@@ -80,8 +88,7 @@ class OpCosts {
   double lm_head(const Phase& ph, int64_t V, int64_t D) const {
     if (engine_) return corr(ph).lm_head * double(ph.B) * double(V) * double(D) * wbytes_ * 1e-6;
     if (use_tables())
-      return corr(ph).lm_head *
-             p_->table("lm_head").lookup({double(ph.B), double(V), double(D)}, "lm_head");
+      return corr(ph).lm_head * resident(ph, "lm_head", {double(ph.B), double(V), double(D)});
     Phase last = ph;
     last.M = ph.B;  // logits of the last position only
     return gemm(last, V, D);
@@ -136,6 +143,19 @@ class OpCosts {
   double tp() const { return tp_; }
 
  private:
+  // A GEMM table's latency for this model: the cold entry (weights streamed from memory) less
+  // the share residency_ of what the warm entry (weights in the last-level cache) saves.
+  // A GEMM table's latency: the cold entry (weights streamed from memory), or with residency_ 1
+  // the warm one (weights in the last-level cache; never above the cold one). The prefill keeps
+  // the cold entry: its GEMMs (M = B x T rows) are bound by arithmetic, not by where the weights
+  // come from, and costing them warm made the calibration's uncorrected TTFT error 18-24%
+  // instead of 5-6% (docs/benchmarks.md, 2026-12-05).
+  double resident(const Phase& ph, const char* table, const std::vector<double>& q) const {
+    const double cold = p_->table(table).lookup(q, table);
+    if (residency_ <= 0 || ph.prefill) return cold;
+    const std::string w = std::string(table) + "_warm";
+    return cold - residency_ * std::max(0.0, cold - p_->table(w).lookup(q, w));
+  }
   // The profile's fitted correction of this phase (identity when not fitted).
   const PhaseCorrection& corr(const Phase& ph) const {
     static const PhaseCorrection identity;
@@ -151,6 +171,8 @@ class OpCosts {
   const EngineCalibration* engine_;
   double tp_ = 1, wbytes_ = 4, kvbytes_ = 4, abytes_ = 4;
   double bw_ = 0, flops_ = 0, launch_ms_ = 0, graph_launch_ms_ = 0;
+  double residency_ = 0;  // 0: the cold tables, 1: the warm ones (decode only)
+  bool has_residency_ = false;
 };
 
 void check_profile(const Scenario& s, const Profile* p) {
@@ -284,7 +306,11 @@ PartCost attention_part_cost(const ModelConfig& c, const LayerConfig& l, const S
   bool qkv = e.fuses("qkv_proj") && !op.use_tables(), add = e.fuses("add_rmsnorm") && !op.use_tables();
   Phase pre = prefill_phase(s.workload), dec = decode_phase(s.workload);
   r.ttft_ms = attention_ms(op, pre, c, l, qkv, add);
-  r.tpot_ms = attention_ms(op, dec, c, l, qkv, add);
+  r.tpot_ms = r.tpot_warm_ms = attention_ms(op, dec, c, l, qkv, add);
+  if (op.has_residency()) {
+    op.set_residency(1);
+    r.tpot_warm_ms = attention_ms(op, dec, c, l, qkv, add);
+  }
   const int64_t D = c.hidden_size, q = l.num_attention_heads * l.head_dim,
                 kv = l.num_key_value_heads * l.head_dim;
   int64_t params = D + 2 * D * q + 2 * D * kv + (c.attention_bias ? q + 2 * kv : 0);
@@ -313,7 +339,11 @@ PartCost ffn_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenari
        add = e.fuses("add_rmsnorm") && !native;
   Phase pre = prefill_phase(s.workload), dec = decode_phase(s.workload);
   r.ttft_ms = ffn_ms(op, pre, c, l, gu, silu, add);
-  r.tpot_ms = ffn_ms(op, dec, c, l, gu, silu, add);
+  r.tpot_ms = r.tpot_warm_ms = ffn_ms(op, dec, c, l, gu, silu, add);
+  if (op.has_residency()) {
+    op.set_residency(1);
+    r.tpot_warm_ms = ffn_ms(op, dec, c, l, gu, silu, add);
+  }
   int64_t params = c.hidden_size + 3 * c.hidden_size * l.intermediate_size;
   r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
   if (!op.engine_calibration())
@@ -329,12 +359,17 @@ PartCost fixed_cost(const ModelConfig& c, const Scenario& s, const Profile* p) {
   int64_t Hd = 0;
   for (const auto& l : c.layers)
     if (l.has_attention() && Hd == 0) Hd = l.head_dim;
-  for (Phase ph : {prefill_phase(s.workload), decode_phase(s.workload)}) {
+  auto step_ms = [&](const Phase& ph) {
     Phase last = ph;
     last.M = ph.B;  // the final norm and the head see the last position only
-    double t = op.small("embedding", ph, D) + op.small("rmsnorm", last, D) + op.lm_head(ph, V, D) +
-               op.step_overhead(ph, Hd, V);
-    (ph.prefill ? r.ttft_ms : r.tpot_ms) = t;
+    return op.small("embedding", ph, D) + op.small("rmsnorm", last, D) + op.lm_head(ph, V, D) +
+           op.step_overhead(ph, Hd, V);
+  };
+  r.ttft_ms = step_ms(prefill_phase(s.workload));
+  r.tpot_ms = r.tpot_warm_ms = step_ms(decode_phase(s.workload));
+  if (op.has_residency()) {
+    op.set_residency(1);
+    r.tpot_warm_ms = step_ms(decode_phase(s.workload));
   }
   int64_t params = V * D * (c.tie_word_embeddings ? 1 : 2) + D;
   r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
@@ -352,22 +387,37 @@ PartCost fixed_cost(const ModelConfig& c, const Scenario& s, const Profile* p) {
 }
 
 CostEstimate combine(const std::vector<PartCost>& attention, const std::vector<PartCost>& ffn,
-                     const PartCost& fixed, const Scenario& s, const std::string& source) {
+                     const PartCost& fixed, const Scenario& s, const std::string& source,
+                     const Profile* profile) {
   AC_CHECK(attention.size() == ffn.size(), "{} attention parts vs {} FFN parts", attention.size(),
            ffn.size());
   CostEstimate e;
   e.source = source;
-  e.fixed = fixed;
   PartCost total = fixed;
   for (size_t i = 0; i < attention.size(); ++i) {
-    PartCost layer = attention[i];
-    layer += ffn[i];
+    total += attention[i];
+    total += ffn[i];
+  }
+  // The decode step's share of cache-resident weights, from what the step touches.
+  const double h =
+      profile ? profile->residency(double(total.weight_bytes + total.kv_cache_bytes), s.workload.batch_size)
+              : 0.0;
+  auto mix = [h](PartCost p) {
+    p.tpot_ms -= h * (p.tpot_ms - p.tpot_warm_ms);
+    return p;
+  };
+  e.fixed = mix(fixed);
+  total = e.fixed;
+  for (size_t i = 0; i < attention.size(); ++i) {
+    PartCost layer = mix(attention[i]);
+    layer += mix(ffn[i]);
     e.layer_ttft_ms.push_back(layer.ttft_ms);
     e.layer_tpot_ms.push_back(layer.tpot_ms);
     e.layer_weight_bytes.push_back(layer.weight_bytes);
     e.layer_kv_cache_bytes.push_back(layer.kv_cache_bytes);
     total += layer;
   }
+  e.residency = h;
   e.ttft_ms = total.ttft_ms;
   e.tpot_ms = total.tpot_ms;
   e.weight_bytes = total.weight_bytes;
@@ -403,7 +453,7 @@ CostEstimate predict(const ModelConfig& c, const Scenario& s, const Profile* p) 
   const bool engine_measured = p && p->engine_calibration(s);
   const bool tables = p && (s.engine == "native" || engine_measured);
   return combine(attn, ffn, fixed_cost(c, s, p), s,
-                 engine_measured ? "profile+" + s.engine : tables ? "profile" : "roofline");
+                 engine_measured ? "profile+" + s.engine : tables ? "profile" : "roofline", p);
 }
 
 json CostEstimate::to_json() const {
@@ -421,7 +471,8 @@ json CostEstimate::to_json() const {
           {"fixed", {{"ttft_ms", fixed.ttft_ms}, {"tpot_ms", fixed.tpot_ms},
                      {"weight_bytes", fixed.weight_bytes},
                      {"activation_bytes", fixed.activation_bytes}}},
-          {"source", source}};
+          {"source", source},
+          {"residency", residency}};
 }
 
 std::vector<LimitSlack> limit_slack(const CostEstimate& e, const Limits& l) {

@@ -9,6 +9,11 @@
 //   FFN part       = rmsnorm(M, D) + 2 gemm(M, F, D) + silu_mul(M, F) + gemm(M, D, F) + add(M, D)
 //   step           = embedding(M, D) + rmsnorm(B, D) + lm_head(B, V, D) + step(B, T or 1, Hd, V)
 //                    (+ the profile's calibration residual, when it has one)
+// On a CPU profile with residency tables (profile.h), each GEMM and the head of a decode step
+// cost their cold entry less h = Profile::residency(weight + KV-cache bytes) of what the warm
+// entry saves (the prefill's, bound by arithmetic, their cold entry):
+// a model whose weights fit the last-level cache runs its GEMMs from there, one that does not
+// streams them from memory.
 // When the profile holds a fitted correction (hardware/correction.h), each table entry is
 // scaled by its class's factor (gemm, attention, elementwise = rmsnorm/silu_mul/add/embedding,
 // lm_head), each attention or FFN part present adds per_part_ms and each step per_step_ms.
@@ -41,7 +46,10 @@ namespace ac {
 /// Cost of one part of a layer (or of the fixed per-step work).
 struct PartCost {
   double ttft_ms = 0;  // share of the prefill
-  double tpot_ms = 0;  // share of one decode step
+  double tpot_ms = 0;  // share of one decode step, weights streamed from memory
+  double tpot_warm_ms = 0;  // the same with every weight in the last-level cache (a CPU profile
+                            // with residency tables, profile.h); = tpot_ms elsewhere. combine()
+                            // mixes the two by the model's residency
   int64_t weight_bytes = 0;
   int64_t kv_cache_bytes = 0;
   int64_t activation_bytes = 0;  // live bytes at this part's peak (prefill), not summed
@@ -58,6 +66,8 @@ struct CostEstimate {
   std::vector<double> layer_ttft_ms, layer_tpot_ms;         // [L]
   std::vector<int64_t> layer_weight_bytes, layer_kv_cache_bytes;  // [L]
   PartCost fixed;      // embedding, final norm, head, step overhead
+  double residency = 0;  // Profile::residency of weight + KV-cache bytes: the share of the
+                         // decode step's weights costed as cache-resident (0 without one)
   std::string source;  // "profile", "profile+ENGINE" (an engine measured on this CPU: its
                        // calibration in the profile) or "roofline"
 
@@ -79,8 +89,12 @@ PartCost ffn_part_cost(const ModelConfig& config, const LayerConfig& layer,
 /// Cost of what every step does once: embedding, final norm, head, engine overhead.
 PartCost fixed_cost(const ModelConfig& config, const Scenario& scenario, const Profile* profile);
 /// Combines parts into an estimate (sums, activation peak = max, engine reserve, throughput).
+/// With `profile`, each part's decode cost is tpot_ms - h (tpot_ms - tpot_warm_ms), h =
+/// profile->residency(weight + KV-cache bytes of all parts): the share of the weights that stays
+/// in the CPU's last-level cache from one step to the next.
 CostEstimate combine(const std::vector<PartCost>& attention, const std::vector<PartCost>& ffn,
-                     const PartCost& fixed, const Scenario& scenario, const std::string& source);
+                     const PartCost& fixed, const Scenario& scenario, const std::string& source,
+                     const Profile* profile = nullptr);
 
 /// KV-cache capacity in tokens: prompt + output, rounded up to the engine's block size.
 int64_t kv_capacity_tokens(const Workload& w, const EngineSpec& engine);

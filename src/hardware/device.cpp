@@ -140,6 +140,39 @@ bool gpu_name_matches(const DeviceSpec& spec, const std::string& driver_name) {
   return false;
 }
 
+int64_t parse_cache_size(const std::string& text) {
+  size_t i = 0;
+  int64_t v = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) && v < (int64_t(1) << 40))
+    v = v * 10 + (text[i++] - '0');
+  if (i == 0) return 0;
+  std::string unit = text.substr(i);
+  while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.back()))) unit.pop_back();
+  if (unit.empty()) return v;
+  if (unit == "K" || unit == "KiB") return v << 10;
+  if (unit == "M" || unit == "MiB") return v << 20;
+  if (unit == "G" || unit == "GiB") return v << 30;
+  return 0;
+}
+
+int64_t last_level_cache_bytes(const fs::path& dir) {
+  int64_t best = 0;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return 0;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind("index", 0) != 0) continue;
+    auto read = [&](const char* f) {
+      std::ifstream in(e.path() / f);
+      std::string s;
+      std::getline(in, s);
+      return s;
+    };
+    if (read("type") == "Instruction") continue;
+    best = std::max(best, parse_cache_size(read("size")));
+  }
+  return best;
+}
+
 DeviceSpec detect_cpu() {
   DeviceSpec d;
   d.name = "cpu";
@@ -163,6 +196,7 @@ DeviceSpec detect_cpu() {
     }
   }
   if (d.display_name.empty()) d.display_name = "unknown CPU";
+  d.last_level_cache_bytes = last_level_cache_bytes();
   return d;
 }
 

@@ -52,6 +52,8 @@ struct DeviceSpec {
   // CPU identity (kind "cpu", detected at run time).
   int cores = 0;
   std::vector<std::string> isa;  // subset of /proc/cpuinfo flags that matter for GEMMs
+  int64_t last_level_cache_bytes = 0;  // the largest data or unified cache one core sees
+                                       // (/sys/devices/system/cpu/cpu0/cache); 0: unknown
 
   /// Peak FLOP/s for a weight dtype ("fp32", "bf16", "fp16", "fp8", "int8", "int4"): fp16
   /// maps to bf16, int8/int4 to fp8. Throws ConfigError naming the device and dtype when the
@@ -68,8 +70,17 @@ DeviceSpec load_device(const std::string& name_or_path, const fs::path& data_roo
 DeviceSpec device_from_json(const nlohmann::json& j, const std::string& file);
 
 /// This machine's CPU: model name, online cores, ISA flags of interest (avx2, avx512f,
-/// avx512_bf16, amx_bf16, fma, ...) read from /proc/cpuinfo.
+/// avx512_bf16, amx_bf16, fma, ...) read from /proc/cpuinfo, the last-level cache's size from
+/// sysfs (last_level_cache_bytes).
 DeviceSpec detect_cpu();
+
+/// The size in bytes of a sysfs cache "size" value ("32768K", "2M", "512"); 0 when it is not
+/// one (the caller then treats the cache as unknown).
+int64_t parse_cache_size(const std::string& text);
+
+/// The largest data or unified cache listed under `dir` (a cpuN/cache folder of sysfs: its
+/// index*/type and index*/size files), in bytes; 0 when there is none or it cannot be read.
+int64_t last_level_cache_bytes(const fs::path& dir = "/sys/devices/system/cpu/cpu0/cache");
 
 /// Whether the GPU the driver names `driver_name` ("NVIDIA H200", "NVIDIA A100-SXM4-80GB",
 /// "NVIDIA GeForce RTX 4090") is the one `spec` describes: its model token (the first word with

@@ -11,6 +11,11 @@
 // and the same for TPOT and for weight + KV bytes, which are linear in every probability.
 // Activation bytes are a maximum over layers: E is replaced by the max over layers of each
 // layer's expected activation bytes (exact for one-hot probabilities, a subgradient elsewhere).
+// On a CPU profile with residency tables, TPOT mixes each part's cold and warm decode cost by
+// the residency of the expected weight + KV bytes at that hidden size (cost_model.h combine):
+//   E[TPOT | d] = cold[d] - h(bytes[d]) (cold[d] - warm[d]),
+// h the profile's piecewise-linear residency curve, so that one-hot probabilities give predict()
+// exactly (the same mix at the same bytes).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -27,12 +32,15 @@ struct LayerChoiceTable {
   // Costs, float64, [nD, A] and [nD, F]:
   at::Tensor attn_ttft_ms, attn_tpot_ms, attn_bytes, attn_activation_bytes;
   at::Tensor ffn_ttft_ms, ffn_tpot_ms, ffn_bytes, ffn_activation_bytes;
+  at::Tensor attn_tpot_warm_ms, ffn_tpot_warm_ms;  // PartCost::tpot_warm_ms, [nD, A] / [nD, F]
 };
 
 struct ChoiceTables {
   std::vector<int64_t> hidden_sizes;  // [nD]
   std::vector<LayerChoiceTable> layers;  // [L]
   at::Tensor fixed_ttft_ms, fixed_tpot_ms, fixed_bytes, fixed_activation_bytes;  // [nD] float64
+  at::Tensor fixed_tpot_warm_ms;                                                  // [nD]
+  std::vector<std::pair<double, double>> residency_curve;  // Profile::residency_curve; empty: 0
   double reserve_bytes = 0;
   int64_t batch_size = 1, output_tokens = 1;
 };

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <numeric>
+#include <optional>
 #include <set>
 
 #include "common/accelerator.h"
@@ -13,6 +16,7 @@
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "hardware/calibration.h"
+#include "hardware/cost_model.h"
 #include "hardware/granularity.h"
 #include "hardware/measure.h"
 #include "hardware/native_ops.h"
@@ -84,11 +88,12 @@ struct Target {
   at::TensorOptions i64() const { return at::TensorOptions().dtype(at::kLong).device(device); }
 };
 
-// Latency of f: `warmup` untimed samples, then timed samples until min_repeats and min_time_ms
-// (or max_repeats). A sample is `calls_per_sample` calls f(i) (i counts calls: weight copies
-// rotate with it) between two device synchronizations (no-ops on the CPU), divided by the count.
+// Latency samples of f: `warmup` untimed samples, then timed samples until min_repeats and
+// min_time_ms (or max_repeats). A sample is `calls_per_sample` calls f(i) (i counts calls: weight
+// copies rotate with it) between two device synchronizations (no-ops on the CPU), divided by the
+// count.
 template <typename F>
-static OpTiming time_op(F&& f, const ProfileOptions& opt, const Target& at = {}) {
+static std::vector<double> time_samples(F&& f, const ProfileOptions& opt, const Target& at = {}) {
   const int k = std::max(1, at.calls_per_sample);
   int call = 0;
   auto sample = [&] {
@@ -107,27 +112,96 @@ static OpTiming time_op(F&& f, const ProfileOptions& opt, const Target& at = {})
     t.push_back(ms);
     total += ms * double(k);
   }
-  std::sort(t.begin(), t.end());
-  auto pct = [&](double p) { return t[size_t(std::lround(p * double(t.size() - 1)))]; };
+  return t;
+}
+
+// One entry from its samples, one list per pass: the fastest call over all passes (ms), the
+// median and spread of them all, and how far the slowest pass's fastest call lies above the
+// fastest (pass_spread: what a profile taken in that pass alone would have said more).
+static OpTiming timing_of(std::vector<int64_t> dims, const std::vector<std::vector<double>>& passes) {
+  std::vector<double> all;
+  double worst_pass_min = 0;
+  for (const auto& p : passes) {
+    all.insert(all.end(), p.begin(), p.end());
+    worst_pass_min = std::max(worst_pass_min, *std::min_element(p.begin(), p.end()));
+  }
+  std::sort(all.begin(), all.end());
+  auto pct = [&](double q) { return all[size_t(std::lround(q * double(all.size() - 1)))]; };
   OpTiming r;
-  r.ms = t.front();
+  r.dims = std::move(dims);
+  r.ms = all.front();
   r.median_ms = pct(0.5);
   r.spread = r.median_ms > 0 ? (pct(0.9) - pct(0.1)) / r.median_ms : 0;
-  r.repeats = int(t.size());
+  r.repeats = int(all.size());
+  r.passes = int(passes.size());
+  r.pass_spread = r.ms > 0 ? worst_pass_min / r.ms - 1 : 0;
   return r;
 }
 
+// The samples of every table entry, gathered pass after pass (ProfileOptions::passes): each
+// pass times every shape once, so that a slow minute of a shared machine touches one pass of
+// every shape, not every sample of the few shapes timed while it lasted.
+class Recorder {
+ public:
+  void add(const std::string& table, const std::vector<int64_t>& dims, std::vector<double> samples) {
+    auto& t = samples_[table];
+    auto it = t.find(dims);
+    if (it == t.end()) {
+      order_[table].push_back(dims);
+      it = t.emplace(dims, std::vector<std::vector<double>>{}).first;
+    }
+    it->second.push_back(std::move(samples));
+  }
+  // Writes every table's entries (in the order first timed) into `p`: from the samples of
+  // every pass, or of pass `only_pass` alone (>= 0).
+  void write(Profile& p, int only_pass = -1) const {
+    for (const auto& [name, dims_list] : order_) {
+      OpTable& t = p.tables[name];
+      t.entries.clear();
+      for (const auto& d : dims_list) {
+        const auto& passes = samples_.at(name).at(d);
+        if (only_pass < 0)
+          t.entries.push_back(timing_of(d, passes));
+        else if (size_t(only_pass) < passes.size())
+          t.entries.push_back(timing_of(d, {passes[size_t(only_pass)]}));
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::map<std::vector<int64_t>, std::vector<std::vector<double>>>> samples_;
+  std::map<std::string, std::vector<std::vector<int64_t>>> order_;
+};
+
 // A pool of small random values that weight copies are carved from, so each call of a GEMM
-// reads weights another call did not just pull into the core's caches.
+// reads weights another call did not just pull into the core's caches (the cold pool), or
+// weights that stay in the last-level cache between calls (the warm pool, smaller than it).
 struct WeightPool {
   at::Tensor pool;  // [numel] fp32
+  mutable std::map<std::pair<int64_t, int64_t>, at::Tensor> single;  // weights larger than the pool
   WeightPool(int64_t bytes, const Target& at) { pool = at::rand({bytes / 4}, at.f32()) * 0.02 - 0.01; }
-  // Copy `i` of an [N, K] weight (copies cycle through the pool).
+  // Copy `i` of an [N, K] weight (copies cycle through the pool); a weight larger than the pool
+  // is one copy, made once and reused.
   at::Tensor weight(int64_t N, int64_t K, int64_t i) const {
     int64_t n = N * K, copies = std::max<int64_t>(1, pool.numel() / n);
-    if (n > pool.numel()) return at::rand({N, K}, pool.options()) * 0.02;
-    return pool.narrow(0, (i % copies) * n, n).view({N, K});
+    if (n > pool.numel()) {
+      auto it = single.find({N, K});
+      if (it == single.end()) it = single.emplace(std::pair{N, K}, at::rand({N, K}, pool.options()) * 0.02).first;
+      return it->second;
+    }
+    return pool.narrow(0, scattered(i, copies) * n, n).view({N, K});
   }
+  // The i-th copy of `copies` in a scattered order: consecutive calls read copies far apart in
+  // memory, as consecutive ops of the forward read weights allocated apart. Read in address
+  // order, the hardware prefetcher streamed each next copy ahead of its call and the 768 x 288
+  // decode GEMV ran 30% faster than in the forward (docs/benchmarks.md, 2026-12-05).
+  static int64_t scattered(int64_t i, int64_t copies) {
+    if (copies <= 2) return i % copies;
+    int64_t stride = std::max<int64_t>(2, int64_t(double(copies) * 0.618));
+    while (std::gcd(stride, copies) != 1) ++stride;
+    return (i % copies) * stride % copies;
+  }
+  int64_t bytes() const { return pool.numel() * 4; }
 };
 
 struct Grids {
@@ -149,40 +223,31 @@ struct Ticker {
   }
 };
 
-static void profile_gemm(Profile& p, const Grids& g, const WeightPool& pool,
-                         const ProfileOptions& opt, Ticker& bar) {
-  OpTable& t = p.tables["gemm"];
-  t.dim_names = {"M", "N", "K"};
+// One pass over the GEMM shapes: `table` ("gemm" or "lm_head", with the suffix "_warm" when
+// `pool` is the warm pool) at every (M, N, K) of the grid.
+static void profile_gemm(Recorder& rec, const Grids& g, const WeightPool& pool,
+                         const std::string& suffix, const ProfileOptions& opt, Ticker& bar) {
   for (int64_t M : g.ms)
     for (int64_t N : g.widths)
       for (int64_t K : g.k_widths) {
         at::Tensor x = at::rand({M, K}, g.at.f32());
-        OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(N, K, i)); }, opt, g.at);
-        r.dims = {M, N, K};
-        t.entries.push_back(r);
-        p.gemm_peak_flops = std::max(p.gemm_peak_flops, 2.0 * M * N * K / (r.ms * 1e-3));
+        rec.add("gemm" + suffix, {M, N, K},
+                time_samples([&](int i) { ac::linear(x, pool.weight(N, K, i)); }, opt, g.at));
         bar.tick();
       }
-  OpTable& h = p.tables["lm_head"];
-  h.dim_names = {"M", "N", "K"};
   int64_t M = g.ms.front();
   for (auto [V, D] : g.heads_vocab)
     for (int64_t K : g.k_widths) {
       if (K > D) continue;
       at::Tensor x = at::rand({M, K}, g.at.f32());
-      OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(V, K, i)); }, opt, g.at);
-      r.dims = {M, V, K};
-      h.entries.push_back(r);
+      rec.add("lm_head" + suffix, {M, V, K},
+              time_samples([&](int i) { ac::linear(x, pool.weight(V, K, i)); }, opt, g.at));
       bar.tick();
     }
 }
 
-static void profile_attention(Profile& p, const Grids& g, int64_t B, int64_t T,
+static void profile_attention(Recorder& rec, const Grids& g, int64_t B, int64_t T,
                               const ProfileOptions& opt, Ticker& bar) {
-  OpTable& pre = p.tables["attention_prefill"];
-  OpTable& dec = p.tables["attention_decode"];
-  pre.dim_names = {"B", "Hd", "G", "H", "T"};
-  dec.dim_names = {"B", "Hd", "G", "H", "C"};
   const int64_t cap = g.contexts.back();
   for (auto [Hd, G, H] : g.attn) {
     const at::TensorOptions f32 = g.at.f32();
@@ -193,29 +258,23 @@ static void profile_attention(Profile& p, const Grids& g, int64_t B, int64_t T,
       at::Tensor cos = at::rand({n, Hd}, f32), sin = at::rand({n, Hd}, f32);
       // No mask, as in the forward: the prefill (pos0 = 0) runs the fused causal kernel and a
       // decode step (n = 1) sees every cached key.
-      return time_op(
+      return time_samples(
           [&](int) {
             native_ops::attention(q, k, v, ck, cv, pos0, H, G, Hd, cos, sin, /*allowed=*/{});
           },
           opt, g.at);
     };
-    OpTiming r = run(0, T);
-    r.dims = {B, Hd, G, H, T};
-    pre.entries.push_back(r);
+    rec.add("attention_prefill", {B, Hd, G, H, T}, run(0, T));
     bar.tick();
     for (int64_t C : g.contexts) {
-      OpTiming d = run(C - 1, 1);
-      d.dims = {B, Hd, G, H, C};
-      dec.entries.push_back(d);
+      rec.add("attention_decode", {B, Hd, G, H, C}, run(C - 1, 1));
       bar.tick();
     }
   }
 }
 
-static void profile_small_ops(Profile& p, const Grids& g, double eps, const ProfileOptions& opt,
+static void profile_small_ops(Recorder& rec, const Grids& g, double eps, const ProfileOptions& opt,
                               Ticker& bar) {
-  for (const char* name : {"rmsnorm", "silu_mul", "add", "embedding"})
-    p.tables[name].dim_names = {"M", name == std::string("silu_mul") ? "F" : "D"};
   int64_t max_d = 0;
   for (auto [V, D] : g.heads_vocab) max_d = std::max(max_d, D);
   const at::TensorOptions f32 = g.at.f32();
@@ -225,46 +284,72 @@ static void profile_small_ops(Profile& p, const Grids& g, double eps, const Prof
       at::Tensor x = at::rand({M, W}, f32), y = at::rand({M, W}, f32), w = at::rand({W}, f32);
       at::Tensor ids = at::randint(0, 32000, {M}, g.at.i64());
       at::Tensor emb = table.narrow(1, 0, std::min(W, max_d));
-      auto put = [&](const char* name, OpTiming r) {
-        r.dims = {M, W};
-        p.tables[name].entries.push_back(r);
+      auto put = [&](const char* name, std::vector<double> samples) {
+        rec.add(name, {M, W}, std::move(samples));
         bar.tick();
       };
-      put("rmsnorm", time_op([&](int) { native_ops::rmsnorm(x, w, eps); }, opt, g.at));
-      put("silu_mul", time_op([&](int) { native_ops::silu_mul(x, y); }, opt, g.at));
-      put("add", time_op([&](int) { at::add(x, y); }, opt, g.at));
-      if (W <= max_d) put("embedding", time_op([&](int) { at::embedding(emb, ids); }, opt, g.at));
+      put("rmsnorm", time_samples([&](int) { native_ops::rmsnorm(x, w, eps); }, opt, g.at));
+      put("silu_mul", time_samples([&](int) { native_ops::silu_mul(x, y); }, opt, g.at));
+      put("add", time_samples([&](int) { at::add(x, y); }, opt, g.at));
+      if (W <= max_d)
+        put("embedding", time_samples([&](int) { at::embedding(emb, ids); }, opt, g.at));
     }
 }
 
 // GEMMs at widths a + 2^k around anchors a (multiples of 128 up to the widest width - 128),
 // the width as N (K = hidden) and as K (N = hidden), for hardware/granularity.h.
-static void profile_width_scan(Profile& p, const Grids& g, int64_t hidden, const WeightPool& pool,
-                               const ProfileOptions& opt) {
+static void profile_width_scan(Recorder& rec, const Grids& g, int64_t hidden,
+                               const WeightPool& pool, const ProfileOptions& opt) {
   std::vector<int64_t> anchors;
   const int64_t widest = g.widths.empty() ? 0 : g.widths.back();
   for (int64_t a = 128; a + 128 <= widest && anchors.size() < 3; a *= 2) anchors.push_back(a);
-  if (anchors.empty()) return;
-  OpTable& t = p.tables["gemm_width_scan"];
-  t.dim_names = {"M", "N", "K", "A", "O"};
   for (int64_t M : g.ms)
     for (int64_t A : anchors)
       for (int64_t w : granularity_scan_widths(A))
         for (int64_t O : {0, 1}) {
           const int64_t N = O == 0 ? w : hidden, K = O == 0 ? hidden : w;
           at::Tensor x = at::rand({M, K}, g.at.f32());
-          OpTiming r = time_op([&](int i) { ac::linear(x, pool.weight(N, K, i)); }, opt, g.at);
-          r.dims = {M, N, K, A, O};
-          t.entries.push_back(r);
+          rec.add("gemm_width_scan", {M, N, K, A, O},
+                  time_samples([&](int i) { ac::linear(x, pool.weight(N, K, i)); }, opt, g.at));
         }
-  p.granularity_levels = granularity_levels(t);
-  p.width_granularity = derive_width_granularity(t);
+}
+
+// GEMVs (M rows) over 1 MiB weights cycling through the first `bytes` of `pool` ([numel] fp32):
+// the samples of one sweep over all of them each, in ms per MiB.
+constexpr int64_t kSweepN = 256, kSweepK = 1024, kSweepChunk = kSweepN * kSweepK * 4;  // 1 MiB
+static std::vector<double> sweep_samples(const at::Tensor& pool, int64_t bytes, int64_t M,
+                                         const ProfileOptions& opt, const Target& at) {
+  const int64_t n = std::clamp<int64_t>(bytes / kSweepChunk, 1, pool.numel() * 4 / kSweepChunk);
+  at::Tensor x = at::rand({M, kSweepK}, at.f32());
+  ProfileOptions o = opt;
+  o.warmup = std::max(1, opt.warmup);
+  std::vector<double> t = time_samples(
+      [&](int) {
+        for (int64_t i = 0; i < n; ++i)
+          ac::linear(x, pool.narrow(0, i * kSweepN * kSweepK, kSweepN * kSweepK).view({kSweepN, kSweepK}));
+      },
+      o, at);
+  for (double& v : t) v /= double(n);
+  return t;
+}
+
+// The working-set curve behind Profile::residency: sweeps over the first W bytes of the cold
+// pool. Small W stays in the last-level cache between sweeps, large W streams from memory, as
+// the weights of a small or a large model do between two decode steps.
+static void profile_working_set(Recorder& rec, const Grids& g, const WeightPool& cold,
+                                const std::vector<int64_t>& sizes, const ProfileOptions& opt) {
+  const int64_t B = g.ms.front();
+  for (int64_t W : sizes) {
+    const int64_t n = std::clamp<int64_t>(W / kSweepChunk, 1, cold.bytes() / kSweepChunk);
+    rec.add("working_set", {B, n * kSweepChunk}, sweep_samples(cold.pool, W, B, opt, g.at));
+  }
 }
 
 // One tiny op: the floor of every ATen call (dispatch, allocation, threading decisions).
 static double measure_dispatch(const ProfileOptions& opt, const Target& at) {
   at::Tensor a = at::rand({8}, at.f32()), b = at::rand({8}, at.f32());
-  return time_op([&](int) { at::add(a, b); }, opt, at).ms;
+  auto t = time_samples([&](int) { at::add(a, b); }, opt, at);
+  return *std::min_element(t.begin(), t.end());
 }
 
 // Read + write bandwidth of a copy far larger than the caches.
@@ -274,8 +359,8 @@ static double measure_bandwidth(const ProfileOptions& opt, const Target& at) {
   ProfileOptions o = opt;
   o.min_repeats = 5;
   o.min_time_ms = 0;
-  double ms = time_op([&](int) { dst.copy_(src); }, o, at).ms;
-  return 2.0 * 4.0 * double(n) / (ms * 1e-3);
+  auto t = time_samples([&](int) { dst.copy_(src); }, o, at);
+  return 2.0 * 4.0 * double(n) / (*std::min_element(t.begin(), t.end()) * 1e-3);
 }
 
 // Head dim of the first attention layer (0 when no layer has attention).
@@ -286,10 +371,8 @@ static int64_t first_head_dim(const ModelConfig& c) {
 }
 
 // The forward's once-per-call work beside the layers (see the "step" table in profile.h).
-static void profile_step(Profile& p, const std::vector<ModelConfig>& shapes, const Workload& w,
+static void profile_step(Recorder& rec, const std::vector<ModelConfig>& shapes, const Workload& w,
                          const ProfileOptions& opt, const Target& at) {
-  OpTable& t = p.tables["step"];
-  t.dim_names = {"B", "T", "Hd", "V"};
   std::set<std::pair<int64_t, int64_t>> done;
   for (const auto& c : shapes) {
     const int64_t Hd = first_head_dim(c), V = c.vocab_size, B = w.batch_size;
@@ -297,19 +380,41 @@ static void profile_step(Profile& p, const std::vector<ModelConfig>& shapes, con
     for (int64_t T : {w.prompt_tokens, int64_t(1)}) {
       at::Tensor tokens = at::randint(0, V, {B, T}, at.i64()), logits = at::rand({B, 1, V}, at.f32());
       const int64_t pos0 = T == 1 ? w.prompt_tokens : 0;
-      OpTiming r = time_op(
-          [&](int) {
-            (void)tokens.min().item<int64_t>();
-            (void)tokens.max().item<int64_t>();
-            if (Hd > 0) rope_tables(c, Hd, pos0, T, at.device);
-            // No causal mask: the forward's prefill starts at position 0 and runs the fused
-            // causal kernel, which needs none (model/llama.cpp).
-            logits.argmax(-1);
-          },
-          opt, at);
-      r.dims = {B, T, Hd, V};
-      t.entries.push_back(r);
+      rec.add("step", {B, T, Hd, V},
+              time_samples(
+                  [&](int) {
+                    (void)tokens.min().item<int64_t>();
+                    (void)tokens.max().item<int64_t>();
+                    if (Hd > 0) rope_tables(c, Hd, pos0, T, at.device);
+                    // No causal mask: the forward's prefill starts at position 0 and runs the
+                    // fused causal kernel, which needs none (model/llama.cpp).
+                    logits.argmax(-1);
+                  },
+                  opt, at));
     }
+  }
+}
+
+// The dims of every table run_profile writes (profile.h).
+static void set_table_dim_names(Profile& p) {
+  static const std::map<std::string, std::vector<std::string>> names = {
+      {"gemm", {"M", "N", "K"}},
+      {"gemm_warm", {"M", "N", "K"}},
+      {"lm_head", {"M", "N", "K"}},
+      {"lm_head_warm", {"M", "N", "K"}},
+      {"attention_prefill", {"B", "Hd", "G", "H", "T"}},
+      {"attention_decode", {"B", "Hd", "G", "H", "C"}},
+      {"rmsnorm", {"M", "D"}},
+      {"silu_mul", {"M", "F"}},
+      {"add", {"M", "D"}},
+      {"embedding", {"M", "D"}},
+      {"step", {"B", "T", "Hd", "V"}},
+      {"gemm_width_scan", {"M", "N", "K", "A", "O"}},
+      {"working_set", {"M", "W"}}};
+  for (auto& [name, t] : p.tables) {
+    auto it = names.find(name);
+    AC_CHECK(it != names.end(), "table '{}' has no dim names", name);
+    t.dim_names = it->second;
   }
 }
 
@@ -329,10 +434,57 @@ static Grids make_grids(const std::vector<ModelConfig>& shapes, const Workload& 
 
 static int64_t weight_bytes_fp32(const ModelConfig& c) { return 4 * c.num_parameters(); }
 
+// Working-set sizes of the curve: fractions of the last-level cache from 1/8 to 3x, the warm
+// pool and the cold pool (the ends Profile::residency interpolates between), in whole MiB.
+static std::vector<int64_t> working_set_sizes(int64_t llc, int64_t warm, int64_t cold) {
+  std::set<int64_t> s{warm, cold};
+  for (double f : {0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.5, 2.0, 3.0})
+    if (f * double(llc) < double(cold)) s.insert(std::max<int64_t>(1, int64_t(f * double(llc)) >> 20) << 20);
+  return {s.begin(), s.end()};
+}
+
+// The tables of pass `k` alone, to say how much a profile of one pass would have differed.
+static std::vector<WidthRepeatability> width_repeatability(const Profile& p, const Recorder& rec,
+                                                           int passes, const ModelConfig& base) {
+  std::vector<Profile> alone;
+  for (int k = 0; k < passes; ++k) {
+    Profile one = p;
+    rec.write(one, k);
+    alone.push_back(std::move(one));
+  }
+  Scenario s;
+  s.name = "profile";
+  s.device = p.identity.device;
+  s.engine = "native";
+  s.engine_spec.name = "native";
+  s.workload = p.workload;
+  s.device_spec.name = p.identity.device;
+  s.device_spec.kind = p.identity.gpu_model.empty() ? "cpu" : "cuda";
+  std::vector<WidthRepeatability> out;
+  const int64_t lo = std::max<int64_t>(8, (base.hidden_size * 2 / 5 + 7) / 8 * 8);
+  for (int64_t D = lo; D <= base.hidden_size; D += 8) {
+    ModelConfig c = base;
+    c.hidden_size = D;
+    std::vector<double> ttft, tpot;
+    for (const Profile& one : alone) {
+      const CostEstimate e = predict(c, s, &one);
+      ttft.push_back(e.ttft_ms), tpot.push_back(e.tpot_ms);
+    }
+    auto spread = [](const std::vector<double>& v) {
+      const auto [lo_it, hi_it] = std::minmax_element(v.begin(), v.end());
+      return *lo_it > 0 ? *hi_it / *lo_it - 1 : 0.0;
+    };
+    out.push_back({D, spread(ttft), spread(tpot)});
+  }
+  return out;
+}
+
 Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& workload,
                     const ProfileOptions& opt) {
   if (shapes.empty()) throw ConfigError(msg("run_profile", "no model shapes given"));
   for (const auto& c : shapes) c.validate("run_profile");
+  if (opt.passes < 1)
+    throw ConfigError(msg("run_profile", "passes: expected >= 1, found {}", opt.passes));
   double t0 = now_s();
   Profile p;
   DeviceSpec cpu = detect_cpu();
@@ -376,19 +528,53 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
     rotation = std::clamp<int64_t>(rotation, (opt.gpu ? 256ll : 64ll) << 20, 1024ll << 20);
   }
   WeightPool pool(rotation, g.at);
+  // The warm pool (a CPU whose last-level cache is known): a quarter of that cache, more than
+  // the cores' own caches hold, so its weights come from the last-level cache as a small model's
+  // do in the real forward (docs/design.md, "Profiling the device").
+  std::optional<WeightPool> warm;
+  if (!opt.gpu && opt.residency && cpu.last_level_cache_bytes >= (4ll << 20) &&
+      pool.bytes() >= cpu.last_level_cache_bytes) {
+    p.last_level_cache_bytes = cpu.last_level_cache_bytes;
+    warm.emplace(std::clamp<int64_t>(cpu.last_level_cache_bytes / 4, 1ll << 20, 64ll << 20), g.at);
+    p.warm_pool_bytes = warm->bytes();
+    p.cold_pool_bytes = pool.bytes();
+  }
+  const std::vector<int64_t> ws_sizes =
+      warm ? working_set_sizes(p.last_level_cache_bytes, p.warm_pool_bytes, p.cold_pool_bytes)
+           : std::vector<int64_t>{};
   size_t nw = g.widths.size(), nk = g.k_widths.size();
-  int64_t total = int64_t(g.ms.size() * nw * nk + g.heads_vocab.size() * nk +
-                          g.attn.size() * (1 + g.contexts.size()) + g.ms.size() * nw * 4);
+  const int64_t gemms = int64_t(g.ms.size() * nw * nk + g.heads_vocab.size() * nk);
+  int64_t total = int64_t(opt.passes) *
+                  (gemms * (warm ? 2 : 1) + int64_t(g.attn.size() * (1 + g.contexts.size())) +
+                   int64_t(g.ms.size() * nw * 4));
   Progress progress("profile", total, "shapes");
   Ticker bar{opt.progress ? &progress : nullptr};
   p.dispatch_overhead_ms = measure_dispatch(opt, g.at);
   p.memory_bandwidth_bytes_per_s = measure_bandwidth(opt, g.at);
-  profile_gemm(p, g, pool, opt, bar);
-  profile_attention(p, g, workload.batch_size, workload.prompt_tokens, opt, bar);
-  profile_small_ops(p, g, shapes.front().rms_norm_eps, opt, bar);
+  Recorder rec;
+  for (int pass = 0; pass < opt.passes; ++pass) {
+    profile_gemm(rec, g, pool, "", opt, bar);
+    if (warm) profile_gemm(rec, g, *warm, "_warm", opt, bar);
+    profile_attention(rec, g, workload.batch_size, workload.prompt_tokens, opt, bar);
+    profile_small_ops(rec, g, shapes.front().rms_norm_eps, opt, bar);
+    profile_step(rec, shapes, workload, opt, g.at);
+    if (opt.width_scan) profile_width_scan(rec, g, shapes.front().hidden_size, pool, opt);
+    if (warm) profile_working_set(rec, g, pool, ws_sizes, opt);
+  }
   if (opt.progress) progress.finish();
-  profile_step(p, shapes, workload, opt, g.at);
-  if (opt.width_scan) profile_width_scan(p, g, shapes.front().hidden_size, pool, opt);
+  rec.write(p);
+  set_table_dim_names(p);
+  for (const OpTiming& e : p.tables["gemm"].entries)
+    p.gemm_peak_flops = std::max(p.gemm_peak_flops,
+                                 2.0 * double(e.dims[0] * e.dims[1] * e.dims[2]) / (e.ms * 1e-3));
+  if (auto it = p.tables.find("gemm_width_scan"); it != p.tables.end() && !it->second.entries.empty()) {
+    p.granularity_levels = granularity_levels(it->second);
+    p.width_granularity = derive_width_granularity(it->second);
+  } else {
+    p.tables.erase("gemm_width_scan");
+  }
+  p.passes = opt.passes;
+  if (opt.passes >= 2) p.width_repeatability = width_repeatability(p, rec, opt.passes, shapes.front());
   if (opt.calibrate) p.correction = calibrate_correction(p, shapes, workload, opt);
   p.elapsed_s = now_s() - t0;
   return p;

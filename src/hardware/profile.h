@@ -29,6 +29,14 @@
 //   gemm_width_scan   (M, N, K, A, O)    at::linear at widths a + 2^k around anchors A (O = 0:
 //                                        the width is N, 1: it is K); the width granularity
 //                                        (hardware/granularity.h) is derived from it
+//   gemm_warm, lm_head_warm (M, N, K)    as gemm and lm_head, with the weights rotating over a
+//                                        pool a quarter of the last-level cache (warm_pool_bytes):
+//                                        what a GEMM costs when its weights stay in that cache
+//   working_set       (M, W)             ms per MiB of GEMV weights (M = B) cycling through W
+//                                        bytes: the curve from cache-resident to streamed weights
+//                                        (Profile::residency)
+// Every shape is timed in `passes` passes over all of them; an entry holds the fastest call of
+// all passes and how far the slowest pass's fastest call was above it (pass_spread).
 //
 // Correction (`correction`, ProfileOptions::calibrate): a residual model per phase (factors
 // per op class, a constant per layer part and per step) fitted by least squares on real native
@@ -57,7 +65,10 @@ struct OpTiming {
                          // latency, as Measurement::ttft_ms / tpot_ms; hardware/measure.h)
   double median_ms = 0;  // median over the same calls, for inspection
   double spread = 0;  // (p90 - p10) / median
-  int repeats = 0;
+  int repeats = 0;       // timed calls, all passes together
+  int passes = 1;        // passes the calls were spread over (ProfileOptions::passes)
+  double pass_spread = 0;  // the slowest pass's fastest call / ms - 1: what one pass alone
+                           // could have been off by (0 with one pass)
 };
 
 /// Timings of one op over a grid of shapes.
@@ -97,6 +108,14 @@ struct Calibration {
   int models = 0;  // models measured (0: not calibrated)
 };
 
+/// How repeatable a profile's decode and prefill predictions are at one hidden size: the base
+/// shape (the first profiled) at that width, predicted from each pass's tables alone (no
+/// correction), as (largest / smallest - 1) over the passes.
+struct WidthRepeatability {
+  int64_t hidden_size = 0;
+  double ttft_spread = 0, tpot_spread = 0;
+};
+
 struct Profile {
   ProfileIdentity identity;
   Workload workload;  // the workload the shapes were chosen for
@@ -108,12 +127,30 @@ struct Profile {
   LatencyCorrection correction;  // fitted residual model (identity when not fitted)
   std::vector<EngineCalibration> engines;  // other engines measured here (llama.cpp), each
                                            // for one thread count and weight type
+  int64_t last_level_cache_bytes = 0;  // the CPU's (DeviceSpec); 0: no residency tables
+  int64_t warm_pool_bytes = 0;  // weights the *_warm tables rotate over (in that cache)
+  int64_t cold_pool_bytes = 0;  // weights the other GEMM tables rotate over (beyond it)
+  int passes = 1;               // passes over every shape (ProfileOptions::passes)
+  std::vector<WidthRepeatability> width_repeatability;  // with >= 2 passes, per hidden size
   int64_t width_granularity = 0;  // derived from gemm_width_scan (0: not derived)
   std::vector<std::pair<int64_t, double>> granularity_levels;  // (granularity, mean efficiency)
   double elapsed_s = 0;
 
   /// Throws ConfigError naming the table when it is missing.
   const OpTable& table(const std::string& name) const;
+  /// The share of a GEMM's weights that stay in the last-level cache between two decode steps
+  /// of a model of `working_set_bytes` (weights and KV cache), in [0, 1]: residency_at of
+  /// residency_curve(M). A decode GEMM then costs cold - share * (cold - warm) (cost_model.h).
+  /// 0 when the profile has no working_set table (a GPU, or a profile from before 2026-12-05).
+  double residency(double working_set_bytes, int64_t M) const;
+  /// The points (W bytes, share) of the working_set table between the warm and cold pools,
+  /// share = (t(cold pool) - t(W)) / (t(cold pool) - t(warm pool)) clamped to [0, 1], t in ms per
+  /// MiB streamed at M rows; ascending in W. Empty without the table, or when the cold pool was
+  /// not slower than the warm one.
+  std::vector<std::pair<double, double>> residency_curve(int64_t M) const;
+  /// The width_repeatability entry nearest `hidden_size` (tpot_spread and ttft_spread 0 when
+  /// the profile has none).
+  WidthRepeatability repeatability_at(int64_t hidden_size) const;
   /// The calibration of the scenario's engine for its threads (0 = every core) and dtypes, or
   /// null (the native engine, another device, or not calibrated).
   const EngineCalibration* engine_calibration(const Scenario& s) const;
@@ -131,10 +168,14 @@ struct ProfileOptions {
                                   // between two synchronizations, divided by the count: the
                                   // forward queues its kernels, so an op costs its throughput
                                   // in the queue, not a synchronized round trip
-  int warmup = 3;             // untimed calls before timing
-  int min_repeats = 7;        // timed calls, at least
-  int max_repeats = 50;       // at most
-  double min_time_ms = 15;    // keep repeating until this much time was measured (up to max)
+  int passes = 3;             // passes over every shape; each entry keeps the fastest call of
+                              // all of them (docs/design.md, "Profiling the device")
+  int warmup = 2;             // untimed calls before timing, per pass
+  int min_repeats = 4;        // timed calls per pass, at least
+  int max_repeats = 20;       // at most
+  double min_time_ms = 5;     // keep repeating until this much time was measured (up to max)
+  bool residency = true;      // on a CPU whose last-level cache is known: the *_warm tables and
+                              // the working_set curve (Profile::residency)
   int64_t rotation_bytes = 0;  // weight copies rotated per GEMM; 0 = twice the largest model's
                                // weights (clamped to [64 MiB, 1 GiB])
   int64_t min_width = 32;      // smallest N / K of the width ladder
@@ -158,6 +199,10 @@ std::vector<int64_t> width_ladder(const std::vector<ModelConfig>& shapes, int64_
 /// neighbours, not between the two slow points. The decode GEMMs (M = 1, bound by memory) do
 /// not show it; timing them there too costs little.
 std::vector<int64_t> reduction_ladder(const std::vector<int64_t>& widths);
+
+/// Piecewise-linear interpolation of a residency curve (Profile::residency_curve) at `w` bytes,
+/// constant beyond its ends; 0 for an empty curve.
+double residency_at(const std::vector<std::pair<double, double>>& curve, double w);
 
 /// Measures every table at the shapes of interest (GEMM widths of each model and a ladder
 /// between them; attention at each model's heads, KV heads and head_dim and their prunes;

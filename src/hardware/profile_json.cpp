@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/error.h"
 #include "common/json_io.h"
@@ -72,6 +73,54 @@ void Profile::set_engine_calibration(const EngineCalibration& c) {
   engines.push_back(c);
 }
 
+std::vector<std::pair<double, double>> Profile::residency_curve(int64_t M) const {
+  auto it = tables.find("working_set");
+  if (it == tables.end() || it->second.entries.empty() || warm_pool_bytes <= 0 ||
+      cold_pool_bytes <= warm_pool_bytes)
+    return {};
+  const OpTable& t = it->second;
+  const double m = double(M);
+  const double cold = t.lookup({m, double(cold_pool_bytes)}, "working_set");
+  const double warm = t.lookup({m, double(warm_pool_bytes)}, "working_set");
+  if (!(cold > warm)) return {};  // no cache effect measured
+  std::vector<std::pair<double, double>> curve;
+  for (const OpTiming& e : t.entries) {
+    const double w = double(e.dims[1]);
+    if (w < double(warm_pool_bytes) || w > double(cold_pool_bytes)) continue;
+    if (!curve.empty() && curve.back().first == w) continue;
+    curve.push_back({w, std::clamp((cold - t.lookup({m, w}, "working_set")) / (cold - warm), 0.0, 1.0)});
+  }
+  std::sort(curve.begin(), curve.end());
+  return curve;
+}
+
+double Profile::residency(double working_set_bytes, int64_t M) const {
+  return residency_at(residency_curve(M), working_set_bytes);
+}
+
+double residency_at(const std::vector<std::pair<double, double>>& curve, double w) {
+  if (curve.empty()) return 0;
+  if (w <= curve.front().first) return curve.front().second;
+  if (w >= curve.back().first) return curve.back().second;
+  for (size_t k = 1; k < curve.size(); ++k)
+    if (w <= curve[k].first) {
+      const auto [x0, h0] = curve[k - 1];
+      const auto [x1, h1] = curve[k];
+      return h0 + (w - x0) / (x1 - x0) * (h1 - h0);
+    }
+  return curve.back().second;
+}
+
+WidthRepeatability Profile::repeatability_at(int64_t hidden_size) const {
+  WidthRepeatability best{hidden_size, 0, 0};
+  int64_t dist = -1;
+  for (const auto& r : width_repeatability) {
+    const int64_t d = std::abs(r.hidden_size - hidden_size);
+    if (dist < 0 || d < dist) dist = d, best = r;
+  }
+  return best;
+}
+
 const OpTable& Profile::table(const std::string& name) const {
   auto it = tables.find(name);
   if (it == tables.end())
@@ -95,12 +144,17 @@ json Profile::to_json() const {
     json rows = json::array();
     for (const auto& e : table.entries)
       rows.push_back({{"dims", e.dims}, {"ms", e.ms}, {"median_ms", e.median_ms}, {"spread", e.spread},
-                      {"repeats", e.repeats}});
+                      {"repeats", e.repeats}, {"passes", e.passes},
+                      {"pass_spread", e.pass_spread}});
     t[name] = {{"dims", table.dim_names}, {"entries", rows}};
   }
   const auto& id = identity;
   json engines_json = json::array();
   for (const auto& e : engines) engines_json.push_back(e.to_json());
+  json rep = json::array();
+  for (const auto& r : width_repeatability)
+    rep.push_back({{"hidden_size", r.hidden_size}, {"ttft_spread", r.ttft_spread},
+                   {"tpot_spread", r.tpot_spread}});
   json levels = json::array();
   for (const auto& [g, eff] : granularity_levels)
     levels.push_back({{"granularity", g}, {"mean_efficiency", eff}});
@@ -121,6 +175,11 @@ json Profile::to_json() const {
                            {"models", calibration.models}}},
           {"correction", correction.to_json()},
           {"engines", engines_json},
+          {"last_level_cache_bytes", last_level_cache_bytes},
+          {"warm_pool_bytes", warm_pool_bytes},
+          {"cold_pool_bytes", cold_pool_bytes},
+          {"passes", passes},
+          {"width_repeatability", rep},
           {"width_granularity", width_granularity},
           {"granularity_levels", levels},
           {"elapsed_s", elapsed_s},
@@ -167,6 +226,11 @@ static OpTable table_from_json(const json& j, const std::string& where) {
                               kMaxProfileLatencyMs, v));
     e.spread = json_get_or<double>(rows[i], "spread", 0.0, w);
     e.repeats = json_get_or<int>(rows[i], "repeats", 0, w);
+    e.passes = json_get_or<int>(rows[i], "passes", 1, w);
+    e.pass_spread = json_get_or<double>(rows[i], "pass_spread", 0.0, w);
+    if (e.passes < 1 || !(e.pass_spread >= 0 && e.pass_spread <= 1e6))
+      throw FormatError(msg("load_profile", "{}: expected passes >= 1 and pass_spread in "
+                                            "0..1e6, found {} and {}", w, e.passes, e.pass_spread));
     t.entries.push_back(std::move(e));
   }
   return t;
@@ -221,6 +285,29 @@ Profile Profile::from_json(const json& j, const std::string& file) {
     for (size_t i = 0; i < j.at("engines").size(); ++i)
       p.engines.push_back(EngineCalibration::from_json(j.at("engines")[i],
                                                        fmt::format("{}: engines[{}]", file, i)));
+  }
+  p.last_level_cache_bytes = json_get_or<int64_t>(j, "last_level_cache_bytes", 0, file);
+  p.warm_pool_bytes = json_get_or<int64_t>(j, "warm_pool_bytes", 0, file);
+  p.cold_pool_bytes = json_get_or<int64_t>(j, "cold_pool_bytes", 0, file);
+  for (const auto& [key, v] : {std::pair{"last_level_cache_bytes", p.last_level_cache_bytes},
+                               std::pair{"warm_pool_bytes", p.warm_pool_bytes},
+                               std::pair{"cold_pool_bytes", p.cold_pool_bytes}})
+    if (v < 0 || v > (int64_t(1) << 50))
+      throw FormatError(msg("load_profile", "{}: {}: expected 0..2^50 bytes, found {}", file,
+                            key, v));
+  p.passes = json_get_or<int>(j, "passes", 1, file);
+  if (p.passes < 1)
+    throw FormatError(msg("load_profile", "{}: passes: expected >= 1, found {}", file, p.passes));
+  if (j.contains("width_repeatability")) {
+    const json& wr = j.at("width_repeatability");
+    if (!wr.is_array())
+      throw FormatError(msg("load_profile", "{}: width_repeatability: expected an array", file));
+    for (size_t i = 0; i < wr.size(); ++i) {
+      std::string w = fmt::format("{}: width_repeatability[{}]", file, i);
+      p.width_repeatability.push_back({json_get<int64_t>(wr[i], "hidden_size", w),
+                                       json_get<double>(wr[i], "ttft_spread", w),
+                                       json_get<double>(wr[i], "tpot_spread", w)});
+    }
   }
   p.width_granularity = json_get_or<int64_t>(j, "width_granularity", 0, file);
   if (p.width_granularity < 0 || p.width_granularity > (int64_t(1) << 20))

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 
@@ -88,6 +89,34 @@ std::vector<ModelConfig> random_architectures(const ModelConfig& base, int count
   return out;
 }
 
+std::vector<ModelConfig> width_spread_architectures(const ModelConfig& base, int count,
+                                                    uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t hi = base.hidden_size / 8;
+  const int64_t lo = std::min(hi, std::max<int64_t>(2, (base.hidden_size * 2 / 5 + 7) / 8));
+  std::vector<ModelConfig> out;
+  for (int i = 0; i < count;) {
+    ModelConfig c = base;
+    // Prune i takes the width at quantile (i + 0.5) / count of the search's range.
+    const double q = count > 1 ? double(i) / double(count - 1) : 1.0;
+    c.hidden_size = 8 * (lo + int64_t(std::lround(q * double(hi - lo))));
+    // Every other prune keeps the base's layers whole: the search's picks are mostly whole
+    // layers at a reduced width, which random layers alone do not teach the correction (the
+    // first calibration of this kind under-predicted them by 5-13%; docs/benchmarks.md).
+    bool any = i % 2 == 1;
+    if (!any)
+      for (size_t k = 0; k < c.layers.size(); ++k) {
+        c.layers[k] = random_layer(base.layers[k], rng);
+        any = any || c.layers[k].has_attention() || c.layers[k].has_ffn();
+      }
+    if (!any) continue;
+    c.validate("width_spread_architectures");
+    out.push_back(std::move(c));
+    ++i;
+  }
+  return out;
+}
+
 c10::Device profile_device(const Profile& p) {
   return p.identity.gpu_model.empty() ? c10::Device(c10::kCPU)
                                       : compute_device("cuda", p.identity.device);
@@ -167,6 +196,31 @@ ValidationReport validation_report(const std::vector<ModelConfig>& archs,
     rep.interference_ttft += 100.0 * (r.measured.ttft_median_ms / r.measured.ttft_ms - 1) / n;
     rep.interference_tpot += 100.0 * (r.measured.tpot_median_ms / r.measured.tpot_ms - 1) / n;
   }
+  std::map<int64_t, WidthErrors> widths;
+  for (const auto& r : rep.rows) {
+    const double t = 100.0 * (r.predicted.ttft_ms / r.measured.ttft_ms - 1),
+                 p = 100.0 * (r.predicted.tpot_ms / r.measured.tpot_ms - 1);
+    const double dt = 100.0 * (r.predicted.ttft_ms / (1 + rep.bias_ttft / 100) / r.measured.ttft_ms - 1),
+                 dp = 100.0 * (r.predicted.tpot_ms / (1 + rep.bias_tpot / 100) / r.measured.tpot_ms - 1);
+    rep.debiased_mape_ttft += std::fabs(dt) / n;
+    rep.debiased_mape_tpot += std::fabs(dp) / n;
+    rep.spread_ttft += (t - rep.bias_ttft) * (t - rep.bias_ttft) / n;
+    rep.spread_tpot += (p - rep.bias_tpot) * (p - rep.bias_tpot) / n;
+    WidthErrors& w = widths[r.config.hidden_size];
+    w.hidden_size = r.config.hidden_size;
+    w.rows += 1;
+    w.mape_ttft += std::fabs(t), w.mape_tpot += std::fabs(p);
+    w.bias_ttft += t, w.bias_tpot += p;
+    w.max_ape_ttft = std::max(w.max_ape_ttft, std::fabs(t));
+    w.max_ape_tpot = std::max(w.max_ape_tpot, std::fabs(p));
+  }
+  rep.spread_ttft = std::sqrt(rep.spread_ttft);
+  rep.spread_tpot = std::sqrt(rep.spread_tpot);
+  for (auto& [D, w] : widths) {
+    const double k = double(w.rows);
+    w.mape_ttft /= k, w.mape_tpot /= k, w.bias_ttft /= k, w.bias_tpot /= k;
+    rep.by_width.push_back(w);
+  }
   return rep;
 }
 
@@ -214,7 +268,7 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
   const std::vector<Measurement> calibration_measured(measured.begin() + archs.size(), measured.end());
   Profile now = profile;
   now.correction = fit_correction(
-      calibration_samples(profile, calibration, calibration_measured, s.workload), kCorrectionRidge);
+      calibration_samples(now, calibration, calibration_measured, s.workload), kCorrectionRidge);
   now.correction.fit.base = describe(calibration.front());
   now.correction.fit.seed = profile.correction.fit.seed;
   now.correction.fit.repeats = repeats;
@@ -224,6 +278,12 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
 }
 
 json ValidationReport::to_json() const {
+  json widths = json::array();
+  for (const auto& w : by_width)
+    widths.push_back({{"hidden_size", w.hidden_size}, {"rows", w.rows},
+                      {"mape_percent", {{"ttft_ms", w.mape_ttft}, {"tpot_ms", w.mape_tpot}}},
+                      {"max_ape_percent", {{"ttft_ms", w.max_ape_ttft}, {"tpot_ms", w.max_ape_tpot}}},
+                      {"bias_percent", {{"ttft_ms", w.bias_ttft}, {"tpot_ms", w.bias_tpot}}}});
   json rs = json::array();
   for (const auto& r : rows)
     rs.push_back({{"architecture", describe(r.config)},
@@ -238,7 +298,10 @@ json ValidationReport::to_json() const {
                                {"peak_memory_bytes", max_ape_memory}}},
           {"latency_statistic", fmt::format("p{:.0f} of the samples", 100 * kLatencyQuantile)},
           {"interference_percent", {{"ttft_ms", interference_ttft}, {"tpot_ms", interference_tpot}}},
-          {"bias_percent", {{"ttft_ms", bias_ttft}, {"tpot_ms", bias_tpot}}}};
+          {"bias_percent", {{"ttft_ms", bias_ttft}, {"tpot_ms", bias_tpot}}},
+          {"debiased_mape_percent", {{"ttft_ms", debiased_mape_ttft}, {"tpot_ms", debiased_mape_tpot}}},
+          {"spread_percent", {{"ttft_ms", spread_ttft}, {"tpot_ms", spread_tpot}}},
+          {"by_hidden_size", widths}};
 }
 
 std::string ValidationReport::table() const {
@@ -259,6 +322,14 @@ std::string ValidationReport::table() const {
   out += fmt::format("Mean signed error (prediction - measurement): TTFT {:+.2f}%, TPOT {:+.2f}% "
                      "(shared by every row: the machine faster or slower than when profiled)\n",
                      bias_ttft, bias_tpot);
+  out += fmt::format("Without that shared bias (the model's own error): TTFT MAPE {:.2f}%, TPOT "
+                     "MAPE {:.2f}%; signed errors spread (std) {:.2f}% / {:.2f}% around it\n",
+                     debiased_mape_ttft, debiased_mape_tpot, spread_ttft, spread_tpot);
+  out += "By hidden size (TPOT):";
+  for (const auto& w : by_width)
+    out += fmt::format(" D={} {:+.1f}%{}", w.hidden_size, w.bias_tpot,
+                       w.rows > 1 ? fmt::format(" (n={}, max {:.1f}%)", w.rows, w.max_ape_tpot) : "");
+  out += "\n";
   out += fmt::format("Measured TTFT / TPOT: the p{:.0f} of the samples (the uncontended latency the "
                      "model predicts). The medians were {:.1f}% / {:.1f}% higher on average: "
                      "other processes on this machine.\n",

@@ -27,10 +27,27 @@ ModelConfig read_architecture(const fs::path& path);
 /// never both in every layer.
 std::vector<ModelConfig> random_architectures(const ModelConfig& base, int count, uint64_t seed);
 
+/// `count` prunes of `base` (seeded) whose hidden sizes are spread evenly over the search's
+/// range, from the smallest multiple of 8 >= 0.4 D to D (prune i at quantile i / (count - 1)):
+/// the even ones with every layer drawn as in random_architectures, the odd ones with the base's
+/// layers whole. The latency correction is fitted on them, so that it sees every width the
+/// search can pick, heterogeneous and whole layers, not mostly the base's width.
+std::vector<ModelConfig> width_spread_architectures(const ModelConfig& base, int count,
+                                                    uint64_t seed);
+
 struct ValidationRow {
   ModelConfig config;
   CostEstimate predicted;
   Measurement measured;
+};
+
+/// The errors of the rows of one hidden size (percent).
+struct WidthErrors {
+  int64_t hidden_size = 0;
+  int rows = 0;
+  double mape_ttft = 0, mape_tpot = 0;      // mean |pred - meas| / meas
+  double max_ape_ttft = 0, max_ape_tpot = 0;
+  double bias_ttft = 0, bias_tpot = 0;      // mean signed error
 };
 
 struct ValidationReport {
@@ -43,6 +60,12 @@ struct ValidationReport {
   // Mean signed error (pred - meas) / meas, percent: an error shared by every row (the
   // machine faster or slower than when profiled) shows here; scatter around it does not.
   double bias_ttft = 0, bias_tpot = 0;
+  // The model's own error once the shared bias is taken out: MAPE of predictions divided by
+  // (1 + bias), and the standard deviation of the signed errors around the bias (percent). A
+  // machine that runs uniformly faster or slower than when profiled moves the bias, not these.
+  double debiased_mape_ttft = 0, debiased_mape_tpot = 0;
+  double spread_ttft = 0, spread_tpot = 0;
+  std::vector<WidthErrors> by_width;  // one per hidden size measured, ascending
   json to_json() const;
   /// A text table, one row per architecture, then the MAPE line.
   std::string table() const;

@@ -252,7 +252,7 @@ static EngineCalibration fit_llamacpp(const Profile& profile, const std::vector<
   ec.prompt_tokens = s.workload.prompt_tokens;
   ec.output_tokens = s.workload.output_tokens;
   const auto samples = calibration_samples(profile, archs, measured, s);
-  ec.correction = fit_correction(samples, opt.ridge);
+  ec.correction = fit_correction(samples, opt.ridge, CorrectionBounds::nonnegative_factors());
   if (!opt.samples_path.empty()) {
     json j = calibration_samples_json(samples);
     for (size_t i = 0; i < archs.size(); ++i)

@@ -326,6 +326,11 @@ std::string render_report_md(const RunReport& r) {
         "are checked against. The medians beside them also carry whatever else ran on the "
         "machine. Throughput is the output tokens over the 10th percentile of the requests' "
         "time (the same uncontended statistic); the median request's is in the row below it.\n";
+  if (num(t.predicted, "residency") > 0 || num(c.predicted, "residency") > 0)
+    md += fmt::format("\nCache residency (the share of a decode step's weights the cost model reads "
+                      "from the last-level cache rather than memory, from the profile's working-set "
+                      "curve): teacher {:.0f}%, compressed {:.0f}%.\n",
+                      100 * num(t.predicted, "residency"), 100 * num(c.predicted, "residency"));
   md += fmt::format("\nEvery limit, by the cost model: **{}**. Measured: **{}**.\n\n",
                     verdict(json(c.limits_predicted)), verdict(c.limits_measured));
   md += render_measured_verdict_md(c.measured_verdict);

@@ -28,6 +28,12 @@ SearchOutcome search_step(const std::string& method, const LlamaModel& teacher,
   int64_t& g = settings.autocompress.space.width_granularity;
   if (g == 0) g = width_granularity_for(profile, scenario.device_spec);
   settings.minitron.width_granularity = g;
+  // Widths whose profile predictions moved more than twice the safety margin between its
+  // passes are left out of AutoCompress's space (search_space.h max_width_spread).
+  if (profile && !profile->width_repeatability.empty() && limits.safety_margin > 0) {
+    settings.autocompress.space.width_repeatability = profile->width_repeatability;
+    settings.autocompress.space.max_width_spread = 2 * limits.safety_margin;
+  }
   return run_search_method(method, teacher, imp, scenario, profile, limits, calibration, seq_len,
                            settings, train);
 }

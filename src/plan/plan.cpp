@@ -49,7 +49,7 @@ class MemoCost {
       attn.push_back(parts->first);
       ffn.push_back(parts->second);
     }
-    return combine(attn, ffn, fixed(c), s_, source());
+    return combine(attn, ffn, fixed(c), s_, source(), p_);
   }
   std::string source() const { return p_ && s_.engine == "native" ? "profile" : "roofline"; }
 

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "common/runtime.h"
 #include "prune/depth.h"
 #include "prune/prune.h"
 #include "search/ladders.h"
@@ -64,9 +65,26 @@ void check_options(const SearchSpaceOptions& o) {
 void add_hidden_options(SearchSpace& s, const Importance& imp, const SearchSpaceOptions& opt,
                         int64_t g) {
   const ModelConfig& parent = s.parent;
-  s.hidden_sizes = hidden_sizes_the_engine_loads(
-      spread_width_ladder(parent.hidden_size, g, opt.min_width_fraction, opt.max_hidden_options),
-      parent, opt.structure);
+  std::vector<int64_t> ladder =
+      spread_width_ladder(parent.hidden_size, g, opt.min_width_fraction, opt.max_hidden_options);
+  if (opt.max_width_spread > 0 && !opt.width_repeatability.empty()) {
+    Profile rep;  // only for its nearest-width lookup
+    rep.width_repeatability = opt.width_repeatability;
+    std::vector<int64_t> kept;
+    for (int64_t D : ladder) {
+      const WidthRepeatability r = rep.repeatability_at(D);
+      if (D != parent.hidden_size && std::max(r.tpot_spread, r.ttft_spread) > opt.max_width_spread) {
+        s.widths_left_out.push_back(D);
+        log_warn(fmt::format("[search] hidden size {} left out: the profile's passes predicted it "
+                             "{:.1f}% (TPOT) / {:.1f}% (TTFT) apart, more than {:.1f}%", D,
+                             100 * r.tpot_spread, 100 * r.ttft_spread, 100 * opt.max_width_spread));
+        continue;
+      }
+      kept.push_back(D);
+    }
+    ladder = kept;
+  }
+  s.hidden_sizes = hidden_sizes_the_engine_loads(ladder, parent, opt.structure);
   std::vector<at::Tensor> hm;
   for (int64_t D : s.hidden_sizes) {
     ModelConfig t = parent;

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "hardware/engine.h"
+#include "hardware/profile.h"
 #include "importance/importance.h"
 #include "model/config.h"
 #include "search/candidates.h"
@@ -66,6 +67,12 @@ struct SearchSpaceOptions {
   int64_t tensor_parallel = 1;      // GPUs the workload splits the model over (Workload); the
                                     // counts and widths structure.tensor_parallel_divides names
                                     // are offered only where it divides them
+  /// The profile's repeatability per hidden size (Profile::width_repeatability) and the most
+  /// pass-to-pass spread of its TTFT or TPOT prediction a hidden size may have to be offered
+  /// (0: every width). A reduced width whose tables moved more than this between the profile's
+  /// passes is one where the cost model cannot be trusted: it is left out (the parent's never).
+  std::vector<WidthRepeatability> width_repeatability;
+  double max_width_spread = 0;
 };
 
 /// One option index per decision.
@@ -98,6 +105,7 @@ struct SearchSpace {
   std::vector<std::vector<double>> ffn_loss;            // [L][F_l]
   std::vector<double> block_influence;                  // [L] (ShortGPT), for the structural fix-up
   int64_t max_blocks_removed = 0;
+  std::vector<int64_t> widths_left_out;  // hidden sizes left out for their profile's spread
 
   int64_t num_layers() const { return int64_t(attention.size()); }
   /// Decisions with more than one option.

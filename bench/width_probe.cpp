@@ -1,0 +1,235 @@
+// `autocompress_bench widths`: where the cost model's decode step (TPOT) goes wrong, width by
+// width. For each hidden size D on the search's grid (multiples of --step from --min-width to
+// the base's), the base's layers at width D are:
+//   measured   the real decode step of the native engine (measure_native, interleaved rounds
+//              over every width, p10 of the steps);
+//   in forward the same decode step written out op for op with the model's own weights and KV
+//              cache, each op timed alone inside the step (so each op sees the cache state the
+//              forward leaves it), summed per class: gemm (projections), attention, elementwise
+//              (norms, SwiGLU, residual adds, embedding), lm_head, and what is left of the step;
+//   tables     the profile's table sums of the same classes (calibration.h correction_features),
+//              and its prediction with the fitted correction.
+// Prints one JSON line per width and a table. The rows are docs/benchmarks.md's per-width table.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+
+#include "common/gemm.h"
+#include "common/runtime.h"
+#include "hardware/calibration.h"
+#include "hardware/cost_model.h"
+#include "hardware/measure.h"
+#include "hardware/native_ops.h"
+#include "hardware/timer.h"
+#include "hardware/validate.h"
+#include "model/kernels.h"
+#include "model/llama.h"
+
+namespace ac {
+
+namespace {
+
+// Per-class times of one decode step, ms.
+struct StepSplit {
+  double gemm = 0, attention = 0, elementwise = 0, lm_head = 0, total = 0;
+};
+
+// One decode step of `m` at context position `pos` (cache filled with random keys and values up
+// to there), timing each op. Mirrors LlamaModel::hidden_states + forward for T = 1 without masks.
+StepSplit timed_decode_step(const LlamaModel& m, std::vector<at::Tensor>& ck,
+                            std::vector<at::Tensor>& cv, int64_t pos, const at::Tensor& token) {
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
+  StepSplit s;
+  auto tick = [](double& acc, double t0) {
+    const double t1 = timer_ms();
+    acc += t1 - t0;
+    return t1;
+  };
+  const double start = timer_ms();
+  double t = start;
+  at::Tensor x = at::embedding(w.embed_tokens, token);  // [1, 1, D]
+  t = tick(s.elementwise, t);
+  std::map<int64_t, std::pair<at::Tensor, at::Tensor>> rope;
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    const LayerConfig& lc = c.layers[size_t(i)];
+    const LayerWeights& lw = w.layers[size_t(i)];
+    if (lc.has_attention()) {
+      const int64_t H = lc.num_attention_heads, G = lc.num_key_value_heads, Hd = lc.head_dim;
+      t = timer_ms();
+      at::Tensor h = rms_norm(x, lw.input_layernorm, c.rms_norm_eps);
+      t = tick(s.elementwise, t);
+      auto it = rope.find(Hd);
+      if (it == rope.end()) it = rope.emplace(Hd, rope_tables(c, Hd, pos, 1)).first;
+      t = timer_ms();
+      at::Tensor q = ac::linear(h, lw.q_proj, lw.q_bias);
+      at::Tensor k = ac::linear(h, lw.k_proj, lw.k_bias);
+      at::Tensor v = ac::linear(h, lw.v_proj, lw.v_bias);
+      t = tick(s.gemm, t);
+      at::Tensor a = native_ops::attention(q, k, v, ck[size_t(i)], cv[size_t(i)], pos, H, G, Hd,
+                                           it->second.first, it->second.second, {});
+      t = tick(s.attention, t);
+      at::Tensor out = ac::linear(a, lw.o_proj);
+      t = tick(s.gemm, t);
+      x = x + out;
+      t = tick(s.elementwise, t);
+    }
+    if (lc.has_ffn()) {
+      t = timer_ms();
+      at::Tensor h = rms_norm(x, lw.post_attention_layernorm, c.rms_norm_eps);
+      t = tick(s.elementwise, t);
+      at::Tensor g = ac::linear(h, lw.gate_proj), u = ac::linear(h, lw.up_proj);
+      t = tick(s.gemm, t);
+      at::Tensor act = swiglu(g, u);
+      t = tick(s.elementwise, t);
+      at::Tensor out = ac::linear(act, lw.down_proj);
+      t = tick(s.gemm, t);
+      x = x + out;
+      t = tick(s.elementwise, t);
+    }
+  }
+  t = timer_ms();
+  at::Tensor h = rms_norm(x, w.norm, c.rms_norm_eps);
+  t = tick(s.elementwise, t);
+  at::Tensor logits = ac::linear(h, w.lm_head);
+  t = tick(s.lm_head, t);
+  (void)logits.argmax(-1);
+  s.total = timer_ms() - start;
+  return s;
+}
+
+double q(std::vector<double> v, double p) { return sample_quantile(std::move(v), p); }
+
+}  // namespace
+
+int width_probe(int argc, char** argv) {
+  CLI::App app{"autocompress_bench widths"};
+  std::string profile_path, base_path;
+  int64_t min_width = 0, step = 8;
+  int rounds = 5, steps = 32;
+  app.add_option("--profile", profile_path, "profile.json of this machine")->required();
+  app.add_option("--base", base_path, "architecture (default: stories15M's shape)");
+  app.add_option("--min-width", min_width, "smallest hidden size (default: 0.4 x the base's)");
+  app.add_option("--step", step, "hidden-size step");
+  app.add_option("--rounds", rounds, "interleaved rounds over every width");
+  app.add_option("--steps", steps, "op-by-op decode steps per width and round");
+  CLI11_PARSE(app, argc, argv);
+  init_torch_threads();
+  Profile profile = load_profile(profile_path);
+  use_profile_gemm_backend(profile);
+  check_profile_is_this_machine(profile);
+  const ModelConfig base = base_path.empty() ? stories15m_shape() : read_architecture(base_path);
+  if (min_width <= 0) min_width = (base.hidden_size * 2 / 5 + step - 1) / step * step;
+  const Workload wl = profile.workload;
+  const int64_t C = wl.prompt_tokens + (wl.output_tokens + 1) / 2;  // the cost model's context
+  const Scenario scen = calibration_scenario(wl, "cpu");
+
+  std::vector<ModelConfig> archs;
+  for (int64_t D = min_width; D <= base.hidden_size; D += step) {
+    ModelConfig c = base;
+    c.hidden_size = D;
+    archs.push_back(c);
+  }
+  // The real decode step, interleaved over the widths.
+  std::vector<Measurement> measured =
+      measure_interleaved(archs, wl, rounds, /*weight_seed=*/1000, /*progress=*/true);
+  // The op-by-op step, interleaved the same way.
+  c10::InferenceMode no_grad;
+  std::vector<std::vector<StepSplit>> split(archs.size());
+  std::vector<LlamaModel> models;
+  for (size_t i = 0; i < archs.size(); ++i)
+    models.push_back(LlamaModel{archs[i], random_weights(archs[i], 1000 + i)});
+  at::Tensor token = at::randint(0, base.vocab_size, {1, 1}, at::kLong);
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < archs.size(); ++i) {
+      std::vector<at::Tensor> ck, cv;
+      for (const LayerConfig& l : archs[i].layers) {
+        const int64_t G = std::max<int64_t>(1, l.num_key_value_heads), Hd = std::max<int64_t>(1, l.head_dim);
+        ck.push_back(at::rand({1, G, wl.context_tokens(), Hd}));
+        cv.push_back(at::rand({1, G, wl.context_tokens(), Hd}));
+      }
+      for (int k = 0; k < steps + 2; ++k) {
+        StepSplit s = timed_decode_step(models[i], ck, cv, C - 1, token);
+        if (k >= 2) split[i].push_back(s);
+      }
+    }
+
+  fmt::print("{:>4} | {:>8} {:>8} | {:>8} {:>8} | {:>6} {:>6} | {:>6} {:>6} | {:>6} {:>6} | {:>6} {:>6} | {:>6}\n",
+             "D", "measured", "in fwd", "tables", "pred", "gemm", "table", "attn", "table",
+             "elem", "table", "head", "table", "rest");
+  for (size_t i = 0; i < archs.size(); ++i) {
+    const auto [pre, dec] = correction_features(profile, archs[i], wl);
+    const CostEstimate e = predict(archs[i], scen, &profile);
+    std::vector<double> g, a, el, h, tot;
+    for (const StepSplit& s : split[i]) {
+      g.push_back(s.gemm), a.push_back(s.attention), el.push_back(s.elementwise);
+      h.push_back(s.lm_head), tot.push_back(s.total);
+    }
+    const double table_sum = dec.x[0] + dec.x[1] + dec.x[2] + dec.x[3] + dec.offset;
+    const double rest = q(tot, 0.1) - (q(g, 0.1) + q(a, 0.1) + q(el, 0.1) + q(h, 0.1));
+    nlohmann::json j = {{"hidden_size", archs[i].hidden_size},
+                        {"measured_tpot_ms", measured[i].tpot_ms},
+                        {"in_forward_ms", {{"total", q(tot, 0.1)}, {"gemm", q(g, 0.1)},
+                                           {"attention", q(a, 0.1)}, {"elementwise", q(el, 0.1)},
+                                           {"lm_head", q(h, 0.1)}, {"rest", rest},
+                                           {"total_median", q(tot, 0.5)}}},
+                        {"tables_ms", {{"total", table_sum}, {"gemm", dec.x[0]},
+                                       {"attention", dec.x[1]}, {"elementwise", dec.x[2]},
+                                       {"lm_head", dec.x[3]}, {"step", dec.offset}}},
+                        {"predicted_tpot_ms", e.tpot_ms}};
+    std::cerr << j.dump() << "\n";
+    fmt::print("{:>4} | {:>8.3f} {:>8.3f} | {:>8.3f} {:>8.3f} | {:>6.3f} {:>6.3f} | {:>6.3f} {:>6.3f} | "
+               "{:>6.3f} {:>6.3f} | {:>6.3f} {:>6.3f} | {:>6.3f}\n",
+               archs[i].hidden_size, measured[i].tpot_ms, q(tot, 0.1), table_sum, e.tpot_ms,
+               q(g, 0.1), dec.x[0], q(a, 0.1), dec.x[1], q(el, 0.1), dec.x[2], q(h, 0.1), dec.x[3],
+               rest);
+  }
+  return 0;
+}
+
+// `autocompress_bench agree --profile A --profile B ...`: how far apart profiles of the same
+// machine predict the base and `--count` random prunes of it (validate's draw, --seed): per
+// profile pair, the largest relative TPOT and TTFT difference over the architectures.
+int profile_agreement(int argc, char** argv) {
+  CLI::App app{"autocompress_bench agree"};
+  std::vector<std::string> paths;
+  int count = 20;
+  uint64_t seed = 7;
+  app.add_option("--profile", paths, "profiles of this machine")->required();
+  app.add_option("--count", count, "random prunes of stories15M's shape");
+  app.add_option("--seed", seed, "their seed");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<Profile> ps;
+  for (const auto& p : paths) ps.push_back(load_profile(p));
+  std::vector<ModelConfig> archs{stories15m_shape()};
+  for (auto& a : random_architectures(stories15m_shape(), count, seed)) archs.push_back(a);
+  const Scenario scen = calibration_scenario(ps.front().workload, "cpu");
+  std::vector<std::vector<CostEstimate>> e(ps.size());
+  for (size_t i = 0; i < ps.size(); ++i)
+    for (const auto& a : archs) e[i].push_back(predict(a, scen, &ps[i]));
+  nlohmann::json pairs = nlohmann::json::array();
+  for (size_t i = 0; i < ps.size(); ++i)
+    for (size_t j = i + 1; j < ps.size(); ++j) {
+      double tpot = 0, ttft = 0, teacher_tpot = 0;
+      for (size_t k = 0; k < archs.size(); ++k) {
+        const double dp = std::fabs(e[i][k].tpot_ms / e[j][k].tpot_ms - 1) * 100;
+        const double dt = std::fabs(e[i][k].ttft_ms / e[j][k].ttft_ms - 1) * 100;
+        tpot = std::max(tpot, dp), ttft = std::max(ttft, dt);
+        if (k == 0) teacher_tpot = dp;
+      }
+      pairs.push_back({{"a", paths[i]}, {"b", paths[j]}, {"max_tpot_diff_percent", tpot},
+                       {"max_ttft_diff_percent", ttft}, {"teacher_tpot_diff_percent", teacher_tpot}});
+    }
+  std::cout << nlohmann::json{{"architectures", archs.size()}, {"pairs", pairs}}.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace ac
