@@ -503,6 +503,12 @@ TEST(CostCalibration, WidthSpreadArchitecturesCoverTheSearchRange) {
   // The odd ones keep the base's layers whole; the even ones draw theirs, seeded: the same draw
   // twice, another with another seed.
   for (size_t i = 1; i < a.size(); i += 2) EXPECT_EQ(a[i].layers, base.layers) << i;
+  // Never a model without attention (llama.cpp cannot load one): over many draws of a 2-layer
+  // base, where both layers lose it with probability 0.15^2 per draw.
+  ModelConfig two = base;
+  two.layers.resize(2);
+  for (const ModelConfig& c : width_spread_architectures(two, 400, 3))
+    EXPECT_TRUE(c.layers[0].has_attention() || c.layers[1].has_attention()) << describe(c);
   EXPECT_NE(a[2].layers, base.layers);
   EXPECT_EQ(describe(width_spread_architectures(base, 12, 5)[2]), describe(a[2]));
   EXPECT_NE(describe(width_spread_architectures(base, 12, 6)[2]), describe(a[2]));

@@ -171,7 +171,9 @@ struct ProfileOptions {
   int passes = 3;             // passes over every shape; each entry keeps the fastest call of
                               // all of them (docs/design.md, "Profiling the device")
   int warmup = 2;             // untimed calls before timing, per pass
-  int min_repeats = 4;        // timed calls per pass, at least
+  int min_repeats = 7;        // timed calls per pass, at least (as `profile --min-repeats`;
+                              // with 4, compress's profiles spread 11-15% between passes at
+                              // some reduced widths on machine B)
   int max_repeats = 20;       // at most
   double min_time_ms = 5;     // keep repeating until this much time was measured (up to max)
   bool residency = true;      // on a CPU whose last-level cache is known: the *_warm tables and

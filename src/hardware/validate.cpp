@@ -103,13 +103,17 @@ std::vector<ModelConfig> width_spread_architectures(const ModelConfig& base, int
     // Every other prune keeps the base's layers whole: the search's picks are mostly whole
     // layers at a reduced width, which random layers alone do not teach the correction (the
     // first calibration of this kind under-predicted them by 5-13%; docs/benchmarks.md).
-    bool any = i % 2 == 1;
+    // A draw keeps attention in some layer when the base has any: a model without attention
+    // is nothing the search returns, and llama.cpp cannot load one (it reads the head size from
+    // the layers).
+    bool any = i % 2 == 1, attention = any;
     if (!any)
       for (size_t k = 0; k < c.layers.size(); ++k) {
         c.layers[k] = random_layer(base.layers[k], rng);
         any = any || c.layers[k].has_attention() || c.layers[k].has_ffn();
+        attention = attention || c.layers[k].has_attention() || !base.layers[k].has_attention();
       }
-    if (!any) continue;
+    if (!any || !attention) continue;
     c.validate("width_spread_architectures");
     out.push_back(std::move(c));
     ++i;

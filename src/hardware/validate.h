@@ -30,8 +30,9 @@ std::vector<ModelConfig> random_architectures(const ModelConfig& base, int count
 /// `count` prunes of `base` (seeded) whose hidden sizes are spread evenly over the search's
 /// range, from the smallest multiple of 8 >= 0.4 D to D (prune i at quantile i / (count - 1)):
 /// the even ones with every layer drawn as in random_architectures, the odd ones with the base's
-/// layers whole. The latency correction is fitted on them, so that it sees every width the
-/// search can pick, heterogeneous and whole layers, not mostly the base's width.
+/// layers whole; every one keeps attention in some layer. The latency correction is fitted on
+/// them, so that it sees every width the search can pick, heterogeneous and whole layers, not
+/// mostly the base's width.
 std::vector<ModelConfig> width_spread_architectures(const ModelConfig& base, int count,
                                                     uint64_t seed);
 

@@ -280,11 +280,15 @@ static EngineCalibration fit_llamacpp(const Profile& profile, const std::vector<
 }
 
 // The calibration prunes: `base` and opt.count random prunes of it, as the search proposes them
-// for the scenario's weight type (rows of whole blocks).
+// for the scenario's weight type (rows of whole blocks). validate's random draw (half at the
+// base's width), on which llama.cpp's memory model and correction were measured
+// (docs/benchmarks.md, "llama.cpp, measured as the engine"); the native engine's calibration
+// spreads its prunes over the widths instead (calibration_architectures).
 static std::vector<ModelConfig> llamacpp_calibration_archs(const ModelConfig& base,
                                                            const Scenario& s,
                                                            const LlamaCppCalibrationOptions& opt) {
-  std::vector<ModelConfig> archs = calibration_architectures({base}, opt.count, opt.seed);
+  std::vector<ModelConfig> archs{base};
+  for (auto& a : random_architectures(base, opt.count, opt.seed)) archs.push_back(std::move(a));
   for (auto& a : archs) a = snap_to_rows(a, weight_row_multiple(s.workload.weight_dtype));
   return archs;
 }
