@@ -193,8 +193,9 @@ struct WeightPool {
   }
   // The i-th copy of `copies` in a scattered order: consecutive calls read copies far apart in
   // memory, as consecutive ops of the forward read weights allocated apart. Read in address
-  // order, the hardware prefetcher streamed each next copy ahead of its call and the 768 x 288
-  // decode GEMV ran 30% faster than in the forward (docs/benchmarks.md, 2026-12-05).
+  // order, the hardware prefetcher streamed each next copy ahead of its call: the 768 x 288
+  // decode GEMV timed 10.4 us against 16.8 us scattered, and a step's GEMMs summed 29% under
+  // the forward's at D = 288 (docs/benchmarks.md, "The cost model at every width").
   static int64_t scattered(int64_t i, int64_t copies) {
     if (copies <= 2) return i % copies;
     int64_t stride = std::max<int64_t>(2, int64_t(double(copies) * 0.618));
@@ -461,8 +462,11 @@ static std::vector<WidthRepeatability> width_repeatability(const Profile& p, con
   s.device_spec.name = p.identity.device;
   s.device_spec.kind = p.identity.gpu_model.empty() ? "cpu" : "cuda";
   std::vector<WidthRepeatability> out;
+  // Multiples of 8 from 0.4 D to D (the search's range), at most about 24 of them.
   const int64_t lo = std::max<int64_t>(8, (base.hidden_size * 2 / 5 + 7) / 8 * 8);
-  for (int64_t D = lo; D <= base.hidden_size; D += 8) {
+  const int64_t step = std::max<int64_t>(8, (base.hidden_size - lo) / 24 / 8 * 8);
+  for (int64_t D = base.hidden_size - (base.hidden_size - lo) / step * step; D <= base.hidden_size;
+       D += step) {
     ModelConfig c = base;
     c.hidden_size = D;
     std::vector<double> ttft, tpot;

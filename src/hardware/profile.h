@@ -110,7 +110,8 @@ struct Calibration {
 
 /// How repeatable a profile's decode and prefill predictions are at one hidden size: the base
 /// shape (the first profiled) at that width, predicted from each pass's tables alone (no
-/// correction), as (largest / smallest - 1) over the passes.
+/// correction), as (largest / smallest - 1) over the passes. A profile holds one per multiple
+/// of 8 from 0.4 D to D (every few of them for a wide base: about 24 in all).
 struct WidthRepeatability {
   int64_t hidden_size = 0;
   double ttft_spread = 0, tpot_spread = 0;

@@ -20,6 +20,17 @@ Importance importance_step(const LlamaModel& teacher, const TokenDataset& calibr
   return compute_importance(teacher, batches, opt.importance);
 }
 
+std::vector<WidthRepeatability> repeatability_that_matters(std::vector<WidthRepeatability> rep,
+                                                           const Limits& limits) {
+  const bool ttft = limits.ttft_ms || limits.min_throughput_tokens_per_s;
+  const bool tpot = limits.tpot_ms || limits.min_throughput_tokens_per_s;
+  for (auto& r : rep) {
+    if (!ttft) r.ttft_spread = 0;
+    if (!tpot) r.tpot_spread = 0;
+  }
+  return rep;
+}
+
 SearchOutcome search_step(const std::string& method, const LlamaModel& teacher,
                           const Importance& imp, const Scenario& scenario, const Profile* profile,
                           const RunLimits& limits, const TokenDataset& calibration,
@@ -29,9 +40,12 @@ SearchOutcome search_step(const std::string& method, const LlamaModel& teacher,
   if (g == 0) g = width_granularity_for(profile, scenario.device_spec);
   settings.minitron.width_granularity = g;
   // Widths whose profile predictions moved more than twice the safety margin between its
-  // passes are left out of AutoCompress's space (search_space.h max_width_spread).
+  // passes are left out of AutoCompress's space (search_space.h max_width_spread), counting the
+  // spread of the latencies the limits bound only: TTFT for a TTFT limit, TPOT for a TPOT limit,
+  // both for a throughput minimum (a request's TTFT and its decode steps).
   if (profile && !profile->width_repeatability.empty() && limits.safety_margin > 0) {
-    settings.autocompress.space.width_repeatability = profile->width_repeatability;
+    settings.autocompress.space.width_repeatability =
+        repeatability_that_matters(profile->width_repeatability, limits.for_search);
     settings.autocompress.space.max_width_spread = 2 * limits.safety_margin;
   }
   return run_search_method(method, teacher, imp, scenario, profile, limits, calibration, seq_len,

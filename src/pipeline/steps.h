@@ -47,10 +47,18 @@ struct ImportanceStep {
 Importance importance_step(const LlamaModel& teacher, const TokenDataset& calibration,
                            const ImportanceStep& opt, const char* who);
 
+/// The profile's repeatability per width with only the spreads `limits` bind kept: TTFT's for a
+/// TTFT limit, TPOT's for a TPOT limit, both for a throughput minimum; the others 0.
+std::vector<WidthRepeatability> repeatability_that_matters(std::vector<WidthRepeatability> rep,
+                                                           const Limits& limits);
+
 /// One method's search under `limits` (the algorithms hold predictions to
 /// limits.search_with_margin()): run_search_method with the width step of both searches set to
 /// settings.autocompress.space.width_granularity when set (not 0: a flag), else the profile's
-/// derived granularity, else the device's default (hardware/granularity.h).
+/// derived granularity, else the device's default (hardware/granularity.h). With a profile
+/// that says how repeatable it is per width, AutoCompress leaves out the reduced widths whose
+/// passes disagree by more than twice limits.safety_margin in a latency the limits bind
+/// (repeatability_that_matters; search_space.h max_width_spread).
 /// `train`: the text of the retraining (null when no retraining is asked for).
 SearchOutcome search_step(const std::string& method, const LlamaModel& teacher,
                           const Importance& imp, const Scenario& scenario, const Profile* profile,
