@@ -93,26 +93,26 @@ TEST(Search, WidthsTheProfileCannotRepeatAreLeftOut) {
   o.width_repeatability = {{32, 0.02, 0.01}, {48, 0.01, 0.25}, {64, 0.30, 0.30}};
   o.max_width_spread = 0.10;
   SearchSpace s = build_search_space(m.config, importance_of(m), o);
-  EXPECT_EQ(s.hidden_sizes, (std::vector<int64_t>{64, 32}));  // 48: its TTFT moved 25%
+  EXPECT_EQ(s.hidden_sizes, (std::vector<int64_t>{64, 32}));  // 48: its TPOT moved 25%
   EXPECT_EQ(s.widths_left_out, (std::vector<int64_t>{48}));
   EXPECT_EQ(s.hidden_masks.size(0), 2);
   o.max_width_spread = 0;
   EXPECT_EQ(build_search_space(m.config, importance_of(m), o).hidden_sizes,
             (std::vector<int64_t>{64, 48, 32}));
-  // Only the latencies the limits bind count: a TPOT limit keeps 48 (its TPOT spread is 1%).
-  Limits tpot_only;
-  tpot_only.tpot_ms = 1.0;
-  o.width_repeatability = repeatability_that_matters(o.width_repeatability, tpot_only);
+  // Only the latencies the limits bind count: a TTFT limit keeps 48 (its TTFT spread is 1%).
+  Limits ttft_only;
+  ttft_only.ttft_ms = 1.0;
+  o.width_repeatability = repeatability_that_matters(o.width_repeatability, ttft_only);
   o.max_width_spread = 0.10;
-  EXPECT_EQ(o.width_repeatability[1].ttft_spread, 0.0);
-  EXPECT_EQ(o.width_repeatability[1].tpot_spread, 0.01);
+  EXPECT_EQ(o.width_repeatability[1].ttft_spread, 0.01);
+  EXPECT_EQ(o.width_repeatability[1].tpot_spread, 0.0);
   EXPECT_EQ(build_search_space(m.config, importance_of(m), o).hidden_sizes,
             (std::vector<int64_t>{64, 48, 32}));
   Limits throughput;
   throughput.min_throughput_tokens_per_s = 10.0;  // a request's TTFT and TPOT both count
   const auto both = repeatability_that_matters({{48, 0.01, 0.25}}, throughput);
-  EXPECT_EQ(both[0].ttft_spread, 0.25);
-  EXPECT_EQ(both[0].tpot_spread, 0.01);
+  EXPECT_EQ(both[0].ttft_spread, 0.01);
+  EXPECT_EQ(both[0].tpot_spread, 0.25);
 }
 
 // --max-attention-free-layers N: "attention removed" is offered in the N layers of lowest block

@@ -447,10 +447,16 @@ static std::vector<int64_t> working_set_sizes(int64_t llc, int64_t warm, int64_t
 // The tables of pass `k` alone, to say how much a profile of one pass would have differed.
 static std::vector<WidthRepeatability> width_repeatability(const Profile& p, const Recorder& rec,
                                                            int passes, const ModelConfig& base) {
+  // Each pass's op tables, with the working-set curve of all passes: the curve's share of cache
+  // hits divides by the difference of two of its points, so one pass's curve alone moved the
+  // decode prediction 21-38% apart at reduced widths in a profile of compress (machine B,
+  // 2026-12-05), where whole profiles taken minutes apart agreed within 3-4%: noise of one
+  // pass's curve, which the fastest call over all passes does not carry.
   std::vector<Profile> alone;
   for (int k = 0; k < passes; ++k) {
     Profile one = p;
     rec.write(one, k);
+    if (auto it = p.tables.find("working_set"); it != p.tables.end()) one.tables[it->first] = it->second;
     alone.push_back(std::move(one));
   }
   Scenario s;
