@@ -143,8 +143,6 @@ class OpCosts {
   double tp() const { return tp_; }
 
  private:
-  // A GEMM table's latency for this model: the cold entry (weights streamed from memory) less
-  // the share residency_ of what the warm entry (weights in the last-level cache) saves.
   // A GEMM table's latency: the cold entry (weights streamed from memory), or with residency_ 1
   // the warm one (weights in the last-level cache; never above the cold one). The prefill keeps
   // the cold entry: its GEMMs (M = B x T rows) are bound by arithmetic, not by where the weights
