@@ -80,7 +80,7 @@ double forward_flops(const ModelConfig& c, int64_t B, int64_t T) {
          LANE0(a6) + LANE0(a7) + LANE0(a8) + LANE0(a9) + LANE0(a10) + LANE0(a11);
 
 __attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iters) {
-#define AC_LANE0_512(x) _mm_cvtss_f32(_mm512_castps512_ps128(x))
+#define AC_LANE0_512(x) _mm512_cvtss_f32(x)
   AC_FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, AC_LANE0_512)
 #undef AC_LANE0_512
 }

@@ -19,6 +19,12 @@
 #                                                         ignored folders a GPU call carries
 #
 # SCENARIO defaults to h200-native (h200-compress for compress).
+#
+# REHEARSE=1 runs a part on a CPU machine with the same build (scripts/build_cuda.sh --tests,
+# against the GPU machine's torch from PyPI): the same commands with --device cpu, the CPU
+# scenarios (cpu-local; cpu-1b for the 1b part) and sizes cut so that each part takes minutes on
+# two cores. It checks the build, the carried inputs, every flag and the summary before the GPU
+# call; its figures are not the GPU's.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PART=${1:-stories}
@@ -38,15 +44,32 @@ if [[ $PART == prepare ]]; then
   exit 0
 fi
 OUT=${OUT:?set OUT to the folder that receives the results}
-SCENARIO=${2:-$([[ $PART == compress ]] && echo h200-compress || echo h200-native)}
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-cuda}
 B=$BUILD_DIR/autocompress
+# The sizes of each part: the GPU's, or the rehearsal's (REHEARSE=1, above).
+if [[ ${REHEARSE:-0} == 1 ]]; then
+  DEVICE=cpu BUILD_ARGS=--tests
+  SCENARIO=${2:-$([[ $PART == 1b ]] && echo cpu-1b || echo cpu-local)}
+  CAL=(--calibration-models 2 --calibration-repeats 1) COUNT=2 REPEATS=1
+  C15=(--seq-len 64 --calibration-sequences 4 --train-sequences 8 --heldout-sequences 4
+       --distill-tokens 2048 --distill-batch 4)
+  C1B=(--seq-len 32 --calibration-sequences 2 --train-sequences 4 --heldout-sequences 2
+       --distill-tokens 256 --distill-batch 2)
+else
+  DEVICE=cuda BUILD_ARGS=
+  SCENARIO=${2:-$([[ $PART == compress ]] && echo h200-compress || echo h200-native)}
+  CAL=() COUNT=20 REPEATS=3
+  C15=(--seq-len 256 --calibration-sequences 16 --train-sequences 128 --heldout-sequences 16
+       --distill-tokens 262144 --distill-batch 32)
+  C1B=(--seq-len 512 --calibration-sequences 8 --train-sequences 64 --heldout-sequences 8
+       --distill-tokens 131072 --distill-batch 8)
+fi
 mkdir -p "$OUT"
 cd "$ROOT"
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
-  BUILD_DIR=$BUILD_DIR scripts/build_cuda.sh
+  BUILD_DIR=$BUILD_DIR scripts/build_cuda.sh $BUILD_ARGS
 } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 tail -2 "$OUT/build.log"
 export AC_QUIET=1
@@ -64,28 +87,26 @@ run() {  # name, then the command's arguments
 }
 case $PART in
   stories)
-    run profile profile --device cuda --scenario "$SCENARIO" --calibrate --out "$OUT/P.json"
-    run validate validate --profile "$OUT/P.json" --scenario "$SCENARIO" --count 20 --repeats 3 --seed 1 --out "$OUT/V.json"
+    run profile profile --device $DEVICE --scenario "$SCENARIO" --calibrate "${CAL[@]}" --out "$OUT/P.json"
+    run validate validate --profile "$OUT/P.json" --scenario "$SCENARIO" --count $COUNT --repeats $REPEATS --seed 1 --out "$OUT/V.json"
     ;;
   1b)
-    run profile1b profile --device cuda --scenario "$SCENARIO" --model architectures/tinyllama-1.1b.json --calibrate --calibration-models 8 --calibration-repeats 2 --out "$OUT/P1B.json"
-    run validate1b validate --profile "$OUT/P1B.json" --scenario "$SCENARIO" --base architectures/tinyllama-1.1b.json --count 20 --repeats 2 --seed 1 --out "$OUT/V1B.json"
+    [[ ${REHEARSE:-0} == 1 ]] || CAL=(--calibration-models 8 --calibration-repeats 2) REPEATS=2
+    run profile1b profile --device $DEVICE --scenario "$SCENARIO" --model architectures/tinyllama-1.1b.json --calibrate "${CAL[@]}" --out "$OUT/P1B.json"
+    run validate1b validate --profile "$OUT/P1B.json" --scenario "$SCENARIO" --base architectures/tinyllama-1.1b.json --count $COUNT --repeats $REPEATS --seed 1 --out "$OUT/V1B.json"
     ;;
   compress)
     # Small budgets: the stage times, tokens/s, MFU and memory are the figures, not the models.
     M15=$INPUTS/stories15m-bf16
     [[ -f $M15/config.json ]] || { echo "device_cuda: $M15 missing: run 'scripts/device_cuda.sh prepare' on the CPU machine and carry build-cuda-inputs" >&2; exit 1; }
-    common=(--scenario "$SCENARIO" --device cuda --precision bf16 --task-items 0 --fit-attempts 1
+    common=(--scenario "$SCENARIO" --device $DEVICE --precision bf16 --task-items 0 --fit-attempts 1
             --measure-rounds 2 --max-measure-rounds 4 --minitron-retrain-top-k 0
             --autocompress-retrain-top-k 0)
-    LIMIT_S=170 run compress15 compress --model "$M15" --out "$OUT/c15" "${common[@]}" \
-      --seq-len 256 --calibration-sequences 16 --train-sequences 128 --heldout-sequences 16 \
-      --distill-tokens 262144 --distill-batch 32
+    LIMIT_S=170 run compress15 compress --model "$M15" --out "$OUT/c15" "${common[@]}" "${C15[@]}"
     LIMIT_S=60 run random1b import random architectures/tinyllama-1.1b.json --tokenizer-from "$M15" \
       --seed 1 --out "$BUILD_DIR/tinyllama-random"
     LIMIT_S=330 run compress1b compress --model "$BUILD_DIR/tinyllama-random" --out "$OUT/c1b" \
-      "${common[@]}" --seq-len 512 --calibration-sequences 8 --train-sequences 64 \
-      --heldout-sequences 8 --distill-tokens 131072 --distill-batch 8
+      "${common[@]}" "${C1B[@]}"
     for run_dir in "$OUT/c15" "$OUT/c1b"; do
       [[ -f $run_dir/report.json ]] || continue
       echo "== $run_dir"

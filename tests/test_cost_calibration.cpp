@@ -496,7 +496,9 @@ TEST(CostCalibration, WidthSpreadArchitecturesCoverTheSearchRange) {
   std::set<int64_t> widths;
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].hidden_size % 8, 0);
-    if (i > 0) EXPECT_GE(a[i].hidden_size, a[i - 1].hidden_size);
+    if (i > 0) {
+      EXPECT_GE(a[i].hidden_size, a[i - 1].hidden_size);
+    }
     widths.insert(a[i].hidden_size);
   }
   EXPECT_EQ(widths.size(), 12u);  // 22 widths in range: no two prunes share one

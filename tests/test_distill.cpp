@@ -458,7 +458,9 @@ TEST(Distill, FusedHeadTrainsLikeTheLogitsPath) {
       ASSERT_EQ(pa.size(), pb.size());
       for (size_t i = 0; i < pa.size(); ++i)
         EXPECT_LT((pa[i] - pb[i]).abs().max().item<double>(), 1e-4) << where << " param " << i;
-      if (tied) EXPECT_TRUE(a.weights.lm_head.is_same(a.weights.embed_tokens)) << where;
+      if (tied) {
+        EXPECT_TRUE(a.weights.lm_head.is_same(a.weights.embed_tokens)) << where;
+      }
     }
   }
 }

@@ -132,7 +132,9 @@ TEST(EngineLoaders, WhatTheRulesAllowLoadsAndTheRulesAgreeWithTheLoaders) {
       (rules_ok ? allowed : refused) += 1;
     }
     EXPECT_GE(allowed, 8) << name;
-    if (name != "llama.cpp") EXPECT_GE(refused, 8) << name;
+    if (name != "llama.cpp") {
+      EXPECT_GE(refused, 8) << name;
+    }
   }
 }
 

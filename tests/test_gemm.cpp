@@ -181,12 +181,16 @@ TEST(Gemm, TheBackendIsNamed) {
   if (gemm_backend() == GemmBackend::OneDnn) {
     EXPECT_EQ(d.rfind("oneDNN v", 0), 0u) << d;
   } else {
-    EXPECT_EQ(d.rfind("OpenBLAS through at::mm", 0), 0u) << d;
+    // Debian's libtorch runs OpenBLAS; a PyPI wheel's at::mm names its own library (MKL).
+    EXPECT_TRUE(d.rfind("OpenBLAS through at::mm", 0) == 0 || d.rfind("at::mm over ", 0) == 0) << d;
   }
 }
 
 TEST(Gemm, TheMeasuredChoiceIsTheFasterAndBecomesTheBackend) {
   if (std::getenv("AC_GEMM")) GTEST_SKIP() << "AC_GEMM names the backend";
+#ifndef AC_WITH_DNNL
+  GTEST_SKIP() << "a build without oneDNN has one backend, at::mm (scripts/build_cuda.sh --tests)";
+#endif
   const GemmBackend before = gemm_backend();
   const GemmChoice c = choose_gemm_backend(model_gemm_shapes(64, 128, 256, 32), 2);
   EXPECT_FALSE(c.forced);

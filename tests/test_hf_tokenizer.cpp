@@ -11,7 +11,7 @@
 //     decode(encode(x)) == x where the pipeline is lossless; and the heap-based BPE merge against
 //     the textbook loop on Llama 2 (whole paragraphs as words). Needs scripts/setup_tokenizers.sh.
 // Torch-free: builds alone, e.g.
-//   g++ -std=c++17 -O1 -Isrc -Itests -DAC_SOURCE_DIR=\"$PWD\" tests/test_hf_tokenizer.cpp \
+//   g++ -std=c++17 -O1 -Isrc -Itests -DAC_SOURCE_DIR=\"$PWD\" tests/test_hf_tokenizer.cpp
 //       tests/test_paths.cpp src/io/hf_*.cpp src/common/fs.cpp src/common/json_io.cpp -lgtest -lgtest_main -lpthread -lfmt -lpcre2-8 -lutf8proc
 #include <gtest/gtest.h>
 

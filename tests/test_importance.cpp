@@ -37,7 +37,9 @@ double rel_diff(const at::Tensor& ours, const at::Tensor& ref, const char* what)
 void expect_same(const Importance& a, const Importance& b, double tol) {
   auto close = [&](const at::Tensor& x, const at::Tensor& y, const std::string& n) {
     ASSERT_EQ(x.defined(), y.defined()) << n;
-    if (x.defined()) EXPECT_TRUE(at::allclose(x, y, tol, 1e-7)) << n << "\n" << x << "\n" << y;
+    if (x.defined()) {
+      EXPECT_TRUE(at::allclose(x, y, tol, 1e-7)) << n << "\n" << x << "\n" << y;
+    }
   };
   close(a.hidden, b.hidden, "hidden");
   close(a.block_influence, b.block_influence, "block_influence");

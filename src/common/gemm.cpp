@@ -1,5 +1,6 @@
 #include "common/gemm.h"
 
+#include <ATen/Version.h>
 #include <fmt/format.h>
 #include <torch/csrc/autograd/custom_function.h>
 #ifdef AC_WITH_DNNL
@@ -134,14 +135,22 @@ std::vector<GemmShape> model_gemm_shapes(int64_t D, int64_t F, int64_t V, int64_
 
 std::optional<GemmBackend> gemm_backend_of_description(const std::string& d) {
   if (d.rfind("oneDNN", 0) == 0) return GemmBackend::OneDnn;
-  if (d.rfind("OpenBLAS through", 0) == 0) return GemmBackend::OpenBlas;
+  if (d.rfind("OpenBLAS through", 0) == 0 || d.rfind("at::mm", 0) == 0) return GemmBackend::OpenBlas;
   return std::nullopt;
 }
 
 std::string gemm_description() {
   std::string blas = blas_description();
-  if (gemm_backend() == GemmBackend::OpenBlas)
-    return "OpenBLAS through at::mm" + (blas.empty() ? "" : "; " + blas);
+  if (gemm_backend() == GemmBackend::OpenBlas) {
+    if (!blas.empty()) return "OpenBLAS through at::mm; " + blas;
+    // Not Debian's libtorch over OpenBLAS: a PyPI wheel's at::mm runs MKL. Its build settings
+    // name the library ("BLAS_INFO=mkl").
+    const std::string config = at::show_config();
+    const size_t pos = config.find("BLAS_INFO=");
+    const std::string info = pos == std::string::npos
+        ? "" : config.substr(pos + 10, config.find_first_of(", \n", pos) - pos - 10);
+    return "at::mm" + (info.empty() ? "" : " over " + info);
+  }
 #ifdef AC_WITH_DNNL
   const dnnl_version_t* v = dnnl_version();
   return fmt::format("oneDNN v{}.{}.{} sgemm", v->major, v->minor, v->patch) +
