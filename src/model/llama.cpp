@@ -122,6 +122,12 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
   if (opt.cache && S > opt.cache->capacity)
     throw ConfigError(fmt::format("[forward] KV cache holds {} positions, {} needed",
                                   opt.cache->capacity, S));
+  // Up to the window, sliding attention is plain causal attention; past it, it is not ours.
+  if (c.sliding_window && S > *c.sliding_window)
+    throw ConfigError(fmt::format(
+        "[forward] config.json sliding_window {0} (model_type {1}): the model attends over the "
+        "last {0} positions only, this forward over all of them; expected at most {0} positions, "
+        "found {2}", *c.sliding_window, c.model_type, S));
   // Masks may come from elsewhere (the search keeps its architecture logits on the CPU): they
   // join the forward on the tokens' device (differentiably; free when already there).
   const c10::Device dev = tokens.device();
