@@ -87,6 +87,11 @@ std::vector<FieldChange> compare_config_fields(const json& parent, const json& e
 }
 
 void check_decilm_loadable(const ModelConfig& c) {
+  if (c.qk_norm)
+    throw ConfigError(msg("export hf", "this heterogeneous model has q/k norms (Qwen3), which "
+                          "DeciLMForCausalLM does not have: its loaders would drop them. Keep "
+                          "every layer's shape equal (search --method minitron) to export it as "
+                          "its parent's class"));
   // The rules live in one place: hardware/engine.cpp structure_violations, here with what the
   // DeciLM format itself expresses (engine.h decilm_format_structure).
   EngineSpec decilm;

@@ -32,7 +32,8 @@ int64_t ModelConfig::num_parameters() const {
   for (const auto& l : layers) {
     if (l.has_attention()) {
       int64_t q = l.num_attention_heads * l.head_dim, kv = l.num_key_value_heads * l.head_dim;
-      n += D + D * q + 2 * D * kv + q * D + (attention_bias ? q + 2 * kv : 0);
+      n += D + D * q + 2 * D * kv + q * D + (attention_bias ? q + 2 * kv : 0) +
+           (qk_norm ? 2 * l.head_dim : 0);
     }
     if (l.has_ffn()) n += D + 3 * D * l.intermediate_size;
   }
@@ -98,7 +99,7 @@ const std::set<std::string> kModelled = {
     "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
     "max_position_embeddings", "rope_theta", "rope_scaling", "rms_norm_eps",
     "tie_word_embeddings", "attention_bias", "bos_token_id", "eos_token_id", "torch_dtype",
-    "dtype", "rope_parameters", "block_configs"};
+    "dtype", "rope_parameters", "qk_norm", "block_configs"};
 
 // j.contains() is false for non-objects, so `j` may be any JSON value.
 template <typename T>
@@ -300,6 +301,7 @@ ModelConfig config_from_hf_json(const json& j, const std::string& file) {
   c.rms_norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, file);
   c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, file);
   c.attention_bias = get_or<bool>(j, "attention_bias", c.model_type == "qwen2", file);
+  c.qk_norm = get_or<bool>(j, "qk_norm", c.model_type == "qwen3", file);
   c.bos_token_id = first_id(j, "bos_token_id", 1, file);
   c.eos_token_id = first_id(j, "eos_token_id", 2, file);
   // Llama 3.1 lists several EOS ids: the first is modelled, the list is written back as read.
@@ -388,6 +390,7 @@ json config_to_hf_json(const ModelConfig& c) {
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;
+  if (c.qk_norm && j["model_type"] != "qwen3") j["qk_norm"] = true;
   j["bos_token_id"] = c.bos_token_id;
   const json& eos_list = c.extra.contains("eos_token_id") ? c.extra["eos_token_id"] : json();
   j["eos_token_id"] = eos_list.is_array() && eos_list[0] == c.eos_token_id ? eos_list

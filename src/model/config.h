@@ -77,6 +77,10 @@ struct ModelConfig {
   double rms_norm_eps = 1e-5;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2)
+  /// RMSNorm over head_dim on every query and key head, before RoPE (Qwen3's q_norm / k_norm).
+  /// config.json: implied by model_type qwen3; written as "qk_norm": true (our extension) when
+  /// the model_type written is another (a heterogeneous model as nemotron-nas).
+  bool qk_norm = false;
   int64_t bos_token_id = 1;
   int64_t eos_token_id = 2;
   std::string torch_dtype = "float32";
@@ -103,8 +107,8 @@ struct ModelConfig {
                              const LayerConfig& layer);
 };
 
-/// Parses a Hugging Face config.json (Llama, Mistral, Qwen2, and DeciLM / nemotron-nas with
-/// "block_configs"), as transformers 4 or 5 writes it (HfSpelling). `file` is used in error
+/// Parses a Hugging Face config.json (Llama, Mistral, Qwen2, Qwen3, and DeciLM / nemotron-nas
+/// with "block_configs"), as transformers 4 or 5 writes it (HfSpelling). `file` is used in error
 /// messages. RoPE follows transformers 5's precedence (configuration_utils / modeling_rope_utils
 /// convert_rope_params_to_dict): a non-empty "rope_scaling" wins over "rope_parameters", and
 /// rope_theta inside the object wins over a top-level "rope_theta".

@@ -131,8 +131,9 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed, double std) {
     LayerWeights lw;
     for (const TensorRole& r : kLayerRoles) {
       if (!role_present(r, c, &l)) continue;
-      const bool is_norm = r.shape == RoleShape::D;
-      lw.*r.layer_member = is_norm ? norm_w(D) : normal(role_shape(r, c, &l), std);
+      const std::vector<int64_t> shape = role_shape(r, c, &l);
+      const bool is_norm = r.shape == RoleShape::D || r.shape == RoleShape::Hd;
+      lw.*r.layer_member = is_norm ? norm_w(shape[0]) : normal(shape, std);
     }
     w.layers.push_back(std::move(lw));
   }

@@ -19,6 +19,7 @@ struct LayerWeights {
   at::Tensor q_proj, k_proj, v_proj;    // [H*Hd, D], [G*Hd, D], [G*Hd, D]
   at::Tensor q_bias, k_bias, v_bias;    // [H*Hd], [G*Hd], [G*Hd]   (attention_bias only)
   at::Tensor o_proj;                    // [D, H*Hd]
+  at::Tensor q_norm, k_norm;            // [Hd], [Hd]   (qk_norm only: Qwen3)
   at::Tensor post_attention_layernorm;  // [D]
   at::Tensor gate_proj, up_proj;        // [F, D]
   at::Tensor down_proj;                 // [D, F]
