@@ -174,6 +174,95 @@ TEST(Config, ExplicitHeadDimIsNeverDerived) {
   EXPECT_THROW(config_from_hf_json(j, "config.json"), FormatError);
 }
 
+namespace {
+// A config.json as transformers 5 writes a Llama 3 (rope_parameters, dtype), shrunk.
+nlohmann::json transformers5_llama3() {
+  return {{"model_type", "llama"}, {"vocab_size", 10}, {"hidden_size", 16},
+          {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"intermediate_size", 8},
+          {"num_hidden_layers", 1}, {"max_position_embeddings", 4096}, {"dtype", "bfloat16"},
+          {"rope_parameters", {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
+                               {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}}}};
+}
+}  // namespace
+
+// transformers 5 moved rope_theta into "rope_parameters" and renamed torch_dtype "dtype"; the
+// reader follows its precedence (modeling_rope_utils.py convert_rope_params_to_dict).
+TEST(Config, ReadsTheSpellingOfTransformers5) {
+  nlohmann::json j = transformers5_llama3();
+  ModelConfig c = config_from_hf_json(j, "config.json");
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->rope_type, "llama3");
+  EXPECT_EQ(c.rope_scaling->factor, 8.0);
+  // Not in the object: transformers 5 takes max_position_embeddings.
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 4096);
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  EXPECT_EQ(config_to_hf_json(c)["rope_parameters"], j["rope_parameters"]);
+  // Inside the object, rope_theta wins over a top-level one.
+  j["rope_theta"] = 10000.0;
+  EXPECT_EQ(config_from_hf_json(j, "config.json").rope_theta, 500000.0);
+  // A non-empty legacy rope_scaling wins over rope_parameters, as in transformers.
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  c = config_from_hf_json(j, "config.json");
+  EXPECT_EQ(c.rope_scaling->rope_type, "linear");
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  // A default rope_parameters scales nothing: the forward equals the legacy rope_theta alone.
+  nlohmann::json d = transformers5_llama3();
+  d["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000.0}};
+  nlohmann::json legacy = transformers5_llama3();
+  legacy.erase("rope_parameters");
+  legacy["rope_theta"] = 1000.0;
+  const ModelConfig cd = config_from_hf_json(d, "config.json"),
+                    cl = config_from_hf_json(legacy, "config.json");
+  for (int64_t pos0 : {0, 7})
+    EXPECT_TRUE(at::equal(rope_tables(cd, 8, pos0, 5).first, rope_tables(cl, 8, pos0, 5).first));
+}
+
+TEST(Config, RefusesWhatTheForwardDoesNotCompute) {
+  auto refused = [](nlohmann::json j, const std::vector<std::string>& needles) {
+    ac::test::expect_error<FormatError>([&] { config_from_hf_json(j, "dir/config.json"); },
+                                        needles);
+  };
+  nlohmann::json j = transformers5_llama3();
+  j["rope_parameters"]["rope_type"] = "dynamic";
+  refused(j, {"dir/config.json", "rope_parameters.rope_type 'dynamic' is not supported",
+              "expected default, linear or llama3"});
+  j = transformers5_llama3();
+  j["rope_parameters"]["partial_rotary_factor"] = 0.5;
+  refused(j, {"dir/config.json", "rope_parameters.partial_rotary_factor 0.5",
+              "expected 1.0"});
+  j = transformers5_llama3();
+  j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}}},
+                          {"sliding_attention", {{"rope_type", "default"}}}};
+  refused(j, {"rope_parameters.full_attention: RoPE per layer type is not supported"});
+  j = transformers5_llama3();
+  j["hidden_act"] = "gelu";
+  refused(j, {"dir/config.json", "hidden_act 'gelu' is not supported", "expected silu"});
+}
+
+// The window transformers applies (masking_utils): Mistral's whenever set, Qwen2 / Qwen3's only
+// with use_sliding_window on a "sliding_attention" layer, Llama's never.
+TEST(Config, SlidingWindowAsTransformersAppliesIt) {
+  nlohmann::json j = transformers5_llama3();
+  j["sliding_window"] = 64;
+  EXPECT_EQ(config_from_hf_json(j, "config.json").sliding_window, std::nullopt);
+  j["model_type"] = "mistral";
+  EXPECT_EQ(config_from_hf_json(j, "config.json").sliding_window, std::optional<int64_t>(64));
+  j["sliding_window"] = nullptr;
+  EXPECT_EQ(config_from_hf_json(j, "config.json").sliding_window, std::nullopt);
+  j["model_type"] = "qwen2";
+  j["sliding_window"] = 64;
+  j["use_sliding_window"] = false;  // Qwen2.5's config.json: sliding_window 131072, unused
+  EXPECT_EQ(config_from_hf_json(j, "config.json").sliding_window, std::nullopt);
+  j["use_sliding_window"] = true;
+  j["max_window_layers"] = 1;  // layers from 1 on slide: none of this 1-layer model
+  EXPECT_EQ(config_from_hf_json(j, "config.json").sliding_window, std::nullopt);
+  j["max_window_layers"] = 0;
+  EXPECT_EQ(config_from_hf_json(j, "config.json").sliding_window, std::optional<int64_t>(64));
+  j["layer_types"] = {"full_attention"};  // written by transformers 5: it wins
+  EXPECT_EQ(config_from_hf_json(j, "config.json").sliding_window, std::nullopt);
+}
+
 // ---- stories15M (the real model) ----
 
 namespace {

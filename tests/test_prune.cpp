@@ -44,8 +44,8 @@ struct Case {
   ModelConfig parent, target;
 };
 
-// Odd sizes (D 33, F 257), GQA 8/2 and 16/2, bias, tied and untied, and heterogeneous targets
-// with a removed attention, a removed FFN, a removed block and a hidden-size cut.
+// Odd sizes (D 33, F 257), GQA 8/2 and 16/2, bias, q/k norms, tied and untied, and heterogeneous
+// targets with a removed attention, a removed FFN, a removed block and a hidden-size cut.
 std::vector<Case> cases() {
   std::vector<Case> out;
   {
@@ -63,12 +63,13 @@ std::vector<Case> cases() {
   {
     ModelConfig p = ModelConfig::uniform(47, 40, 3, LayerConfig{16, 2, 4, 31});
     p.tie_word_embeddings = true;
+    p.qk_norm = true;  // Qwen3's q/k norms: over head_dim, kept whole
     ModelConfig t = p;
     t.hidden_size = 17;
     t.layers[0] = LayerConfig{6, 2, 4, 31};
     t.layers[1] = LayerConfig{8, 1, 4, 5};
     t.layers[2] = attn_removed(LayerConfig{0, 0, 4, 1});
-    out.push_back({"gqa16x2_tied", p, t});
+    out.push_back({"gqa16x2_tied_qknorm", p, t});
   }
   {
     // A parent that is already heterogeneous (layer 1 without attention), no hidden cut.

@@ -30,6 +30,7 @@ const std::map<std::string, std::string> kReasons = {
     {"head_dim", "written explicitly (never derived from hidden_size / heads)"},
     {"block_configs", "per-layer DeciLM shapes of the compressed architecture"},
     {"torch_dtype", "export --dtype"},
+    {"dtype", "export --dtype (transformers 5's name of torch_dtype)"},
     {"hidden_act", "written explicitly (SwiGLU: silu)"},
     {"eos_token_id", "written explicitly"},
     {"bos_token_id", "written explicitly"},
@@ -39,12 +40,13 @@ const std::map<std::string, std::string> kReasons = {
     {"max_position_embeddings", "written explicitly"},
     {"rms_norm_eps", "written explicitly"},
     {"rope_theta", "written explicitly"},
+    {"rope_parameters", "written explicitly (transformers 5's rope_theta and rope_scaling)"},
 };
 // Fields whose value may change; the others may only be added with the parent's default.
 const std::set<std::string> kMayChange = {"architectures", "model_type", "hidden_size",
                                           "intermediate_size", "num_attention_heads",
                                           "num_key_value_heads", "head_dim", "block_configs",
-                                          "torch_dtype"};
+                                          "torch_dtype", "dtype"};
 
 json field_or_null(const json& j, const std::string& k) {
   return j.contains(k) ? j[k] : json(nullptr);
@@ -85,6 +87,11 @@ std::vector<FieldChange> compare_config_fields(const json& parent, const json& e
 }
 
 void check_decilm_loadable(const ModelConfig& c) {
+  if (c.qk_norm)
+    throw ConfigError(msg("export hf", "this heterogeneous model has q/k norms (Qwen3), which "
+                          "DeciLMForCausalLM does not have: its loaders would drop them. Keep "
+                          "every layer's shape equal (search --method minitron) to export it as "
+                          "its parent's class"));
   // The rules live in one place: hardware/engine.cpp structure_violations, here with what the
   // DeciLM format itself expresses (engine.h decilm_format_structure).
   EngineSpec decilm;

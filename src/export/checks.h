@@ -39,7 +39,8 @@ std::vector<FieldChange> compare_config_fields(const nlohmann::json& parent,
 /// a query-head count other than the global num_attention_heads (DeciLM varies only the KV heads
 /// through n_heads_in_group), a head_dim other than the global one, or an FFN width F with no
 /// ffn_mult such that find_multiple(int(2*ffn_mult*D/3), 256) == F (F must be a multiple of
-/// 256; the message gives the nearest widths that do).
+/// 256; the message gives the nearest widths that do). Also refuses q/k norms (Qwen3), which
+/// DeciLM does not have.
 void check_decilm_loadable(const ModelConfig& c);
 
 /// Parses `config_json` back (config_from_hf_json) and checks that it gives the same layers,

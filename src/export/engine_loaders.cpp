@@ -83,6 +83,7 @@ struct Built {
   int64_t D = 0, V = 0;
   bool tied = false, lm_head_read_when_tied = false;  // TensorRT-LLM's DeciLM reads it anyway
   bool qkv_bias = false, o_bias = false;
+  bool qk_norm = false;  // vLLM qwen3.py Qwen3Attention: q_norm, k_norm = RMSNorm(head_dim)
   bool unexpected_tensor_refused = false;  // vLLM: a tensor with no parameter is a KeyError
   std::vector<BuiltLayer> layers;
 };
@@ -118,6 +119,10 @@ std::map<std::string, Param> params_of(const Built& b) {
         p[pre + "self_attn.v_proj.bias"] = {{l.G * l.Hd}, kv};
       }
       if (b.o_bias) p[pre + "self_attn.o_proj.bias"] = {{D}, "hidden_size"};
+      if (b.qk_norm) {
+        p[pre + "self_attn.q_norm.weight"] = {{l.Hd}, fmt::format("head_dim {}", l.Hd)};
+        p[pre + "self_attn.k_norm.weight"] = {{l.Hd}, fmt::format("head_dim {}", l.Hd)};
+      }
     } else if (l.attention == BuiltLayer::kLinear) {
       p[pre + "input_layernorm.weight"] = {{D}, "hidden_size"};
       p[pre + "self_attn.linear_attn.weight"] = {{D, D}, "attention replace_with_linear"};
@@ -276,6 +281,7 @@ Built vllm_build(const json& c, std::vector<std::string>& bad) {
   const bool bias = flag(c, "attention_bias") || flag(c, "bias");
   b.qkv_bias = bias || type == "qwen2";
   b.o_bias = bias && type != "qwen2";  // nemotron_nas.py / llama.py: bias_o_proj = attention_bias
+  b.qk_norm = type == "qwen3";
   if (type == "nemotron-nas") {
     vllm_decilm_layers(c, b, H, Hd, L, bad);
   } else {

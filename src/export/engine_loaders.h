@@ -37,7 +37,8 @@ namespace ac {
 /// the global one, silu only) and DeciModel.load_weights (a tensor with no parameter is a
 /// KeyError; a parameter with no tensor is left uninitialised, which the default loader
 /// refuses). Other model types: vllm/model_executor/models/llama.py LlamaDecoderLayer (the
-/// global num_key_value_heads and intermediate_size). Both: llama.py LlamaAttention.__init__
+/// global num_key_value_heads and intermediate_size), with qwen3.py's q_norm and k_norm
+/// ([head_dim] each) for model_type qwen3. Both: llama.py LlamaAttention.__init__
 /// (head_dim = config.head_dim, else hidden_size // num_attention_heads; total_num_heads %
 /// tp_size == 0; total_num_kv_heads % tp_size == 0 or tp_size % total_num_kv_heads == 0) and
 /// LlamaMLP (intermediate_size % tp_size == 0). lm_head.weight is skipped when tied.

@@ -66,6 +66,12 @@ int64_t common_head_dim(const ModelConfig& c) {
 void check_exportable(const LlamaModel& m, const GgufVocab& v) {
   const ModelConfig& c = m.config;
   c.validate("export gguf");
+  // llama.cpp's llama and deci graphs have no q/k norms; a file that carried them would be
+  // refused at load (wrong number of tensors), one without them would compute another model.
+  if (c.qk_norm)
+    throw ConfigError(msg("export gguf", "model_type {}: q/k norms (Qwen3 q_norm / k_norm) have "
+                          "no place in the 'llama' and 'deci' GGUF architectures written here; "
+                          "export --format hf", c.model_type));
   const bool scores_ok =
       v.scores.size() == v.tokens.size() || (v.model == "gpt2" && v.scores.empty());
   if (int64_t(v.tokens.size()) != c.vocab_size || !scores_ok || v.types.size() != v.tokens.size())

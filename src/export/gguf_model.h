@@ -81,8 +81,8 @@ struct GgufExportOptions {
 };
 
 /// Writes `m` with its vocabulary. Throws ConfigError when llama.cpp cannot express the model
-/// (several head_dims, vocab size != V, rope type other than
-/// default / linear / llama3) or when a special token is not exactly one id.
+/// (several head_dims, vocab size != V, rope type other than default / linear / llama3, q/k
+/// norms) or when a special token is not exactly one id.
 void write_model_gguf(const fs::path& path, const LlamaModel& m, const GgufVocab& vocab,
                       const GgufExportOptions& opt = {});
 

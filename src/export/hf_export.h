@@ -1,16 +1,18 @@
 // `autocompress export`: a checkpoint folder -> the files serving engines load.
 //
 //   HF, homogeneous    config.json with the parent's class (LlamaForCausalLM, MistralForCausalLM,
-//                      Qwen2ForCausalLM), every parent field carried over, head_dim explicit;
+//                      Qwen2ForCausalLM, Qwen3ForCausalLM), every parent field carried over in
+//                      the parent's spelling (transformers 4 or 5: HfSpelling), head_dim explicit;
 //                      model.safetensors in --dtype; tokenizer files copied byte for byte;
 //                      generation_config.json (copied, or written from bos/eos ids).
 //   HF, heterogeneous  DeciLMForCausalLM, model_type "nemotron-nas", one block_configs entry
 //                      per layer (attention {no_op, replace_with_linear, n_heads_in_group},
 //                      ffn {no_op, replace_with_linear, ffn_mult}) as vLLM / TensorRT-LLM load it;
 //                      refused with a clear message when DeciLM cannot express the model
-//                      (checks.h check_decilm_loadable); lm_head.weight written even when tied
-//                      (TensorRT-LLM's DeciLM loader reads it).
-//   GGUF               model.gguf (export/gguf_model.h): llama or deci, tokenizer included.
+//                      (checks.h check_decilm_loadable; q/k norms included); lm_head.weight
+//                      written even when tied (TensorRT-LLM's DeciLM loader reads it).
+//   GGUF               model.gguf (export/gguf_model.h): llama or deci, tokenizer included;
+//                      refused for q/k norms (Qwen3), which neither architecture has.
 //
 // Output folder (written atomically): the HF files and/or model.gguf, plus export_report.json
 // listing every config.json field as carried / changed / added with the reason, the files

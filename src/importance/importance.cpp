@@ -221,7 +221,8 @@ Importance finalize(const Sums& s, const ModelConfig& c, Aggregation agg) {
 LayerWeights layer_on(const LayerWeights& w, const c10::Device& d) {
   LayerWeights o = w;
   for (at::Tensor* t : {&o.input_layernorm, &o.q_proj, &o.k_proj, &o.v_proj, &o.q_bias,
-                        &o.k_bias, &o.v_bias, &o.o_proj, &o.post_attention_layernorm,
+                        &o.k_bias, &o.v_bias, &o.o_proj, &o.q_norm, &o.k_norm,
+                        &o.post_attention_layernorm,
                         &o.gate_proj, &o.up_proj, &o.down_proj})
     if (t->defined()) *t = t->to(d);
   return o;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -31,7 +32,8 @@ int64_t ModelConfig::num_parameters() const {
   for (const auto& l : layers) {
     if (l.has_attention()) {
       int64_t q = l.num_attention_heads * l.head_dim, kv = l.num_key_value_heads * l.head_dim;
-      n += D + D * q + 2 * D * kv + q * D + (attention_bias ? q + 2 * kv : 0);
+      n += D + D * q + 2 * D * kv + q * D + (attention_bias ? q + 2 * kv : 0) +
+           (qk_norm ? 2 * l.head_dim : 0);
     }
     if (l.has_ffn()) n += D + 3 * D * l.intermediate_size;
   }
@@ -97,7 +99,7 @@ const std::set<std::string> kModelled = {
     "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
     "max_position_embeddings", "rope_theta", "rope_scaling", "rms_norm_eps",
     "tie_word_embeddings", "attention_bias", "bos_token_id", "eos_token_id", "torch_dtype",
-    "block_configs"};
+    "dtype", "rope_parameters", "qk_norm", "block_configs"};
 
 // j.contains() is false for non-objects, so `j` may be any JSON value.
 template <typename T>
@@ -182,6 +184,86 @@ std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int
   return out;
 }
 
+// RoPE as transformers 5 reads it (modeling_rope_utils.py convert_rope_params_to_dict and
+// standardize_rope_params): the object is a non-empty "rope_scaling" if there is one (the legacy
+// field wins), else "rope_parameters"; rope_theta comes from inside it, else from the top level;
+// llama3's original_max_position_embeddings defaults to max_position_embeddings.
+void read_rope(const json& j, const std::string& file, ModelConfig& c) {
+  const bool legacy = j.contains("rope_scaling") && j["rope_scaling"].is_object() &&
+                      !j["rope_scaling"].empty();
+  c.hf_spelling.rope_parameters = j.contains("rope_parameters") && !j["rope_parameters"].is_null();
+  const char* field = legacy ? "rope_scaling" : "rope_parameters";
+  const json none = json::object();
+  const json& r = legacy ? j["rope_scaling"] : c.hf_spelling.rope_parameters ? j[field] : none;
+  if (!r.is_object())
+    throw FormatError(fmt::format("[load_config] {}: field '{}' must be an object, found {}", file,
+                                  field, r.dump().substr(0, 200)));
+  for (auto it = r.begin(); it != r.end(); ++it)
+    if (it.value().is_object())  // keyed by layer type (Gemma 3's sliding and full attention)
+      throw FormatError(fmt::format("[load_config] {}: {}.{}: RoPE per layer type is not "
+                                    "supported (expected one object of rope_type, rope_theta, ...)",
+                                    file, field, it.key()));
+  const std::string where = fmt::format("{} {}", file, field);
+  c.rope_theta = get_or<double>(r, "rope_theta", get_or<double>(j, "rope_theta", 10000.0, file),
+                                where);
+  for (const auto& [o, name] : {std::pair<const json*, std::string>{&r, field + std::string(".")},
+                                 {&j, ""}}) {
+    const double partial = get_or<double>(*o, "partial_rotary_factor", 1.0, file);
+    if (partial != 1.0)
+      throw FormatError(fmt::format("[load_config] {}: {}partial_rotary_factor {}: RoPE over part "
+                                    "of head_dim is not supported (expected 1.0)", file, name,
+                                    partial));
+  }
+  const std::string type = r.contains("rope_type") ? get<std::string>(r, "rope_type", where)
+                           : r.contains("type")    ? get<std::string>(r, "type", where)
+                                                   : "default";
+  if (type != "llama3" && type != "linear" && type != "default")
+    throw FormatError(fmt::format("[load_config] {}: {}.rope_type '{}' is not supported "
+                                  "(expected default, linear or llama3)", file, field, type));
+  // The object is kept as read, whatever its type ("default" scales nothing), so that it is
+  // written back the same.
+  if (!legacy && !c.hf_spelling.rope_parameters) return;
+  RopeScaling s;
+  s.raw = r;
+  s.rope_type = type;
+  s.factor = get_or<double>(r, "factor", 1.0, where);
+  s.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0, where);
+  s.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0, where);
+  s.original_max_position_embeddings = get_or<int64_t>(
+      r, "original_max_position_embeddings",
+      get_or<int64_t>(j, "original_max_position_embeddings", c.max_position_embeddings, file),
+      where);
+  c.rope_scaling = s;
+}
+
+// The window transformers' mask builders apply (masking_utils create_sliding_window_causal_mask):
+// Mistral's whenever sliding_window is set; Qwen2 / Qwen3's only with use_sliding_window, on the
+// layers that layer_types (or, without it, max_window_layers) marks "sliding_attention". Llama
+// and DeciLM have no window whatever the file says.
+std::optional<int64_t> read_sliding_window(const json& j, const std::string& model_type,
+                                           int64_t num_layers, const std::string& file) {
+  const bool mistral = model_type == "mistral";
+  const bool qwen = model_type == "qwen2" || model_type == "qwen3";
+  if (!mistral && !qwen) return std::nullopt;
+  if (!j.contains("sliding_window") || j["sliding_window"].is_null()) return std::nullopt;
+  const int64_t window = get<int64_t>(j, "sliding_window", file);
+  if (window <= 0)
+    throw FormatError(fmt::format("[load_config] {}: sliding_window must be positive, found {}",
+                                  file, window));
+  if (mistral) return window;
+  if (!get_or<bool>(j, "use_sliding_window", false, file)) return std::nullopt;
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const json& types = j["layer_types"];
+    if (!types.is_array())
+      throw FormatError(fmt::format("[load_config] {}: field 'layer_types' must be an array of "
+                                    "strings, found {}", file, types.dump().substr(0, 200)));
+    const bool slides = std::count(types.begin(), types.end(), json("sliding_attention")) > 0;
+    return slides ? std::optional<int64_t>(window) : std::nullopt;
+  }
+  const int64_t max_window_layers = get_or<int64_t>(j, "max_window_layers", 28, file);
+  return max_window_layers < num_layers ? std::optional<int64_t>(window) : std::nullopt;
+}
+
 }  // namespace
 
 int64_t decilm_ffn_width(double ffn_mult, int64_t hidden) {
@@ -216,33 +298,24 @@ ModelConfig config_from_hf_json(const json& j, const std::string& file) {
   c.vocab_size = get<int64_t>(j, "vocab_size", file);
   c.hidden_size = get<int64_t>(j, "hidden_size", file);
   c.max_position_embeddings = get_or<int64_t>(j, "max_position_embeddings", 2048, file);
-  c.rope_theta = get_or<double>(j, "rope_theta", 10000.0, file);
   c.rms_norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, file);
   c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, file);
   c.attention_bias = get_or<bool>(j, "attention_bias", c.model_type == "qwen2", file);
+  c.qk_norm = get_or<bool>(j, "qk_norm", c.model_type == "qwen3", file);
   c.bos_token_id = first_id(j, "bos_token_id", 1, file);
   c.eos_token_id = first_id(j, "eos_token_id", 2, file);
   // Llama 3.1 lists several EOS ids: the first is modelled, the list is written back as read.
   if (j.contains("eos_token_id") && j["eos_token_id"].is_array() && !j["eos_token_id"].empty())
     c.extra["eos_token_id"] = j["eos_token_id"];
-  c.torch_dtype = get_or<std::string>(j, "torch_dtype", "float32", file);
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const json& r = j["rope_scaling"];
-    RopeScaling s;
-    s.raw = r;
-    s.rope_type = r.contains("rope_type") ? get<std::string>(r, "rope_type", file)
-                                          : get_or<std::string>(r, "type", "linear", file);
-    s.factor = get_or<double>(r, "factor", 1.0, file);
-    s.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0, file);
-    s.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0, file);
-    s.original_max_position_embeddings =
-        get_or<int64_t>(r, "original_max_position_embeddings", 8192, file);
-    if (s.rope_type != "llama3" && s.rope_type != "linear" && s.rope_type != "default")
-      throw FormatError(fmt::format("[load_config] {}: rope_scaling type '{}' is not supported "
-                                    "(supported: llama3, linear)",
-                                    file, s.rope_type));
-    c.rope_scaling = s;
-  }
+  // transformers 5 writes "dtype"; both name the same field (torch_dtype is its old name).
+  c.hf_spelling.dtype = !j.contains("torch_dtype") && j.contains("dtype");
+  c.torch_dtype = get_or<std::string>(j, c.hf_spelling.dtype ? "dtype" : "torch_dtype", "float32",
+                                      file);
+  read_rope(j, file, c);
+  const std::string act = get_or<std::string>(j, "hidden_act", "silu", file);
+  if (act != "silu")
+    throw FormatError(fmt::format("[load_config] {}: hidden_act '{}' is not supported (expected "
+                                  "silu: the FFN is SwiGLU)", file, act));
   const int64_t H = get<int64_t>(j, "num_attention_heads", file);
   if (H <= 0)
     throw FormatError(fmt::format("[load_config] {}: num_attention_heads must be positive, "
@@ -270,6 +343,7 @@ ModelConfig config_from_hf_json(const json& j, const std::string& file) {
     if (!l.ffn_no_op && l.intermediate_size == 0) l.ffn_no_op = true;
     if (l.ffn_no_op) l.intermediate_size = 0;
   }
+  c.sliding_window = read_sliding_window(j, c.model_type, c.num_layers(), file);
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!kModelled.count(it.key())) c.extra[it.key()] = it.value();
   try {
@@ -305,16 +379,23 @@ json config_to_hf_json(const ModelConfig& c) {
   j["head_dim"] = ref.head_dim;
   j["intermediate_size"] = homogeneous ? ref.intermediate_size : max_F;
   j["max_position_embeddings"] = c.max_position_embeddings;
-  j["rope_theta"] = c.rope_theta;
-  j["rope_scaling"] = c.rope_scaling ? c.rope_scaling->raw : json(nullptr);
+  if (c.hf_spelling.rope_parameters) {
+    json r = c.rope_scaling ? c.rope_scaling->raw : json{{"rope_type", "default"}};
+    r["rope_theta"] = c.rope_theta;
+    j["rope_parameters"] = r;
+  } else {
+    j["rope_theta"] = c.rope_theta;
+    j["rope_scaling"] = c.rope_scaling ? c.rope_scaling->raw : json(nullptr);
+  }
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;
+  if (c.qk_norm && j["model_type"] != "qwen3") j["qk_norm"] = true;
   j["bos_token_id"] = c.bos_token_id;
   const json& eos_list = c.extra.contains("eos_token_id") ? c.extra["eos_token_id"] : json();
   j["eos_token_id"] = eos_list.is_array() && eos_list[0] == c.eos_token_id ? eos_list
                                                                            : json(c.eos_token_id);
-  j["torch_dtype"] = c.torch_dtype;
+  j[c.hf_spelling.dtype ? "dtype" : "torch_dtype"] = c.torch_dtype;
   if (!j.contains("hidden_act")) j["hidden_act"] = "silu";  // kept as read otherwise
   if (!homogeneous) {
     json blocks = json::array();

@@ -44,8 +44,9 @@ struct LayerConfig {
   bool operator!=(const LayerConfig& o) const { return !(*this == o); }
 };
 
-/// RoPE scaling as in HF config.json "rope_scaling" (type "llama3" implemented; others kept
-/// verbatim in `raw` so that export carries them over).
+/// RoPE scaling as in HF config.json "rope_scaling", or transformers 5's "rope_parameters" when
+/// its rope_type is not "default" (types "llama3" and "linear" implemented, every other refused
+/// by config_from_hf_json; the object is kept verbatim in `raw` so that export carries it over).
 struct RopeScaling {
   std::string rope_type;  // "llama3", "linear", ...
   double factor = 1.0;
@@ -53,6 +54,15 @@ struct RopeScaling {
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
   nlohmann::json raw;  // the object exactly as read
+};
+
+/// The spelling config.json used for the fields transformers 5 renamed, kept so that a config
+/// is written back as it was read (an export adds and drops no field behind the parent's back):
+/// transformers 4 writes "torch_dtype", "rope_theta" and "rope_scaling"; transformers 5 writes
+/// "dtype" and one "rope_parameters" object holding rope_theta, rope_type and the scaling.
+struct HfSpelling {
+  bool dtype = false;            // "dtype" rather than "torch_dtype"
+  bool rope_parameters = false;  // "rope_parameters" rather than "rope_theta" + "rope_scaling"
 };
 
 /// The global part of the model plus one LayerConfig per layer.
@@ -67,9 +77,19 @@ struct ModelConfig {
   double rms_norm_eps = 1e-5;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2)
+  /// RMSNorm over head_dim on every query and key head, before RoPE (Qwen3's q_norm / k_norm).
+  /// config.json: implied by model_type qwen3; written as "qk_norm": true (our extension) when
+  /// the model_type written is another (a heterogeneous model as nemotron-nas).
+  bool qk_norm = false;
   int64_t bos_token_id = 1;
   int64_t eos_token_id = 2;
   std::string torch_dtype = "float32";
+  /// The positions each query attends over when the model's attention slides (Mistral's
+  /// sliding_window; Qwen2 / Qwen3's with use_sliding_window and a "sliding_attention" layer, as
+  /// transformers builds the mask), nullopt when it sees every earlier position. Derived on read
+  /// from fields that stay in `extra`; the forward refuses a sequence longer than it.
+  std::optional<int64_t> sliding_window;
+  HfSpelling hf_spelling;
   std::vector<LayerConfig> layers;  // L entries
   /// Every config.json field we do not model, carried over verbatim on export.
   nlohmann::json extra = nlohmann::json::object();
@@ -87,9 +107,14 @@ struct ModelConfig {
                              const LayerConfig& layer);
 };
 
-/// Parses a Hugging Face config.json (Llama, Mistral, Qwen2, and DeciLM / nemotron-nas with
-/// "block_configs"). `file` is used in error messages.
-/// Throws FormatError naming the file and field on missing or inconsistent fields.
+/// Parses a Hugging Face config.json (Llama, Mistral, Qwen2, Qwen3, and DeciLM / nemotron-nas
+/// with "block_configs"), as transformers 4 or 5 writes it (HfSpelling). `file` is used in error
+/// messages. RoPE follows transformers 5's precedence (configuration_utils / modeling_rope_utils
+/// convert_rope_params_to_dict): a non-empty "rope_scaling" wins over "rope_parameters", and
+/// rope_theta inside the object wins over a top-level "rope_theta".
+/// Throws FormatError naming the file and field on missing or inconsistent fields, and on what
+/// the forward does not compute: a rope_type other than default / linear / llama3, RoPE over
+/// part of head_dim (partial_rotary_factor), RoPE per layer type, a hidden_act other than silu.
 ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& file);
 
 /// Writes config.json. Homogeneous configs use the parent's class (Llama/Mistral/Qwen2);

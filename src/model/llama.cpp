@@ -122,6 +122,12 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
   if (opt.cache && S > opt.cache->capacity)
     throw ConfigError(fmt::format("[forward] KV cache holds {} positions, {} needed",
                                   opt.cache->capacity, S));
+  // Up to the window, sliding attention is plain causal attention; past it, it is not ours.
+  if (c.sliding_window && S > *c.sliding_window)
+    throw ConfigError(fmt::format(
+        "[forward] config.json sliding_window {0} (model_type {1}): the model attends over the "
+        "last {0} positions only, this forward over all of them; expected at most {0} positions, "
+        "found {2}", *c.sliding_window, c.model_type, S));
   // Masks may come from elsewhere (the search keeps its architecture logits on the CPU): they
   // join the forward on the tokens' device (differentiably; free when already there).
   const c10::Device dev = tokens.device();
@@ -166,9 +172,15 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
       if (it == rope.end())
         it = rope.emplace(Hd, rope_tables(c, Hd, pos0, T, tokens.device())).first;
       const auto& [cos, sin] = it->second;
+      at::Tensor q = ac::linear(h, lw.q_proj, lw.q_bias).view({B, T, H, Hd});
+      at::Tensor k = ac::linear(h, lw.k_proj, lw.k_bias).view({B, T, G, Hd});
+      if (c.qk_norm) {  // Qwen3: each head normalized over its Hd, before RoPE
+        q = ac::rms_norm(q, lw.q_norm, c.rms_norm_eps);
+        k = ac::rms_norm(k, lw.k_norm, c.rms_norm_eps);
+      }
       // RoPE into the heads' layout (model/kernels.h): q [B, H, T, Hd], k [B, G, T, Hd].
-      at::Tensor q = rope_to_heads(ac::linear(h, lw.q_proj, lw.q_bias).view({B, T, H, Hd}), cos, sin);
-      at::Tensor k = rope_to_heads(ac::linear(h, lw.k_proj, lw.k_bias).view({B, T, G, Hd}), cos, sin);
+      q = rope_to_heads(q, cos, sin);
+      k = rope_to_heads(k, cos, sin);
       at::Tensor v = ac::linear(h, lw.v_proj, lw.v_bias).view({B, T, G, Hd}).transpose(1, 2);
       if (opt.cache) {
         opt.cache->k[size_t(i)].narrow(2, pos0, T).copy_(k);

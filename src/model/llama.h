@@ -1,9 +1,11 @@
-// The Llama-family decoder (Llama, Mistral, Qwen2, DeciLM/nemotron-nas heterogeneous blocks):
-// GQA, RoPE (rotate-half, HF convention; llama3 rope_scaling), RMSNorm, SwiGLU, tied or untied
-// head, qkv bias, optional masks (the search's supernet) and a KV cache for generation.
+// The Llama-family decoder (Llama, Mistral, Qwen2, Qwen3, DeciLM/nemotron-nas heterogeneous
+// blocks): GQA, RoPE (rotate-half, HF convention; llama3 rope_scaling), RMSNorm, SwiGLU, tied or
+// untied head, qkv bias, q/k norms (Qwen3), optional masks (the search's supernet) and a KV
+// cache for generation.
 //
-// Reference: HF transformers modeling_llama.py; the golden test compares against
-// tests/golden/reference.py (python3-torch, float64).
+// Reference: HF transformers modeling_llama.py (modeling_qwen3.py for the q/k norms); the
+// golden tests compare against tests/golden/reference.py (python3-torch, float64) and against
+// transformers' own classes (tests/golden/hf_golden.py, tests/test_hf_golden.cpp).
 #pragma once
 #include <ATen/ATen.h>
 

@@ -17,7 +17,7 @@ const std::array<TensorRole, 3> kModelRoles = {{
      "vocab_size, hidden_size", RopeRows::None, &ModelWeights::lm_head},
 }};
 
-const std::array<TensorRole, 12> kLayerRoles = {{
+const std::array<TensorRole, 14> kLayerRoles = {{
     {"input_layernorm", "input_layernorm.weight", "attn_norm.weight", RolePart::Attention,
      RoleShape::D, "hidden_size", RopeRows::None, nullptr, &LayerWeights::input_layernorm},
     {"q_proj", "self_attn.q_proj.weight", "attn_q.weight", RolePart::Attention, RoleShape::Q_D,
@@ -35,6 +35,10 @@ const std::array<TensorRole, 12> kLayerRoles = {{
     {"o_proj", "self_attn.o_proj.weight", "attn_output.weight", RolePart::Attention,
      RoleShape::D_Q, "num_attention_heads*head_dim", RopeRows::None, nullptr,
      &LayerWeights::o_proj},
+    {"q_norm", "self_attn.q_norm.weight", "attn_q_norm.weight", RolePart::QkNorm, RoleShape::Hd,
+     "head_dim", RopeRows::None, nullptr, &LayerWeights::q_norm},
+    {"k_norm", "self_attn.k_norm.weight", "attn_k_norm.weight", RolePart::QkNorm, RoleShape::Hd,
+     "head_dim", RopeRows::None, nullptr, &LayerWeights::k_norm},
     {"post_attention_layernorm", "post_attention_layernorm.weight", "ffn_norm.weight",
      RolePart::Ffn, RoleShape::D, "hidden_size", RopeRows::None, nullptr,
      &LayerWeights::post_attention_layernorm},
@@ -70,6 +74,7 @@ bool role_present(const TensorRole& r, const ModelConfig& c, const LayerConfig* 
     case RolePart::UntiedHead: return !c.tie_word_embeddings;
     case RolePart::Attention: return l->has_attention();
     case RolePart::AttentionBias: return l->has_attention() && c.attention_bias;
+    case RolePart::QkNorm: return l->has_attention() && c.qk_norm;
     case RolePart::Ffn: return l->has_ffn();
   }
   return false;
@@ -89,6 +94,7 @@ std::vector<int64_t> role_shape(const TensorRole& r, const ModelConfig& c, const
     case RoleShape::D_Q: return {D, q};
     case RoleShape::Q: return {q};
     case RoleShape::KV: return {kv};
+    case RoleShape::Hd: return {l ? l->head_dim : 0};
     case RoleShape::F_D: return {F, D};
     case RoleShape::D_F: return {D, F};
   }

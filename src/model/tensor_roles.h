@@ -14,13 +14,15 @@
 //   v_proj                    self_attn.v_proj.weight              attn_v.weight            [G*Hd, D]
 //   q_bias / k_bias / v_bias  self_attn.{q,k,v}_proj.bias          attn_{q,k,v}.bias        [H*Hd] / [G*Hd]
 //   o_proj                    self_attn.o_proj.weight              attn_output.weight       [D, H*Hd]
+//   q_norm / k_norm           self_attn.{q,k}_norm.weight          attn_{q,k}_norm.weight   [Hd]
 //   post_attention_layernorm  post_attention_layernorm.weight      ffn_norm.weight          [D]
 //   gate_proj / up_proj       mlp.{gate,up}_proj.weight            ffn_{gate,up}.weight     [F, D]
 //   down_proj                 mlp.down_proj.weight                 ffn_down.weight          [D, F]
 //
 // lm_head exists only when tie_word_embeddings is false (HF omits it when tied; llama.cpp then
 // reuses token_embd). The attention roles exist when the layer has attention, the biases only
-// with attention_bias (Qwen2), the FFN roles when the layer has an FFN. Shapes are torch order;
+// with attention_bias (Qwen2), the q/k norms only with qk_norm (Qwen3), the FFN roles when the
+// layer has an FFN. Shapes are torch order;
 // the GGUF container stores ne reversed (io/gguf_format.h).
 #pragma once
 #include <array>
@@ -40,11 +42,12 @@ enum class RolePart {
   UntiedHead,     // global, only when tie_word_embeddings is false
   Attention,      // per layer, when the layer has attention
   AttentionBias,  // per layer, when the layer has attention and the config attention_bias
+  QkNorm,         // per layer, when the layer has attention and the config qk_norm
   Ffn,            // per layer, when the layer has an FFN
 };
 
 /// The shape of a role's tensor in the config's letters (torch order).
-enum class RoleShape { V_D, D, Q_D, KV_D, D_Q, Q, KV, F_D, D_F };
+enum class RoleShape { V_D, D, Q_D, KV_D, D_Q, Q, KV, Hd, F_D, D_F };
 
 /// q/k rows are in rotate-half order in HF and in interleaved pairs in llama.cpp: which head
 /// count splits the rows when permuting (convert_hf_to_gguf.py LlamaModel.permute).
@@ -69,7 +72,7 @@ struct TensorRole {
 extern const std::array<TensorRole, 3> kModelRoles;
 /// The per-layer roles, in the order of a layer's tensors (attention, then FFN; the order every
 /// writer and random_weights use).
-extern const std::array<TensorRole, 12> kLayerRoles;
+extern const std::array<TensorRole, 14> kLayerRoles;
 
 /// The role named `name` ("embed_tokens", "q_proj", ...). Internal check on an unknown name.
 const TensorRole& tensor_role(std::string_view name);

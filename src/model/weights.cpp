@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <set>
+
 #include "common/error.h"
 #include "model/tensor_roles.h"
 
@@ -48,6 +51,42 @@ at::Tensor take_role(const TensorMap& m, const ModelConfig& c, const TensorRole&
   return take(m, hf_tensor_name(r, layer), role_shape(r, c, l), r.shape_field, file);
 }
 
+// A tensor the config has no role for is refused: the forward would run without it and give
+// other logits than the model's (a Qwen3's q/k norms read as another family, the o_proj and MLP
+// biases of a Llama with attention_bias / mlp_bias). RoPE's inv_freq buffer (older checkpoints)
+// is derived from config.json, and a tied head written out anyway is the embedding itself.
+void refuse_unexpected(const ModelConfig& c, const TensorMap& m, const std::string& file) {
+  std::set<std::string> expected;
+  for (const TensorRole& r : kModelRoles)
+    if (role_present(r, c)) expected.insert(hf_tensor_name(r));
+  for (int64_t i = 0; i < c.num_layers(); ++i)
+    for (const TensorRole& r : kLayerRoles)
+      if (role_present(r, c, &c.layers[size_t(i)])) expected.insert(hf_tensor_name(r, i));
+  const std::string suffix = ".rotary_emb.inv_freq";
+  std::vector<std::string> unexpected;
+  for (const auto& [name, t] : m) {
+    if (expected.count(name)) continue;
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(),
+                                                    suffix) == 0)
+      continue;
+    const std::string embed = hf_tensor_name(tensor_role("embed_tokens"));
+    if (name == hf_tensor_name(tensor_role("lm_head")) && c.tie_word_embeddings &&
+        m.count(embed) && at::equal(t, m.at(embed)))
+      continue;
+    unexpected.push_back(name);
+  }
+  if (unexpected.empty()) return;
+  const size_t shown = std::min<size_t>(unexpected.size(), 4);
+  throw FormatError(fmt::format(
+      "[load_checkpoint] {}: tensor{} {}{} {} no place in the model config.json describes "
+      "(model_type {}, {}): expected none, the forward would run without {}",
+      file, unexpected.size() > 1 ? "s" : "",
+      fmt::join(unexpected.begin(), unexpected.begin() + long(shown), ", "),
+      unexpected.size() > shown ? fmt::format(" and {} more", unexpected.size() - shown) : "",
+      unexpected.size() > 1 ? "have" : "has", c.model_type, c.architecture,
+      unexpected.size() > 1 ? "them" : "it"));
+}
+
 }  // namespace
 
 TensorMap to_tensor_map(const ModelConfig& c, const ModelWeights& w) {
@@ -75,6 +114,7 @@ ModelWeights from_tensor_map(const ModelConfig& c, const TensorMap& m, const std
   w.norm = take_role(m, c, tensor_role("norm"), -1, file);
   const TensorRole& head = tensor_role("lm_head");
   w.lm_head = role_present(head, c) ? take_role(m, c, head, -1, file) : w.embed_tokens;
+  refuse_unexpected(c, m, file);
   return w;
 }
 
@@ -91,8 +131,9 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed, double std) {
     LayerWeights lw;
     for (const TensorRole& r : kLayerRoles) {
       if (!role_present(r, c, &l)) continue;
-      const bool is_norm = r.shape == RoleShape::D;
-      lw.*r.layer_member = is_norm ? norm_w(D) : normal(role_shape(r, c, &l), std);
+      const std::vector<int64_t> shape = role_shape(r, c, &l);
+      const bool is_norm = r.shape == RoleShape::D || r.shape == RoleShape::Hd;
+      lw.*r.layer_member = is_norm ? norm_w(shape[0]) : normal(shape, std);
     }
     w.layers.push_back(std::move(lw));
   }

@@ -19,6 +19,7 @@ struct LayerWeights {
   at::Tensor q_proj, k_proj, v_proj;    // [H*Hd, D], [G*Hd, D], [G*Hd, D]
   at::Tensor q_bias, k_bias, v_bias;    // [H*Hd], [G*Hd], [G*Hd]   (attention_bias only)
   at::Tensor o_proj;                    // [D, H*Hd]
+  at::Tensor q_norm, k_norm;            // [Hd], [Hd]   (qk_norm only: Qwen3)
   at::Tensor post_attention_layernorm;  // [D]
   at::Tensor gate_proj, up_proj;        // [F, D]
   at::Tensor down_proj;                 // [D, F]
@@ -42,7 +43,10 @@ TensorMap to_tensor_map(const ModelConfig& c, const ModelWeights& w);
 
 /// Builds weights from HF-named tensors, converting to fp32 and checking every shape against
 /// the config. Throws FormatError: "[load_checkpoint] FILE: tensor 'NAME' has shape [a, b],
-/// expected [c, d] from config.json FIELD", or "missing tensor 'NAME'".
+/// expected [c, d] from config.json FIELD", "missing tensor 'NAME'", or, for a tensor the
+/// config has no role for (the forward would run without it), "tensor 'NAME' has no place in
+/// the model config.json describes". Tolerated: RoPE's `*.rotary_emb.inv_freq` buffers, and a
+/// tied head written out anyway when it equals the embedding.
 ModelWeights from_tensor_map(const ModelConfig& c, const TensorMap& m, const std::string& file);
 
 /// Random weights for tests: N(0, std) projections, norms near 1 (seeded, deterministic).

@@ -485,13 +485,12 @@ std::vector<std::string> context_warnings(const ModelConfig& c, const Workload& 
     out.push_back(fmt::format("the scenario's context ({} tokens) exceeds the model's "
                               "max_position_embeddings ({}): it was not trained for it",
                               w.context_tokens(), c.max_position_embeddings));
-  const json& sw = c.extra.value("sliding_window", json());
-  const bool sliding = c.extra.value("use_sliding_window", true);
-  if (sw.is_number_integer() && sliding && sw.get<int64_t>() < w.context_tokens())
+  if (c.sliding_window && *c.sliding_window < w.context_tokens())
     out.push_back(fmt::format("the model attends over a {}-token sliding window; engines that "
                               "honour it keep only that window in the KV cache, the cost model "
-                              "counts the whole context (an upper bound)",
-                              sw.get<int64_t>()));
+                              "counts the whole context (an upper bound); autocompress's own "
+                              "forward refuses sequences longer than the window",
+                              *c.sliding_window));
   return out;
 }
 

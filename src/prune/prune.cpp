@@ -103,6 +103,10 @@ LayerWeights prune_layer(const LayerWeights& w, const LayerPlan& lp, const Layer
       o.v_bias = take(w.v_bias, 0, kv);
     }
     o.o_proj = take(take(w.o_proj, 0, hid), 1, q);  // [D', H'*Hd]
+    if (w.q_norm.defined()) {  // over head_dim, which pruning keeps: every head shares them
+      o.q_norm = w.q_norm.clone();
+      o.k_norm = w.k_norm.clone();
+    }
   }
   if (lp.ffn.defined()) {
     o.post_attention_layernorm = take(w.post_attention_layernorm, 0, hid);
