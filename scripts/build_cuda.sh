@@ -14,12 +14,13 @@
 #                                           image's build rehearsed on a CPU machine
 #
 # Without a CUDA toolkit (no nvcc on PATH or in /usr/local/cuda) the toolkit comes from PyPI's
-# wheels beside torch (`pip install nvidia-cuda-nvcc==13.0.* nvidia-nvvm==13.0.*
-# nvidia-cuda-crt==13.0.* nvidia-cuda-cccl==13.0.*`, the versions of torch's CUDA), linked into $BUILD_DIR/cuda-toolkit
-# (docs/gpu.md, "Building without a GPU").
+# wheels beside torch (nvidia-cuda-nvcc, -nvvm, -crt and -cccl of torch's CUDA release, as
+# scripts/setup_torch_venv.sh installs them), linked into $BUILD_DIR/cuda-toolkit (docs/gpu.md,
+# "Building without a GPU").
 #
 # Environment: BUILD_DIR (default build-cuda), AC_HEADERS_DIR (default build-cuda-headers), PYTHON
-# (default python3; a PyTorch image may have its own, e.g. /opt/torch/.venv/bin/python3),
+# (default python3 where it imports torch, else scripts/setup_torch_venv.sh's environment
+# AC_TORCH_VENV, default ~/.cache/autocompress/torch-2.11),
 # CXX_STANDARD (default 17, or what libtorch's CMake target requires).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,11 +51,17 @@ if [[ ${1:-} == --tests ]]; then TESTS=ON; shift; fi
 [[ $# == 0 ]] || { echo "build_cuda: unknown argument '$1' (expected --headers [DIR] or --tests)" >&2; exit 2; }
 
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-cuda}
-PYTHON=${PYTHON:-python3}
+# The Python that holds PyTorch: python3 where it has it (the GPU image), else the environment
+# scripts/setup_torch_venv.sh installs.
+if [[ -z ${PYTHON:-} ]]; then
+  PYTHON=python3
+  venv=${AC_TORCH_VENV:-$HOME/.cache/autocompress/torch-2.11}
+  python3 -c 'import torch' 2>/dev/null || { [[ -x $venv/bin/python ]] && PYTHON=$venv/bin/python; }
+fi
 for d in nlohmann CLI fmt; do
   [[ -d $HEADERS/$d ]] || { echo "build_cuda: $HEADERS/$d missing: run 'scripts/build_cuda.sh --headers' where the packages are and bring the folder" >&2; exit 1; }
 done
-"$PYTHON" -c 'import torch' 2>/dev/null || { echo "build_cuda: '$PYTHON' cannot import torch (set PYTHON to the Python that has PyTorch)" >&2; exit 1; }
+"$PYTHON" -c 'import torch' 2>/dev/null || { echo "build_cuda: '$PYTHON' cannot import torch (set PYTHON to the Python that has PyTorch, or run scripts/setup_torch_venv.sh)" >&2; exit 1; }
 
 # A CUDA toolkit root made of PyPI's wheels, for machines without one: torch's CMake
 # (FindCUDAToolkit, Caffe2's cuda.cmake) wants a toolkit's layout (bin/nvcc, include/,
