@@ -142,8 +142,9 @@ TEST(Prune, PrunedConfigAgreesWithEveryTensor) {
                 return n;
               }())
         << c.name;
-    if (c.parent.tie_word_embeddings)
+    if (c.parent.tie_word_embeddings) {
       EXPECT_TRUE(pruned.weights.lm_head.is_same(pruned.weights.embed_tokens)) << c.name;
+    }
   }
 }
 

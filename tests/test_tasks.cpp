@@ -432,7 +432,9 @@ TEST(MakeTasks, SentencesAndItems) {
     EXPECT_EQ(kStories[story].rfind(it.context, 0), 0u);
     EXPECT_NE(kStories[story].find(it.choices[size_t(it.gold)], it.context.size()), std::string::npos);
     for (size_t c = 0; c < 3; ++c)
-      if (int64_t(c) != it.gold) EXPECT_EQ(kStories[story].find(it.choices[c]), std::string::npos);
+      if (int64_t(c) != it.gold) {
+        EXPECT_EQ(kStories[story].find(it.choices[c]), std::string::npos);
+      }
   }
   o.cloze_items = 3;
   EXPECT_EQ(make_story_tasks(kStories, o).cloze.items.size(), 3u);

@@ -12,9 +12,9 @@
 //   DataSource: --data of every stage (data/data_source.h): token files whole, text tokenized and
 //     split (train / heldout / all), one-line errors, no scratch folder left.
 // Torch-free: builds alone, e.g.
-//   g++ -std=c++17 -O1 -Isrc -Itests -DAC_SOURCE_DIR=\"$PWD\" tests/test_text_corpus.cpp \
-//       tests/test_paths.cpp src/data/text_corpus.cpp src/data/data_source.cpp src/data/token_file.cpp src/io/text_tokenizer.cpp \
-//       src/io/tokenizer.cpp src/io/hf_*.cpp src/common/fs.cpp src/common/json_io.cpp src/common/runtime.cpp \
+//   g++ -std=c++17 -O1 -Isrc -Itests -DAC_SOURCE_DIR=\"$PWD\" tests/test_text_corpus.cpp
+//       tests/test_paths.cpp src/data/text_corpus.cpp src/data/data_source.cpp src/data/token_file.cpp src/io/text_tokenizer.cpp
+//       src/io/tokenizer.cpp src/io/hf_*.cpp src/common/fs.cpp src/common/json_io.cpp src/common/runtime.cpp
 //       -lgtest -lgtest_main -lpthread -lfmt -lpcre2-8 -lutf8proc
 #include <gtest/gtest.h>
 #include <malloc.h>
