@@ -9,7 +9,10 @@
 #   scripts/test.sh CTEST_ARGS...    one ctest run with those arguments, e.g. `-L unit` (a couple
 #                                    of minutes), `-L model`, `-R Prune`
 #
-# Tiers (ctest -L; tests/labels.cmake gives every test its labels): unit, model, client, e2e, slow.
+# Tiers (ctest -L; tests/labels.cmake gives every test its labels): unit, model, client, e2e, slow,
+# judge. The judge tier (gguf-py and transformers read our exports) runs in the second run where
+# the Python environment of scripts/setup_torch_venv.sh is found (AC_TORCH_VENV, default
+# ~/.cache/autocompress/torch-2.11); elsewhere ctest lists its tests as skipped, with the reason.
 # AC_SETUP_DONE=1 skips the install steps (.ci/run runs them once for every build tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,10 +3,10 @@
 # build-asan/ (RelWithDebInfo at -O1 with line tables, -g1: readable stacks with file and line,
 # a third of the compile time of full debug information; AC_SANITIZE_DEBUG=-g for variables).
 #
-#   scripts/test_sanitize.sh                 every test not labelled e2e, client or slow: the
-#                                            parsers, formats, kernels, search, distillation and
-#                                            export (unit and model tiers, tests/labels.cmake);
-#                                            the end-to-end runs only repeat that code
+#   scripts/test_sanitize.sh                 every test not labelled e2e, client, slow or judge:
+#                                            the parsers, formats, kernels, search, distillation
+#                                            and export (unit and model tiers, tests/labels.cmake);
+#                                            the end-to-end runs and the judge only repeat that code
 #   scripts/test_sanitize.sh CTEST_ARGS...   ctest with those arguments instead (e.g. `-R Gguf`,
 #                                            or `-LE none` for every test)
 #
@@ -31,5 +31,5 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 args=("$@")
-((${#args[@]})) || args=(-LE 'e2e|client|slow')
+((${#args[@]})) || args=(-LE 'e2e|client|slow|judge')
 phase "tests (ASan + UBSan)" ctest --test-dir build-asan --output-on-failure -j1 --timeout 1800 "${args[@]}"

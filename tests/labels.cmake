@@ -3,7 +3,7 @@
 # ctest includes this file (TEST_INCLUDE_FILES, CMakeLists.txt) each time it starts. It lists the
 # tests of autocompress_tests (`--gtest_list_tests`, names "Suite.Test"), gives each the label of
 # every rule below whose regular expression matches its name (a test that needs none of model,
-# client or slow is `unit`), and registers them:
+# client, slow or judge is `unit`), and registers them:
 #   - a test labelled slow alone, named "Suite.Test": it runs for minutes, under its own timeout;
 #   - the other tests of a suite together, one process for each set of labels, named "Suite.*"
 #     (with "/label+label" after it when the suite spans several sets): each process pays the
@@ -23,7 +23,11 @@
 #           eval, report) or `compress`; the sanitizer tree leaves these out, they repeat code
 #           that the other tiers test piece by piece. An e2e test may also be unit.
 #   slow    more than 10 s in the Release build.
+#   judge   runs the field's own readers on our exports (tests/golden/judge_exports.py: gguf-py,
+#           transformers) with the Python environment of scripts/setup_torch_venv.sh; where that
+#           is absent (CI has no PyPI) each test skips saying why, and ctest reports it skipped.
 set(_ac_label_rules
+  judge  "^Judge\\."
   model  "^Stories15M\\."
   model  "^Llama2c\\.ImportsRealStories15m$"
   model  "^Tokenizer\\.(Stories15m|HeapMerge)"
@@ -103,7 +107,7 @@ foreach(_ac_line IN LISTS _ac_lines)
       list(APPEND _ac_labels ${_ac_label})
     endif()
   endforeach()
-  if(NOT _ac_labels MATCHES "model|client|slow")
+  if(NOT _ac_labels MATCHES "model|client|slow|judge")
     list(APPEND _ac_labels unit)
   endif()
   list(REMOVE_DUPLICATES _ac_labels)
@@ -144,4 +148,9 @@ foreach(_ac_group IN LISTS _ac_groups)
   add_test("${_ac_name}" "${AC_TESTS_BIN}" "--gtest_filter=${_ac_filter}")
   set_tests_properties("${_ac_name}" PROPERTIES LABELS "${_ac_labels_${_ac_group}}"
                        ENVIRONMENT "AC_BIN=${AC_CLI_BIN}" WORKING_DIRECTORY "${AC_TESTS_DIR}")
+  list(FIND _ac_labels_${_ac_group} judge _ac_judge)
+  if(_ac_judge GREATER -1)
+    # GTEST_SKIP (no judge Python here) shows as skipped, not passed.
+    set_tests_properties("${_ac_name}" PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  endif()
 endforeach()

@@ -16,6 +16,7 @@
 #include "common/json_io.h"
 #include "common/runtime.h"
 #include "export/checks.h"
+#include "export/decilm_remote_code.h"
 #include "io/gguf.h"
 #include "export/gguf_model.h"
 #include "export/hf_export.h"
@@ -503,6 +504,50 @@ TEST(DeciLM, HeterogeneousExportIsPlainDeciLMAndReloadsIdentically) {
   EXPECT_TRUE(warned);
   EXPECT_TRUE(fs::exists(tmp.path / "out/export_report.json"));
   EXPECT_TRUE(fs::exists(tmp.path / "out/generation_config.json"));
+}
+
+TEST(DeciLM, ExportWritesTheConfigurationClassTransformersReads) {
+  // transformers has no "nemotron-nas" of its own: AutoConfig.from_pretrained(dir,
+  // trust_remote_code=True) loads the class auto_map names (tests/golden/judge_exports.py reads
+  // the export with it: Judge.TransformersReadsOurHfAndDeciLMExports).
+  TempDir tmp;
+  const ModelConfig c = deci_config();
+  const fs::path src = write_checkpoint(tmp.path / "src", LlamaModel{c, random_weights(c, 3)});
+  const ExportReport r = export_model(src, tmp.path / "out", ExportOptions{});
+  const json j = read_json_file(tmp.path / "out/config.json");
+  EXPECT_EQ(j["auto_map"], json({{"AutoConfig", "configuration_decilm.DeciLMConfig"}}));
+  EXPECT_EQ(read_file(tmp.path / "out/configuration_decilm.py"), decilm_configuration_py());
+  for (const char* needle : {"class DeciLMConfig(PretrainedConfig):",
+                             "model_type = \"nemotron-nas\"", "self.block_configs = ",
+                             "find_multiple(int(2 * ffn_mult * hidden_size / 3), 256)"})
+    EXPECT_NE(decilm_configuration_py().find(needle), std::string::npos) << needle;
+  bool listed = false;
+  for (const auto& f : r.fields)
+    if (f.field == "auto_map") {
+      EXPECT_EQ(f.status, "added");
+      EXPECT_NE(f.reason.find("configuration_decilm.DeciLMConfig"), std::string::npos);
+      listed = true;
+    }
+  EXPECT_TRUE(listed);
+  // export_report.json names what the export was made from, for readers of the folder.
+  const json report = read_json_file(tmp.path / "out/export_report.json");
+  EXPECT_EQ(report["dtype"], "f32");
+  EXPECT_EQ(fs::path(report["source"].get<std::string>()), fs::absolute(src).lexically_normal());
+  // A parent's own AutoConfig is carried as it was, and no file is written for it.
+  ModelConfig with_map = c;
+  with_map.extra["auto_map"] = {{"AutoConfig", "configuration_decilm_parent.DeciLMConfig"}};
+  const fs::path src2 =
+      write_checkpoint(tmp.path / "src2", LlamaModel{with_map, random_weights(with_map, 3)});
+  export_model(src2, tmp.path / "out2", ExportOptions{});
+  EXPECT_EQ(read_json_file(tmp.path / "out2/config.json")["auto_map"],
+            with_map.extra["auto_map"]);
+  EXPECT_FALSE(fs::exists(tmp.path / "out2/configuration_decilm.py"));
+  // A homogeneous export is its parent's class, which transformers has: nothing is added.
+  const ModelConfig h = ModelConfig::uniform(300, 64, 2, LayerConfig{4, 2, 16, 96});
+  const fs::path src3 = write_checkpoint(tmp.path / "src3", LlamaModel{h, random_weights(h, 3)});
+  export_model(src3, tmp.path / "out3", ExportOptions{});
+  EXPECT_FALSE(read_json_file(tmp.path / "out3/config.json").contains("auto_map"));
+  EXPECT_FALSE(fs::exists(tmp.path / "out3/configuration_decilm.py"));
 }
 
 TEST(DeciLM, ExportRefusesWidthsDeciLMCannotExpress) {

@@ -29,6 +29,8 @@ const std::map<std::string, std::string> kReasons = {
     {"num_key_value_heads", "compressed architecture (KV heads; per layer in block_configs)"},
     {"head_dim", "written explicitly (never derived from hidden_size / heads)"},
     {"block_configs", "per-layer DeciLM shapes of the compressed architecture"},
+    {"auto_map", "DeciLM: AutoConfig is configuration_decilm.DeciLMConfig, written beside "
+                 "config.json, so that transformers reads the configuration"},
     {"torch_dtype", "export --dtype"},
     {"dtype", "export --dtype (transformers 5's name of torch_dtype)"},
     {"hidden_act", "written explicitly (SwiGLU: silu)"},
@@ -46,7 +48,7 @@ const std::map<std::string, std::string> kReasons = {
 const std::set<std::string> kMayChange = {"architectures", "model_type", "hidden_size",
                                           "intermediate_size", "num_attention_heads",
                                           "num_key_value_heads", "head_dim", "block_configs",
-                                          "torch_dtype", "dtype"};
+                                          "torch_dtype", "dtype", "auto_map"};
 
 json field_or_null(const json& j, const std::string& k) {
   return j.contains(k) ? j[k] : json(nullptr);

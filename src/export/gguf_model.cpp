@@ -137,6 +137,9 @@ GgufMetadata model_metadata(const ModelConfig& c, const GgufVocab& v, const Gguf
       {"general.name", GgufValue::str(o.name)},
       {"general.alignment", GgufValue::u32(32)},
       {"general.file_type", GgufValue::u32(file_type_of(o.dtype))},
+      // ggml's block-format version (GGML_QUANT_VERSION 2): convert_hf_to_gguf.py and
+      // llama-quantize write it in every file (gguf-py GGUFWriter.add_quantization_version).
+      {"general.quantization_version", GgufValue::u32(2)},
       {a + ".vocab_size", GgufValue::u32(c.vocab_size)},
       {a + ".context_length", GgufValue::u32(c.max_position_embeddings)},
       {a + ".embedding_length", GgufValue::u32(c.hidden_size)},
@@ -262,23 +265,28 @@ at::Tensor unpermute_rotary_rows(const at::Tensor& w, int64_t n_heads) {
 at::Tensor llama3_rope_factors(const ModelConfig& c, int64_t head_dim) {
   AC_CHECK(c.rope_scaling && c.rope_scaling->rope_type == "llama3", "not a llama3 rope");
   const RopeScaling& s = *c.rope_scaling;
+  // convert_hf_to_gguf.py LlamaModel.generate_extra_tensors, op for op in its float32 torch
+  // arithmetic (a Python number with a float32 tensor computes in float32; `x / t` is
+  // t.reciprocal() * x), so that the file holds the converter's values bit for bit: the same
+  // formula in double precision differs from them by an ulp (gguf-py judge, docs/benchmarks.md).
+  const at::Tensor freqs =
+      at::pow(c.rope_theta, at::arange(0, head_dim, 2, at::kFloat) / head_dim).reciprocal();
   const double old_len = double(s.original_max_position_embeddings);
   const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
-  at::Tensor f = at::empty({head_dim / 2}, at::kFloat);
+  std::vector<at::Tensor> factors;
   for (int64_t i = 0; i < head_dim / 2; ++i) {
-    const double freq = 1.0 / std::pow(c.rope_theta, double(2 * i) / double(head_dim));
-    const double wavelen = 2.0 * M_PI / freq;
-    double factor = 1.0;
-    if (wavelen > low_wavelen) {
-      factor = s.factor;
-    } else if (wavelen >= high_wavelen) {
-      const double smooth =
-          (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-      factor = 1.0 / ((1.0 - smooth) / s.factor + smooth);
+    const at::Tensor wavelen = freqs[i].reciprocal() * (2 * M_PI);
+    if (wavelen.lt(high_wavelen).item<bool>()) {
+      factors.push_back(at::ones({}, at::kFloat));
+    } else if (wavelen.gt(low_wavelen).item<bool>()) {
+      factors.push_back(at::full({}, s.factor, at::kFloat));
+    } else {
+      const at::Tensor smooth = (wavelen.reciprocal() * old_len - s.low_freq_factor) /
+                                (s.high_freq_factor - s.low_freq_factor);
+      factors.push_back(((1.0 - smooth) / s.factor + smooth).reciprocal());
     }
-    f[i] = float(factor);
   }
-  return f;
+  return at::stack(factors);
 }
 
 std::string llama2c_tokenizer_bytes(const GgufVocab& v, const std::string& file) {
@@ -533,7 +541,8 @@ GgufModel read_model_gguf(const fs::path& path) {
   if (c.rope_scaling && c.rope_scaling->rope_type == "llama3") {
     const int64_t Hd = common_head_dim(c);
     at::Tensor stored = get_f32(g, kRopeFreqs, {Hd / 2});
-    if (!stored.equal(llama3_rope_factors(c, Hd)))
+    // Within float32 rounding: another torch build may compute an ulp apart.
+    if (!at::allclose(stored, llama3_rope_factors(c, Hd), /*rtol=*/1e-6, /*atol=*/0))
       throw FormatError(msg("import gguf", "{}: rope_freqs.weight disagrees with the llama3 "
                             "rope_scaling of autocompress.hf_config", g.file()));
   }

@@ -7,7 +7,7 @@
 // Metadata written ({arch} = llama | deci; types as gguf-py's GGUFWriter writes them):
 //   general.architecture str, general.name str, general.alignment u32 (32),
 //   general.file_type u32 (llama.h llama_ftype: 0 ALL_F32, 1 MOSTLY_F16, 2 MOSTLY_Q4_0,
-//     7 MOSTLY_Q8_0, 32 MOSTLY_BF16),
+//     7 MOSTLY_Q8_0, 32 MOSTLY_BF16), general.quantization_version u32 (2, GGML_QUANT_VERSION),
 //   {arch}.vocab_size, .context_length (max_position_embeddings), .embedding_length (D),
 //   .block_count (L), .feed_forward_length (F), .attention.head_count (H),
 //   .attention.head_count_kv (G), .attention.key_length / .value_length (Hd),

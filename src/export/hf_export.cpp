@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "export/decilm_remote_code.h"
 #include "export/engine_loaders.h"
 #include "io/gguf_vocab.h"
 #include "hardware/engine.h"
@@ -35,6 +36,23 @@ double logit_diff(const LlamaModel& a, const LlamaModel& b) {
   return (a.forward(probe) - b.forward(probe)).abs().max().item<double>();
 }
 
+/// transformers reads a DeciLM config.json only through remote code (no "nemotron-nas" in its
+/// own tables): without an AutoConfig in `auto_map` (a parent's is carried as it was), this adds
+/// ours and writes configuration_decilm.py beside it (export/decilm_remote_code.h).
+void add_decilm_config_class(const fs::path& dir, json& config, ExportReport& r) {
+  if (config.contains("auto_map") && config["auto_map"].is_object() &&
+      config["auto_map"].contains("AutoConfig"))
+    return;
+  if (!config.contains("auto_map") || !config["auto_map"].is_object())
+    config["auto_map"] = json::object();
+  config["auto_map"]["AutoConfig"] = kDeciLMConfigClass;
+  write_file_atomic(dir / (std::string(kDeciLMConfigModule) + ".py"), decilm_configuration_py());
+  r.notes.push_back(fmt::format("{}.py written and named in config.json auto_map.AutoConfig: "
+                                "transformers reads the DeciLM config with "
+                                "AutoConfig.from_pretrained(dir, trust_remote_code=True)",
+                                kDeciLMConfigModule));
+}
+
 json write_hf(const fs::path& dir, const LlamaModel& m, const fs::path& src,
               const ExportOptions& opt, ExportReport& r) {
   ModelConfig c = m.config;
@@ -52,8 +70,10 @@ json write_hf(const fs::path& dir, const LlamaModel& m, const fs::path& src,
   }
   r.checks.push_back("config.json read back gives every layer shape, rope, eps, tying and "
                      "special id of the model, and every tensor shape agrees with it");
+  json written = config;
+  if (config["model_type"] == "nemotron-nas") add_decilm_config_class(dir, written, r);
   for (auto& [name, t] : tensors) t = t.to(torch_type(opt.dtype));
-  write_json_file(dir / "config.json", config);
+  write_json_file(dir / "config.json", written);
   save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
   for (const char* name : kCopied) {
     if (!fs::exists(src / name)) continue;
@@ -66,7 +86,7 @@ json write_hf(const fs::path& dir, const LlamaModel& m, const fs::path& src,
     r.notes.push_back("generation_config.json written from config.json's bos/eos ids (the "
                       "source had none)");
   }
-  return config;
+  return written;
 }
 
 void add_decilm_notes(const ModelConfig& c, ExportReport& r) {
@@ -95,7 +115,9 @@ json ExportReport::to_json() const {
   for (const auto& f : fields)
     fj.push_back({{"field", f.field}, {"status", f.status}, {"before", f.before},
                   {"after", f.after}, {"reason", f.reason}});
-  return {{"fields", fj},
+  return {{"source", source},
+          {"dtype", dtype},
+          {"fields", fj},
           {"files_copied", files_copied},
           {"checks", checks},
           {"notes", notes},
@@ -112,6 +134,8 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
   check_not_overwriting_input(model_dir, out_dir, "export");
   const LlamaModel m = load_checkpoint(model_dir);
   ExportReport r;
+  r.source = fs::absolute(model_dir).lexically_normal().string();
+  r.dtype = ggml_dtype_string(opt.dtype);
   if (!opt.engine.empty()) {
     const EngineSpec engine = load_engine(opt.engine);
     check_engine_loads(m.config, engine, "export", opt.tensor_parallel);

@@ -8,6 +8,8 @@
 //   HF, heterogeneous  DeciLMForCausalLM, model_type "nemotron-nas", one block_configs entry
 //                      per layer (attention {no_op, replace_with_linear, n_heads_in_group},
 //                      ffn {no_op, replace_with_linear, ffn_mult}) as vLLM / TensorRT-LLM load it;
+//                      configuration_decilm.py and auto_map.AutoConfig naming it, so that
+//                      transformers reads the configuration (export/decilm_remote_code.h);
 //                      refused with a clear message when DeciLM cannot express the model
 //                      (checks.h check_decilm_loadable; q/k norms included); lm_head.weight
 //                      written even when tied (TensorRT-LLM's DeciLM loader reads it).
@@ -46,6 +48,8 @@ struct ExportOptions {
 };
 
 struct ExportReport {
+  std::string source;  // the checkpoint folder exported (absolute)
+  std::string dtype;   // --dtype: "f32", "f16", "bf16", "q8_0" or "q4_0"
   std::vector<FieldChange> fields;
   std::vector<std::string> files_copied;  // byte for byte
   std::vector<std::string> checks;        // what was verified
