@@ -56,7 +56,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is local; never reach
 os.environ.setdefault("HF_MODULES_CACHE", tempfile.mkdtemp(prefix="ac-judge-modules-"))
 
 PINNED = {"torch": "2.11.0", "transformers": "5.25.0", "safetensors": "0.8.0", "gguf": "0.19.0",
-          "numpy": "2.5.5"}
+          "numpy": "2.2.6"}
 
 import gguf  # noqa: E402
 import numpy as np  # noqa: E402
