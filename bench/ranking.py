@@ -238,6 +238,15 @@ def read_candidate(d):
          "task_acc": task_accuracy(os.path.join(d, "tasks.json")), "short": {}}
     for f in glob.glob(os.path.join(d, "short-*.json")):
         c["short"][int(f.rsplit("-", 1)[1][:-5])] = eval_kl(f)
+    # Blockwise local distillation alone (bld-B.json), and the final recipe started from it
+    # (final-bld-B/eval_log.csv).
+    c["bld"], c["final_bld"] = {}, {}
+    for f in glob.glob(os.path.join(d, "bld-*.json")):
+        if not f.endswith(".blocks.json"):
+            c["bld"][int(f.rsplit("-", 1)[1][:-5])] = eval_kl(f)
+    for f in glob.glob(os.path.join(d, "final-bld-*", "eval_log.csv")):
+        b = int(os.path.basename(os.path.dirname(f)).rsplit("-", 1)[1])
+        c["final_bld"][b] = {int(r["tokens"]): float(r["kl_to_teacher"]) for r in csv.DictReader(open(f))}
     return c
 
 
@@ -263,6 +272,12 @@ def base_proxies(cands):
     for r in sorted(set.intersection(*[set(c["curve"]) for c in cands])):
         if r < final:
             p[f"curve_{r}"] = ([c["curve"][r] for c in cands], r)
+    for b in sorted(set.intersection(*[set(c["bld"]) for c in cands])):
+        p[f"bld_{b}"] = ([c["bld"][b] for c in cands], b)
+    for b in sorted(set.intersection(*[set(c["final_bld"]) for c in cands])):
+        for r in sorted(set.intersection(*[set(c["final_bld"][b]) for c in cands])):
+            if r < final:
+                p[f"bld_{b}_curve_{r}"] = ([c["final_bld"][b][r] for c in cands], b + r)
     ext = []
     for c in cands:
         pts = sorted((t, k) for t, k in c["curve"].items() if t <= 16384)
@@ -322,9 +337,21 @@ def report(out, json_path, svg_path):
                 proxies["penalty"] = (pen[0], int(shorts[-1].split("_")[1]))
                 gamma = pen[1]
         rows = {k: dict(score(v, cands), tokens=t) for k, (v, t) in proxies.items()}
+        bld_init = {}
+        for b in sorted(set.intersection(*[set(c["final_bld"]) for c in cands])):
+            d = [c["final_bld"][b][max(c["final_bld"][b])] - c["final_kl"] for c in cands]
+            mean = sum(d) / len(d)
+            se = math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d))
+            best = min(cands, key=lambda c: c["final_kl"])
+            best_bld = min(cands, key=lambda c: c["final_bld"][b][max(c["final_bld"][b])])
+            bld_init[b] = {"mean_delta_final_kl": mean, "se": se, "better": sum(x < 0 for x in d),
+                           "deltas": {c["name"]: x for c, x in zip(cands, d)},
+                           "best_final_kl": best["final_kl"],
+                           "best_final_kl_with_bld": best_bld["final_bld"][b][max(best_bld["final_bld"][b])],
+                           "best_with_bld": best_bld["name"]}
         result["settings"][name] = {
             "candidates": cands,
-            "proxies": rows, "penalty_gamma": gamma,
+            "proxies": rows, "penalty_gamma": gamma, "bld_init": bld_init,
             "best_kl": min(c["final_kl"] for c in cands),
             "best_task": max(c["task_acc"] for c in cands)}
     print(markdown(result))
@@ -350,6 +377,12 @@ def markdown(result):
                          f"{r['tau_task']:.2f} | {'yes' if r['top1_kl'] else 'no'} | "
                          f"{r['regret_kl']:.4f} | {r['regret_task']:.4f} | {r['chosen']} |")
         lines.append("")
+        for b, r in s.get("bld_init", {}).items():
+            lines.append(f"Final recipe started from a blockwise distillation of {b} tokens: final KL "
+                         f"{r['mean_delta_final_kl']:+.4f} ± {r['se']:.4f} against the plain start "
+                         f"(better in {r['better']} of {len(r['deltas'])}); best of the pool "
+                         f"{r['best_final_kl_with_bld']:.4f} ({r['best_with_bld']}) against "
+                         f"{r['best_final_kl']:.4f}\n")
         lines.append("| candidate | sources | attention-free (FFN kept) | blocks removed | parameters "
                      "| KL r=0 | final KL | task acc. |")
         lines.append("|---|---|---|---|---|---|---|---|")

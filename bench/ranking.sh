@@ -18,6 +18,10 @@
 #   r = 0           held-out KL right after pruning (eval --teacher)
 #   short-R         a distillation of R tokens with its own schedule (SHORT_TOKENS, default 8192:
 #                   compress's lightweight retraining, 1/8 of the final budget), its held-out KL
+#   bld-B           blockwise local distillation alone (distill --tokens 0 --bld-tokens B, B in
+#                   BLD_TOKENS, default "8192 32768"), its held-out KL
+#   final-bld-B     with FINAL_BLD=B: the final recipe started from a blockwise distillation of B
+#                   tokens (distill --bld-tokens B), its learning curve (does BLD help the result?)
 #   final           FINAL_TOKENS (65536) with the final recipe (compress's: batch 8 x 256 tokens,
 #                   lr 1e-3 cosine to 1e-4, 10 warm-up steps), held-out KL after 2k, 4k, 8k, 16k,
 #                   32k and 64k tokens (distill --eval-at-tokens), then the task files (eval --tasks)
@@ -27,7 +31,7 @@
 #
 # Resumable: every output is written atomically and skipped when present.
 # Environment: OUT (out/ranking), SETTINGS, SEEDS, POOL, SHORT_TOKENS, FINAL_TOKENS, HELDOUT (64),
-# TASK_ITEMS (1000), DISTILL_SEED (1), BIN.
+# TASK_ITEMS (1000), DISTILL_SEED (1), BLD_TOKENS, FINAL_BLD, BIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/ranking}
@@ -39,6 +43,8 @@ final_tokens=${FINAL_TOKENS:-65536}
 heldout=${HELDOUT:-64}
 task_items=${TASK_ITEMS:-1000}
 distill_seed=${DISTILL_SEED:-1}
+bld_tokens=(${BLD_TOKENS:-8192 32768})
+final_bld=${FINAL_BLD:-}
 curve=2048,4096,8192,16384,32768,65536
 
 scripts/setup.sh >/dev/null
@@ -101,9 +107,28 @@ for setting in "${settings[@]}"; do
   [ -f "$dir/pool.json" ] || python3 bench/ranking.py pool "$dir" --size "$pool"
   for arch in "$dir"/cand-*/arch.json; do
     c=$(dirname "$arch")
+    [ -d "$c/pruned" ] || $bin prune --model "$ckpt" --importance "$data/importance.safetensors" --arch "$arch" --out "$c/pruned" >/dev/null
+    # Blockwise local distillation alone (distill --tokens 0 --bld-tokens B), then held-out KL.
+    for b in "${bld_tokens[@]}"; do
+      [ -f "$c/bld-$b.json" ] && continue
+      rm -rf "$c/bld-$b" "$c/bld-$b.state"
+      $bin distill --teacher "$ckpt" --student "$c/pruned" --data "$data/train.tokens" --tokens 0 \
+        --bld-tokens "$b" --seq-len 256 --seed "$distill_seed" --out "$c/bld-$b" >"$c/bld-$b.log" 2>&1
+      atomic "$c/bld-$b.json" $bin eval --model "$c/bld-$b" --teacher "$ckpt" --data "$data/heldout.tokens" --out >/dev/null
+      cp "$c/bld-$b/bld.json" "$c/bld-$b.blocks.json"
+      rm -rf "$c/bld-$b"
+    done
+    # The final recipe started from the blockwise distillation of FINAL_BLD tokens.
+    if [ -n "$final_bld" ] && [ ! -f "$c/final-bld-$final_bld/eval_log.csv" ]; then
+      resume=()
+      [ -d "$c/final-bld-$final_bld.state" ] && resume=(--resume)
+      $bin distill --teacher "$ckpt" --student "$c/pruned" --data "$data/train.tokens" --tokens "$final_tokens" \
+        "${recipe[@]}" --warmup 10 --bld-tokens "$final_bld" --eval-data "$data/heldout.tokens" --eval-at-tokens "$curve" \
+        --out "$c/final-bld-$final_bld" "${resume[@]}" >"$c/final-bld-$final_bld.log" 2>&1 || { tail -5 "$c/final-bld-$final_bld.log" >&2; exit 1; }
+      rm -f "$c/final-bld-$final_bld/model.safetensors"
+    fi
     [ -f "$c/final/eval_log.csv" ] && [ -f "$c/tasks.json" ] && continue
     log "$setting: $(basename "$c") $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["describe"])' "$arch")"
-    [ -d "$c/pruned" ] || $bin prune --model "$ckpt" --importance "$data/importance.safetensors" --arch "$arch" --out "$c/pruned" >/dev/null
     [ -f "$c/r0.json" ] || atomic "$c/r0.json" $bin eval --model "$c/pruned" --teacher "$ckpt" --data "$data/heldout.tokens" --out >/dev/null
     for r in "${short_tokens[@]}"; do
       if [ ! -f "$c/short-$r.json" ]; then

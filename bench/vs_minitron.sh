@@ -28,7 +28,7 @@
 # Environment: OUT, SETTINGS (space-separated), DISTILL_TOKENS (default: compress's default),
 # TASK_ITEMS (at most this many items per task family, default 2500: one standard error <= 0.01 at
 # any accuracy), TASK_STORIES (stories the tasks are built from, default 512), HELDOUT (held-out
-# stories, default 160), BIN.
+# stories, default 160), BIN, JSON and SVG (where the table's JSON and plot go; default docs/vs-minitron.json, .svg).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=("$@")
@@ -108,4 +108,4 @@ for seed in "${seeds[@]}"; do
     [ -f "$scored" ] || { log "  scoring both models on the tasks"; atomic "$scored" $bin eval --model "$run/model" --model "$run/model-minitron" "${tasks[@]}" --out >/dev/null; }
   done
 done
-python3 bench/vs_minitron.py "$out" --json docs/vs-minitron.json --svg docs/vs-minitron.svg
+python3 bench/vs_minitron.py "$out" --json "${JSON:-docs/vs-minitron.json}" --svg "${SVG:-docs/vs-minitron.svg}"

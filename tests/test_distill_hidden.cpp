@@ -318,5 +318,55 @@ TEST(DistillHidden, CliReadsTheMapOfPruneAndNamesItWhenItDoesNotFit) {
   EXPECT_NE(read_file(d.path / "o3.err").find("no such file"), std::string::npos);
 }
 
+// distill --bld-tokens: the blockwise distillation alone (--tokens 0) writes the student and
+// bld.json with every block of the narrower student; first, then the distillation; and the
+// same refusal as the hidden-state loss when the map is missing.
+TEST(DistillBld, CliRunsTheBlockwiseDistillationAloneOrFirst) {
+  test::TempDir d;
+  PruneFixture fx(d.path);
+  test::run_or_fail(fx.prune("student") + " >/dev/null 2>&1");
+  at::Tensor ids = test::random_tokens(1, 3000, 48, 6).to(at::kInt).view({-1});
+  write_token_file(d.path / "train.tokens",
+                   std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + 3000),
+                   48);
+  auto cmd = [&](const std::string& student, const std::string& tokens, const std::string& out) {
+    return fmt::format("AC_NUM_THREADS=1 AC_QUIET=1 {} distill --teacher {} --student {} --data "
+                       "{} --tokens {} --bld-tokens 128 --batch-size 4 --seq-len 16 --out {} "
+                       "2>{}", fx.cli, (d.path / "parent").string(), (d.path / student).string(),
+                       (d.path / "train.tokens").string(), tokens, (d.path / out).string(),
+                       (d.path / (out + ".err")).string());
+  };
+  test::run_or_fail(cmd("student", "0", "bld") + " >/dev/null");
+  json b = read_json_file(d.path / "bld" / "bld.json");
+  EXPECT_EQ(b["tokens"].get<int64_t>(), 128);
+  ASSERT_EQ(b["blocks"].size(), 2u);  // hidden 32 -> 24: both kept blocks
+  EXPECT_EQ(b["blocks"][0]["teacher_layers"], json({0, 2}));  // the dropped middle block
+  EXPECT_EQ(b["blocks"][1]["teacher_layers"], json({2, 3}));
+  LlamaModel pruned = load_checkpoint(d.path / "student");
+  LlamaModel after = load_checkpoint(d.path / "bld");
+  EXPECT_FALSE(at::equal(pruned.weights.layers[0].down_proj, after.weights.layers[0].down_proj));
+  EXPECT_TRUE(at::equal(pruned.weights.embed_tokens, after.weights.embed_tokens));
+  EXPECT_TRUE(fs::exists(d.path / "bld" / kPruningMapFile));
+  EXPECT_FALSE(fs::exists(d.path / "bld.state"));
+  test::run_or_fail(cmd("student", "256", "both") + " >/dev/null");
+  EXPECT_TRUE(fs::exists(d.path / "both" / "bld.json"));
+  EXPECT_TRUE(fs::exists(d.path / "both" / "distill_log.csv"));
+  // --tokens 0 without --bld-tokens trains nothing: refused, naming both flags.
+  std::string none = fmt::format("AC_QUIET=1 {} distill --teacher {} --student {} --data {} "
+                                 "--tokens 0 --out {} 2>{} >/dev/null", fx.cli,
+                                 (d.path / "parent").string(), (d.path / "student").string(),
+                                 (d.path / "train.tokens").string(), (d.path / "o4").string(),
+                                 (d.path / "o4.err").string());
+  EXPECT_NE(std::system(none.c_str()), 0);
+  EXPECT_NE(read_file(d.path / "o4.err").find("--bld-tokens"), std::string::npos)
+      << read_file(d.path / "o4.err");
+  fs::copy(d.path / "student", d.path / "nomap", fs::copy_options::recursive);
+  fs::remove(d.path / "nomap" / kPruningMapFile);
+  EXPECT_NE(std::system((cmd("nomap", "0", "o5") + " >/dev/null").c_str()), 0);
+  EXPECT_NE(read_file(d.path / "o5.err").find(kPruningMapFile), std::string::npos)
+      << read_file(d.path / "o5.err");
+  EXPECT_FALSE(fs::exists(d.path / "o5"));
+}
+
 }  // namespace
 }  // namespace ac

@@ -10,6 +10,8 @@
 
 #include "pipeline/limits.h"
 #include "common/error.h"
+#include "distill/bld.h"
+#include "prune/pruning_map.h"
 #include "hardware/cost_model.h"
 #include "prune/depth.h"
 #include "prune/prune.h"
@@ -179,6 +181,44 @@ TEST(MinitronRetrain, APrefixOfTheFinalScheduleIsTheFinalRunsStart) {
   own.weights = clone(own.config, own.weights);
   distill(f.teacher, own, f.train, opt.distill);  // 4 steps with their own decay
   EXPECT_GT(std::abs(mean_kl(reference, own, f.calib) - r.best.loss_after_retrain), 1e-6);
+}
+
+// bld_tokens: each retraining starts with the blockwise local distillation (distill/bld.h) that
+// the final run starts with; its KL equals prune -> BLD -> distill by hand, differs from the
+// retraining without it, and the BLD's tokens count twice (teacher and blocks).
+TEST(MinitronRetrain, WithBldEachRetrainingStartsFromTheBlockwiseDistillation) {
+  Fixture f;
+  SearchResult r = f.search();
+  SearchResult plain = r;
+  const int64_t before = r.search_tokens;
+  RetrainOptions opt = f.retrain(1);
+  opt.bld_tokens = 3 * 2 * 32;  // 3 BLD steps of [2, 32]
+  retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, opt);
+  const int64_t calib = tokens_of(f.calib);
+  EXPECT_EQ(r.search_tokens - before, calib + 2 * opt.bld_tokens + 2 * opt.distill.token_budget + calib);
+
+  const PrunePlan plan = plan_pruning(f.teacher.config, f.imp, r.best.target);
+  LlamaModel student = drop_removed_blocks(apply_plan(f.teacher, plan));
+  student.weights = clone(student.config, student.weights);
+  BldOptions b;
+  b.token_budget = opt.bld_tokens;
+  b.seq_len = opt.distill.seq_len;
+  b.seed = opt.distill.seed;
+  b.show_progress = false;
+  const BldResult br = blockwise_local_distill(
+      f.teacher, student, pruning_map_from_plan(f.teacher.config, plan, /*blocks_dropped=*/true),
+      f.train, b);
+  ASSERT_FALSE(br.blocks.empty());
+  distill(f.teacher, student, f.train, opt.distill);
+  std::vector<at::Tensor> reference;
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& t : f.calib) reference.push_back(at::log_softmax(f.teacher.forward(t), -1));
+  }
+  EXPECT_NEAR(mean_kl(reference, student, f.calib), r.best.loss_after_retrain, 1e-6);
+  retrain_top_candidates(f.teacher, f.imp, plain, f.train, f.calib, f.retrain(1));
+  EXPECT_EQ(describe(plain.best.config), describe(r.best.config));
+  EXPECT_GT(std::abs(plain.best.loss_after_retrain - r.best.loss_after_retrain), 1e-6);
 }
 
 TEST(MinitronRetrain, TopKLargerThanTheRankedSetRetrainsEveryRankedCandidate) {

@@ -18,6 +18,7 @@
 #include "common/json_io.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
+#include "distill/bld.h"
 #include "distill/data_parallel.h"
 #include "distill/distill.h"
 #include "eval/eval.h"
@@ -44,6 +45,8 @@ struct DistillArgs {
   std::string eval_data;             // held-out data of the learning curve (--eval-data)
   std::vector<int64_t> eval_at;      // tokens at which it is evaluated (--eval-at-tokens)
   int64_t eval_batches = -1;         // batches of 8 windows per evaluation (< 0: all)
+  BldOptions bld;                    // --bld-*: blockwise local distillation first
+  bool bld_on = false;               // --bld-tokens > 0
 };
 
 const std::string kEvalLogHeader = "step,tokens,kl_to_teacher,mean_nll,top1_agreement,wall_s\n";
@@ -117,7 +120,9 @@ int64_t shared_vocab_size(const DistillArgs& a, const LlamaModel& teacher,
 void write_output(const DistillArgs& a, const LlamaModel& student, const DistillResult& r) {
   StagingDir staging(a.out);
   save_checkpoint(staging.path(), student, /*tokenizer_from=*/a.student);
-  fs::copy_file(a.opt.log_path, staging.path() / "distill_log.csv");
+  if (fs::exists(a.opt.log_path)) fs::copy_file(a.opt.log_path, staging.path() / "distill_log.csv");
+  if (fs::path bld = a.opt.state_dir / "bld.json"; fs::exists(bld))
+    fs::copy_file(bld, staging.path() / "bld.json");
   if (fs::path eval_log = a.opt.state_dir / "eval_log.csv"; fs::exists(eval_log))
     fs::copy_file(eval_log, staging.path() / "eval_log.csv");
   // The distilled model is still the teacher's slice: keep the map beside it.
@@ -143,6 +148,31 @@ void write_output(const DistillArgs& a, const LlamaModel& student, const Distill
   staging.commit();
 }
 
+// --bld-tokens: blockwise local distillation of the changed blocks (distill/bld.h) before the
+// distillation, on the same data; its per-block losses go to OUT.state/bld.json (then OUT/).
+void run_bld(DistillArgs& a, const LlamaModel& teacher, LlamaModel& student,
+             const TokenDataset& data) {
+  a.bld.device = a.opt.device;
+  a.bld.seq_len = a.opt.seq_len;
+  a.bld.seed = a.opt.seed;
+  a.bld.show_progress = a.opt.show_progress;
+  BldResult b = blockwise_local_distill(teacher, student, *a.opt.hidden_map, data, a.bld);
+  json blocks = json::array();
+  for (const BldBlock& k : b.blocks) {
+    blocks.push_back({{"student_layer", k.student_layer}, {"teacher_layers", {k.teacher_first, k.teacher_end}},
+                      {"loss_before", k.loss_before}, {"loss_after", k.loss_after}});
+    log_info(fmt::format("[distill] bld: layer {} (teacher [{}, {})): block loss {:.4f} -> {:.4f}",
+                         k.student_layer, k.teacher_first, k.teacher_end, k.loss_before,
+                         k.loss_after));
+  }
+  write_json_file(a.opt.state_dir / "bld.json",
+                  {{"tokens", b.tokens}, {"steps", b.steps}, {"batch_size", a.bld.batch_size},
+                   {"seq_len", a.bld.seq_len}, {"lr", a.bld.lr}, {"min_lr", a.bld.min_lr},
+                   {"wall_s", b.wall_s}, {"blocks", blocks}});
+  log_info(fmt::format("[distill] bld: {} of {} blocks trained on {} tokens in {:.1f} s",
+                       b.blocks.size(), student.config.num_layers(), b.tokens, b.wall_s));
+}
+
 void run(DistillArgs& a) {
   check_not_overwriting_inputs({a.teacher, a.student, a.data.path, a.eval_data}, a.out,
                                "distill");
@@ -156,7 +186,8 @@ void run(DistillArgs& a) {
   }
   if (teacher.config.vocab_size != student.config.vocab_size)
     a.opt.shared_vocab = shared_vocab_size(a, teacher, student);
-  if (a.opt.hidden_loss_weight > 0) {  // refused here, with the file name, before any state
+  a.bld_on = a.bld.token_budget > 0;
+  if (a.opt.hidden_loss_weight > 0 || a.bld_on) {  // refused here, with the file name, before any state
     fs::path map_file = a.pruning_map.empty() ? fs::path(a.student) / kPruningMapFile
                                               : fs::path(a.pruning_map);
     a.opt.hidden_map = read_pruning_map(map_file);
@@ -165,6 +196,9 @@ void run(DistillArgs& a) {
                                   a.student));
     a.opt.hidden_loss_normalize = !a.hidden_plain_mse;
   }
+  if (a.opt.token_budget == 0 && !a.bld_on)
+    throw ConfigError(msg("distill", "--tokens 0 trains nothing; it is allowed only with "
+                          "--bld-tokens > 0 (blockwise local distillation alone)"));
   std::unique_ptr<DataParallel> parallel;
   if (a.world_size > 1) {
     if (a.init_method.empty())
@@ -199,8 +233,13 @@ void run(DistillArgs& a) {
                        parallel ? fmt::format(", {} ranks over {}", a.world_size,
                                               parallel->backend())
                                 : ""));
-  DistillResult r = distill_step(teacher, student, data, a.opt, "distill",
-                                 "rerun the same command with --resume to continue");
+  // A resumed run's state already holds the student after its blockwise distillation.
+  if (a.bld_on && !(a.opt.resume && fs::exists(a.opt.state_dir / kDistillStateFile)))
+    run_bld(a, teacher, student, data);
+  DistillResult r;
+  if (a.opt.token_budget > 0)
+    r = distill_step(teacher, student, data, a.opt, "distill",
+                     "rerun the same command with --resume to continue");
   if (parallel && !parallel->is_main()) return;  // rank 0 writes the output
   write_output(a, student, r);
   fs::remove_all(a.opt.state_dir);
@@ -264,6 +303,19 @@ RegisterCommand reg(70, [](CLI::App& app) {
       ->check(CLI::PositiveNumber);
   s->add_option("--eval-batches", a->eval_batches,
                 "Batches of 8 windows per learning-curve evaluation (< 0: the whole --eval-data)")
+      ->capture_default_str();
+  a->bld.token_budget = 0;  // off unless asked for
+  s->add_option("--bld-tokens", a->bld.token_budget,
+                "Blockwise local distillation first (Puzzle, arXiv 2411.19146): teacher tokens "
+                "each changed block is trained on to reproduce its teacher layers' output from "
+                "their input (0 = off); needs the student's pruning_map.json. With --tokens 0, "
+                "the blockwise distillation alone")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--bld-lr", a->bld.lr, "Peak learning rate of the blockwise distillation")
+      ->capture_default_str();
+  s->add_option("--bld-batch-size", a->bld.batch_size,
+                "Sequences per step of the blockwise distillation (of --seq-len tokens)")
       ->capture_default_str();
   add_device_options(s, a->compute, /*with_precision=*/true);
   s->add_option("--max-consecutive-skips", o.max_consecutive_skips,

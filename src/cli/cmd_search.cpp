@@ -21,6 +21,7 @@ struct SearchArgs {
   ac::cli::DataArgs data;
   int64_t seq_len = 256, batches = 1, retrain_top_k = 0, retrain_tokens = 16384;
   int64_t autocompress_retrain_top_k = 0, autocompress_retrain_tokens = 8192;
+  int64_t autocompress_bld_tokens = 0;
   ac::SearchSettings settings;
   double safety_margin = 0.05;
   ac::cli::DeviceArgs compute;
@@ -44,6 +45,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--minitron-retrain-tokens", a->retrain_tokens, "minitron: distillation tokens per retrained candidate (batches of 8 x --seq-len; counted as search tokens)")->capture_default_str();
   s->add_option("--autocompress-retrain-top-k", a->autocompress_retrain_top_k, "autocompress: its best K distinct proposals by KL after pruning are each distilled for --autocompress-retrain-tokens on --train-data, then ranked again (0 = off)")->capture_default_str();
   s->add_option("--autocompress-retrain-tokens", a->autocompress_retrain_tokens, "autocompress: distillation tokens per retrained proposal (batches of 8 x --seq-len; counted as search tokens)")->capture_default_str();
+  s->add_option("--autocompress-bld-tokens", a->autocompress_bld_tokens, "autocompress: each retrained proposal starts with a blockwise local distillation of this many tokens of --train-data (counted twice as search tokens; 0 = off)")->check(CLI::NonNegativeNumber)->capture_default_str();
   s->add_option("--train-data", a->train_data, "training data of the retraining (required with --minitron-retrain-top-k or --autocompress-retrain-top-k): a token file or text, read as --data is (--text-field, --split)");
   s->add_option("--safety-margin", a->safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
   s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods; default: the profile's derived granularity, else the device's)");
@@ -88,6 +90,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
       r.distill.token_budget = a->autocompress_retrain_tokens;
       r.distill.seq_len = a->seq_len;
       r.distill.warmup_steps = 1;
+      r.bld_tokens = a->autocompress_bld_tokens;
     }
     ac::LlamaModel teacher = ac::load_checkpoint(a->model);
     if (a->settings.autocompress_attention_caps.empty())

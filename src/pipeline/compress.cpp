@@ -33,7 +33,8 @@ json CompressOptions::to_json() const {
                   {"autocompress_retrain",
                    {search.autocompress_retrain.top_k, search.autocompress_retrain.tokens,
                     search.autocompress_retrain.final_schedule}},
-                  {"attention_caps", search.attention_caps}}},
+                  {"attention_caps", search.attention_caps},
+                  {"autocompress_bld_tokens", search.autocompress_bld_tokens}}},
       {"distill", {{"tokens", distill.tokens}, {"batch", distill.batch}, {"lr", distill.lr},
                    {"hidden_loss_weight", distill.hidden_loss_weight}}},
       {"measure", {{"min_rounds", measure.rounds.min_rounds},
@@ -77,6 +78,8 @@ CompressOptions CompressOptions::from_json(const json& j, const std::string& whe
                                      ar.size() > 2 && ar.at(2).get<bool>()};
     if (j["search"].contains("attention_caps"))  // recorded since the caps exist
       o.search.attention_caps = j["search"]["attention_caps"].get<std::vector<int64_t>>();
+    if (j["search"].contains("autocompress_bld_tokens"))  // recorded since BLD exists
+      o.search.autocompress_bld_tokens = j["search"]["autocompress_bld_tokens"].get<int64_t>();
     o.distill.tokens = at("distill", "tokens").get<int64_t>();
     o.distill.batch = at("distill", "batch").get<int64_t>();
     o.distill.lr = at("distill", "lr").get<double>();
@@ -102,7 +105,8 @@ ComparisonRow comparison_row(const Run& run, const SearchedMethod& s, const Fini
   row.method = s.method;
   row.config = describe(f.student.config);
   row.parameters = f.student.config.num_parameters();
-  row.search_tokens = s.search_tokens;
+  // The final run's blockwise distillation counts too (teacher and blocks: twice its tokens).
+  row.search_tokens = s.search_tokens + 2 * f.distill.value("bld_tokens", int64_t(0));
   row.search_seconds = s.search_seconds;
   row.model = f.model_path;
   const CostEstimate predicted = predict(f.student.config, run.scenario, run.scenario_profile);

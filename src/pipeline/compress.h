@@ -87,6 +87,9 @@ struct CompressSearchOptions {
   // ranking study (docs/benchmarks.md, "The ranking of candidates") found a short run of its own
   // ranks them worse.
   RetrainChoice autocompress_retrain{2, 0, /*final_schedule=*/true};
+  /// > 0: every AutoCompress finalist, and its final distillation, starts with a blockwise
+  /// local distillation (distill/bld.h) of this many tokens, counted as search tokens; 0 = off.
+  int64_t autocompress_bld_tokens = 8192;
   /// The differentiable search once per cap of attention-free layers (SearchSettings::
   /// autocompress_attention_caps); empty = default_attention_caps of the teacher.
   std::vector<int64_t> attention_caps;

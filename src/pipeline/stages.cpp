@@ -8,6 +8,7 @@
 #include "common/runtime.h"
 #include "data/data_source.h"
 #include "data/token_file.h"
+#include "distill/bld.h"
 #include "export/engine_loaders.h"
 #include "export/gguf_model.h"
 #include "export/hf_export.h"
@@ -187,8 +188,10 @@ SearchSettings search_settings(const Run& run) {
   s.minitron_retrain = opt.search.minitron_retrain.top_k > 0;
   if (s.minitron_retrain) s.retrain = retrain_options(run, opt.search.minitron_retrain);
   s.autocompress_retrain = opt.search.autocompress_retrain.top_k > 0;
-  if (s.autocompress_retrain)
+  if (s.autocompress_retrain) {
     s.autocompress_retrain_options = retrain_options(run, opt.search.autocompress_retrain);
+    s.autocompress_retrain_options.bld_tokens = opt.search.autocompress_bld_tokens;
+  }
   // The seed of the run also seeds the differentiable search's Gumbel noise.
   s.autocompress.seed = opt.data.seed;
   s.autocompress_attention_caps = opt.search.attention_caps.empty()
@@ -564,12 +567,27 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
   // A run killed inside the distillation resumes from its last checkpoint.
   dopt.state_dir = dir / (".distill_state-" + m.method);
   dopt.resume = true;
+  // AutoCompress's finalists were retrained after a blockwise local distillation; its final run
+  // starts the same way, so that the retraining was this run's beginning. A resumed run's state
+  // already holds the student after it.
+  int64_t bld_tokens = 0;
+  if (m.method == "autocompress" && run.opt.search.autocompress_bld_tokens > 0) {
+    const BldOptions bo = bld_options_for(dopt, run.opt.search.autocompress_bld_tokens);
+    const int64_t per_step = bo.batch_size * bo.seq_len;
+    bld_tokens = bo.token_budget / per_step * per_step;
+    if (!fs::exists(dopt.state_dir / kDistillStateFile)) {
+      log_info(fmt::format("[compress] {}: blockwise local distillation, {} tokens", m.method,
+                           bld_tokens));
+      blockwise_local_distill(run.teacher, f.student, *dopt.hidden_map, data.train, bo);
+    }
+  }
   const DistillResult d =
       distill_step(run.teacher, f.student, data.train, dopt, "compress",
                    fmt::format("autocompress compress --resume {} continues from it",
                                run.opt.in.out_dir.string()));
   fs::remove_all(dopt.state_dir);
   f.distill = {{"tokens", d.tokens}, {"steps", d.steps_done}, {"skipped_steps", d.skipped_steps},
+               {"bld_tokens", bld_tokens},
                {"wall_s", d.wall_s},
                {"first_loss", d.loss_curve.empty() ? 0.0 : d.loss_curve.front()},
                {"last_loss", d.loss_curve.empty() ? 0.0 : d.loss_curve.back()},

@@ -11,6 +11,8 @@
 #include "common/error.h"
 #include "common/progress.h"
 #include "common/runtime.h"
+#include "distill/bld.h"
+#include "prune/pruning_map.h"
 #include "prune/depth.h"
 #include "prune/prune.h"
 #include "search/ladders.h"
@@ -191,8 +193,16 @@ void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, Se
   size_t best = ranked.front();
   for (size_t k = 0; k < ranked.size(); ++k) {
     Candidate& c = r.candidates[ranked[k]];
-    LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, c.target));
+    const PrunePlan plan = plan_pruning(teacher.config, imp, c.target);
+    LlamaModel student = drop_removed_blocks(apply_plan(teacher, plan));
     student.weights = clone(student.config, student.weights);  // own storage: it trains
+    if (opt.bld_tokens > 0) {
+      BldOptions b = bld_options_for(dopt, opt.bld_tokens);
+      const BldResult br = blockwise_local_distill(
+          teacher, student, pruning_map_from_plan(teacher.config, plan, /*blocks_dropped=*/true),
+          train, b);
+      r.search_tokens += 2 * br.tokens;
+    }
     DistillResult d = distill(teacher, student, train, dopt);
     // A prefix of the final schedule ends "interrupted" by its step count, not by a signal.
     if (prefix_steps < 0 || d.stop_signal != 0 || d.steps_done < prefix_steps)

@@ -69,6 +69,10 @@ struct RetrainOptions {
   /// start of the final run itself, which is deterministic given the seed; 0: a run of its own
   /// (Minitron's protocol). docs/benchmarks.md, "The ranking of candidates".
   int64_t schedule_tokens = 0;
+  /// > 0: each candidate is first distilled block by block (distill/bld.h) on this many tokens
+  /// of `train`, as the final run then starts (counted twice as search tokens: the teacher's
+  /// forward and the blocks'); 0 = off.
+  int64_t bld_tokens = 0;
 };
 
 /// Lightweight retraining (Minitron's last search step; also applied to the differentiable
