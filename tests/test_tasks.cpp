@@ -83,7 +83,7 @@ double bigram_logprob(int64_t prev, int64_t next) {
 // A decoder that is exactly that bigram model: one-hot embeddings (D = V), blocks whose output
 // projections are zero (so the residual stream is the embedding), and a head that undoes the
 // final RMSNorm's scale: rms(e_i) = sqrt(1/D + eps), so logits = B[i].
-LlamaModel bigram_model() {
+LlamaModel bigram_model(double (*logit)(int64_t prev, int64_t next) = bigram_logit) {
   LlamaModel m{ModelConfig::uniform(kV, kV, 2, LayerConfig{2, 1, 4, 8}), {}};
   m.weights = random_weights(m.config, 11, 0.3);
   m.weights.embed_tokens = at::eye(kV, at::kFloat);
@@ -95,7 +95,7 @@ LlamaModel bigram_model() {
   const double scale = std::sqrt(1.0 / double(kV) + m.config.rms_norm_eps);
   std::vector<double> head(size_t(kV * kV));  // [V out, D in]: head[j][i] = B[i][j]
   for (int64_t i = 0; i < kV; ++i)
-    for (int64_t j = 0; j < kV; ++j) head[size_t(j * kV + i)] = bigram_logit(i, j) * scale;
+    for (int64_t j = 0; j < kV; ++j) head[size_t(j * kV + i)] = logit(i, j) * scale;
   m.weights.lm_head = at::tensor(head, at::kDouble).view({kV, kV}).to(at::kFloat);
   return m;
 }
@@ -201,6 +201,20 @@ TEST(Loglikelihood, Errors) {
   EXPECT_THROW(loglikelihoods(m, {{{1}, {}}}), ConfigError);
   EXPECT_THROW(loglikelihoods(m, {{{1}, {40}}}), ConfigError);                       // id >= V
   EXPECT_THROW(loglikelihoods(m, {{{1}, {3, 3, 3, 3, 3, 3, 3, 3, 3}}}), ConfigError);  // > 8
+}
+
+// A near-certain token keeps its small log-probability, as lm-eval's log_softmax gives it: after
+// 'a' the logit of 'b' is 20 and the other 263 are 0, so log p(b | a) = -log1p(263 e^-20) =
+// -5.4e-7. logit - logsumexp in float32 rounds it to 0 (the ulp at 20 is 1.9e-6), which made a
+// choice and its extension by such a token ("Tim", "Timmy") tie exactly.
+TEST(Loglikelihood, NearCertainTokenKeepsItsSmallLogProbability) {
+  const LlamaModel m =
+      bigram_model([](int64_t prev, int64_t next) { return prev == kA && next == kB ? 20.0 : 0.0; });
+  const double want = -std::log1p(double(kV - 1) * std::exp(-20.0));
+  const std::vector<LoglikelihoodResult> r = loglikelihoods(m, {{{1, kA}, {kB}}});
+  EXPECT_LT(r[0].loglikelihood, -1e-7);
+  EXPECT_NEAR(r[0].loglikelihood, want, 2e-7);
+  EXPECT_TRUE(r[0].is_greedy);
 }
 
 // ---------------------------------------------------------------------------------------------

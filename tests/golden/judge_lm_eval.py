@@ -34,7 +34,7 @@ Usage (tests/test_judge.cpp runs it on 40 items of each family):
 
   OMP_NUM_THREADS=1 $AC_TORCH_VENV/bin/python tests/golden/judge_lm_eval.py \\
       --cli build/autocompress --work DIR [--limit N] [--batch-size B] [--summary F.json] \\
-      --model NAME=DIR [--model NAME=DIR ...] TASK.jsonl [TASK.jsonl ...]
+      [--reuse] --model NAME=DIR [--model NAME=DIR ...] TASK.jsonl [TASK.jsonl ...]
 
 with the environment of scripts/setup_torch_venv.sh (lm_eval pinned in
 tests/golden/requirements-hf.txt; other versions are refused). Prints one line per model and
@@ -44,6 +44,7 @@ exits 0 when every check holds, 1 otherwise, listing each failing item.
 import argparse
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -183,19 +184,53 @@ def tokenizer_for(model_dir, work, name):
     return str(llama2c_hf_tokenizer(model_dir, work / f"tokenizer-{name}"))
 
 
-def run_lm_eval(model_dir, tokenizer_dir, tasks, work, batch_size):
-    """lm-eval's simple_evaluate on our tasks; returns (HFLM, results dict)."""
-    import lm_eval
+def make_lm(model_dir, tokenizer_dir, batch_size):
+    """lm-eval's HFLM (`--model hf`) on the CPU in float32."""
     from lm_eval.models.huggingface import HFLM
+    return HFLM(pretrained=str(model_dir), tokenizer=tokenizer_dir, dtype="float32", device="cpu",
+                batch_size=batch_size)
+
+
+def run_lm_eval(lm, tasks, work):
+    """lm-eval's simple_evaluate on our tasks, 0-shot, with the per-sample log; returns
+    (samples by task, results by task)."""
+    import lm_eval
     from lm_eval.tasks import TaskManager
-    lm = HFLM(pretrained=str(model_dir), tokenizer=tokenizer_dir, dtype="float32", device="cpu",
-              batch_size=batch_size)
     manager = TaskManager(include_path=str(work / "lm_eval_tasks"), include_defaults=False)
-    results = lm_eval.simple_evaluate(model=lm, tasks=[t["lm_eval_task"] for t in tasks],
-                                      task_manager=manager, log_samples=True, bootstrap_iters=0,
-                                      random_seed=0, numpy_random_seed=0, torch_random_seed=0,
-                                      fewshot_random_seed=0)
-    return lm, results
+    out = lm_eval.simple_evaluate(model=lm, tasks=[t["lm_eval_task"] for t in tasks],
+                                  task_manager=manager, log_samples=True, bootstrap_iters=0,
+                                  random_seed=0, numpy_random_seed=0, torch_random_seed=0,
+                                  fewshot_random_seed=0)
+    return out["samples"], out["results"]
+
+
+def means_of_samples(samples):
+    """lm-eval's task means from its per-sample log: the mean of acc / acc_norm, and for
+    perplexity its aggregation exp(-mean(loglikelihood)) (lm_eval.api.metrics.perplexity)."""
+    out = {}
+    for metric in ("acc", "acc_norm", "perplexity"):
+        if samples and metric in samples[0]:
+            v = sum(float(x[metric]) for x in samples) / len(samples)
+            out[f"{metric},none"] = math.exp(-v) if metric == "perplexity" else v
+    return out
+
+
+def lm_eval_outputs(lm, tasks, work, name, reuse):
+    """lm-eval's samples and results for one model: run now and saved in WORK, or with --reuse
+    read from an earlier run's lm_eval-NAME.samples.json (results recomputed from the samples
+    where lm_eval-NAME.results.json is absent). Returns (samples, results, how)."""
+    samples_file = work / f"lm_eval-{name}.samples.json"
+    results_file = work / f"lm_eval-{name}.results.json"
+    if reuse and samples_file.exists():
+        samples = json.loads(samples_file.read_text())
+        if results_file.exists():
+            return samples, json.loads(results_file.read_text()), "reused"
+        results = {t["lm_eval_task"]: means_of_samples(samples[t["lm_eval_task"]]) for t in tasks}
+        return samples, results, "reused, means from the samples"
+    samples, results = run_lm_eval(lm, tasks, work)
+    samples_file.write_text(json.dumps(samples))
+    results_file.write_text(json.dumps(results, default=str))
+    return samples, results, "run"
 
 
 def run_ours(cli, model_dir, tasks, work, name):
@@ -314,6 +349,9 @@ def main():
     p.add_argument("--limit", type=int, default=0, help="first N items of each file (0 = all)")
     p.add_argument("--batch-size", type=int, default=16, help="lm-eval's batch size")
     p.add_argument("--summary", type=Path, help="write the summary JSON here")
+    p.add_argument("--reuse", action="store_true",
+                   help="compare with lm-eval's log of an earlier run in WORK where there is one "
+                        "(lm_eval-NAME.samples.json) instead of running lm-eval again")
     a = p.parse_args()
     check_versions()
     logging.getLogger("lm-eval").setLevel(logging.WARNING)
@@ -326,18 +364,17 @@ def main():
         if not model_dir:
             sys.exit(f"judge_lm_eval: --model {spec!r}: expected NAME=DIR")
         t0 = time.time()
-        lm, lm_out = run_lm_eval(model_dir, tokenizer_for(model_dir, a.work, name), tasks, a.work,
-                                 a.batch_size)
+        lm = make_lm(model_dir, tokenizer_for(model_dir, a.work, name), a.batch_size)
+        lm_samples, lm_results, how = lm_eval_outputs(lm, tasks, a.work, name, a.reuse)
         t1 = time.time()
         ours_out, ours = run_ours(a.cli, model_dir, tasks, a.work, name)
         t2 = time.time()
-        timing[name] = {"lm_eval_s": round(t1 - t0, 1), "ours_s": round(t2 - t1, 1)}
-        with open(a.work / f"lm_eval-{name}.samples.json", "w") as f:
-            json.dump(lm_out["samples"], f)
+        timing[name] = {"lm_eval": how, "lm_eval_s": round(t1 - t0, 1),
+                        "ours_s": round(t2 - t1, 1)}
         for i, t in enumerate(tasks):
-            row = compare_task(lm, t, lm_out["samples"][t["lm_eval_task"]], ours, name, failures)
-            compare_means(row, lm_out["results"][t["lm_eval_task"]],
-                          ours_out["models"][0]["tasks"][i], failures)
+            row = compare_task(lm, t, lm_samples[t["lm_eval_task"]], ours, name, failures)
+            compare_means(row, lm_results[t["lm_eval_task"]], ours_out["models"][0]["tasks"][i],
+                          failures)
             rows.append(row)
             print(f"[lm-eval] {name} {t['name']}: {row['items']} items, {row['requests']} requests:"
                   f" tokens {row['tokens_equal']}/{row['requests']}, is_greedy "
