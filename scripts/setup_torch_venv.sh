@@ -2,16 +2,17 @@
 # Installs, once per machine, the Python environment of the field's reference code and of the GPU
 # build: PyTorch 2.11.0 (PyPI's Linux wheel, the CUDA 13.0 build the GPU machine runs), CUDA's
 # compiler from PyPI (nvcc, nvvm, crt and cccl of the same CUDA release) and
-# tests/golden/requirements-hf.txt (transformers, safetensors, gguf-py, numpy). About 5 GB, outside the
-# repository; never a step of CI or of the CLI, which need none of it.
+# tests/golden/requirements-hf.txt (transformers, safetensors, gguf-py, numpy, lm-eval). About
+# 5 GB, outside the repository; never a step of CI or of the CLI, which need none of it.
 #
 #   scripts/setup_torch_venv.sh          install into AC_TORCH_VENV (default
 #                                        ~/.cache/autocompress/torch-2.11) and print its python
 #
 # Then: scripts/build_cuda.sh --tests (finds this environment by itself; docs/gpu.md, "Building
 # without a GPU"), HF_HUB_OFFLINE=1 $AC_TORCH_VENV/bin/python tests/golden/hf_golden.py, and the
-# `judge` test tier (ctest -L judge: tests/golden/judge_exports.py on our exports), which finds
-# this environment through AC_TORCH_VENV or the default location.
+# `judge` test tier (ctest -L judge: tests/golden/judge_exports.py on our exports,
+# tests/golden/judge_lm_eval.py on our task scorer), which finds this environment through
+# AC_TORCH_VENV or the default location.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${AC_TORCH_VENV:-$HOME/.cache/autocompress/torch-2.11}

@@ -23,11 +23,13 @@
 #           eval, report) or `compress`; the sanitizer tree leaves these out, they repeat code
 #           that the other tiers test piece by piece. An e2e test may also be unit.
 #   slow    more than 10 s in the Release build.
-#   judge   runs the field's own readers on our exports (tests/golden/judge_exports.py: gguf-py,
-#           transformers) with the Python environment of scripts/setup_torch_venv.sh; where that
-#           is absent (CI has no PyPI) each test skips saying why, and ctest reports it skipped.
+#   judge   runs the field's own code on what we write and score (tests/golden/judge_exports.py:
+#           gguf-py, transformers; tests/golden/judge_lm_eval.py: lm-evaluation-harness) with the
+#           Python environment of scripts/setup_torch_venv.sh; where that is absent (CI has no
+#           PyPI) each test skips saying why, and ctest reports it skipped.
 set(_ac_label_rules
   judge  "^Judge\\."
+  model  "^Judge\\.LmEval"
   model  "^Stories15M\\."
   model  "^Llama2c\\.ImportsRealStories15m$"
   model  "^Tokenizer\\.(Stories15m|HeapMerge)"
@@ -70,6 +72,7 @@ set(_ac_label_rules
   slow   "^ReportHtml\\.CompressOnTheCpuScenario"
   slow   "^HfTokenizerParity\\.(Llama2|Qwen3)StateOfTheUnion$"
   slow   "^LlamaCppStage\\.RunsOnATokenizerJsonCheckpoint$"
+  slow   "^Judge\\.LmEval"
 )
 
 if(NOT EXISTS "${AC_TESTS_BIN}")

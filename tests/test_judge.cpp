@@ -14,7 +14,13 @@
 //     AutoModelForCausalLM.from_pretrained in float32 gives our logits (max |diff| / max |logit|
 //     <= 1e-5, tests/test_hf_golden.cpp says why); the DeciLM export's config.json is read by
 //     AutoConfig.from_pretrained(trust_remote_code=True) through the configuration_decilm.py the
-//     export writes, with every layer's shape as ours.
+//     export writes, with every layer's shape as ours;
+//   LmEvalAgreesWithOurTaskScorer: lm-evaluation-harness (tests/golden/judge_lm_eval.py) runs
+//     40 items of each task family (make-tasks on stories the teacher samples) as local tasks
+//     with `--model hf` on the CPU, on stories15M and on a depth-pruned stories15M exported as
+//     HF; every request's token ids, loglikelihood (within 1e-3 nats) and is_greedy, and every
+//     item's acc / acc_norm equal ours from `eval --samples-out` (docs/eval.md, "Agreement with
+//     lm-evaluation-harness").
 //
 // The judge's Python is the environment of scripts/setup_torch_venv.sh ($AC_TORCH_VENV, default
 // ~/.cache/autocompress/torch-2.11). Where it is absent or lacks a package (CI has no PyPI), each
@@ -67,6 +73,15 @@ std::string judge_python(std::string* why) {
     return "";
   }
   return python.string();
+}
+
+/// Whether `python` imports `module`; otherwise `why` says what to install.
+bool python_imports(const std::string& python, const char* module, std::string* why) {
+  const std::string probe = fmt::format("'{}' -c 'import {}' > /dev/null 2>&1", python, module);
+  if (std::system(probe.c_str()) == 0) return true;
+  *why = fmt::format("{} cannot import {}: pip install -r tests/golden/requirements-hf.txt into it",
+                     python, module);
+  return false;
 }
 
 #define AC_JUDGE_PYTHON(var)                                     \
@@ -133,12 +148,12 @@ void cli_export(const fs::path& src, const fs::path& out, const std::string& for
                                 test::cli_bin(), src.string(), out.string(), format, dtype));
 }
 
-/// Runs the judge on `args`, prints what it printed, and returns its exit status.
-int run_judge(const std::string& python, const std::string& args, const fs::path& log) {
+/// Runs tests/golden/`script` on `args`, prints what it printed, and returns its exit status.
+int run_judge(const std::string& python, const std::string& args, const fs::path& log,
+              const char* script = "judge_exports.py") {
   const std::string cmd =
       fmt::format("HF_HUB_OFFLINE=1 '{}' '{}' {} > '{}' 2>&1", python,
-                  (test::source_dir() / "tests/golden/judge_exports.py").string(), args,
-                  log.string());
+                  (test::source_dir() / "tests/golden" / script).string(), args, log.string());
   const int rc = std::system(cmd.c_str());
   std::printf("%s", read_file(log).c_str());
   return rc;
@@ -204,6 +219,48 @@ TEST(Judge, TransformersReadsOurHfAndDeciLMExports) {
   const json s = read_json_file(summary);
   EXPECT_EQ(s["hf_logits"].size(), 2u) << s.dump(1);
   EXPECT_EQ(s["decilm_config"].size(), 1u) << s.dump(1);
+}
+
+TEST(Judge, LmEvalAgreesWithOurTaskScorer) {
+  AC_JUDGE_PYTHON(python);
+  std::string why;
+  if (!python_imports(python, "lm_eval", &why)) GTEST_SKIP() << "judge: " << why;
+  TempDir tmp;
+  const fs::path teacher = test::import_stories15m(tmp.path);
+  const std::string cli = test::cli_bin(), dir = tmp.path.string();
+  test::run_or_fail(fmt::format("AC_QUIET=1 {0} sample --model '{1}' --count 16 --seed 77 --out "
+                                "'{2}/held.tokens' > /dev/null && AC_QUIET=1 {0} make-tasks "
+                                "--model '{1}' --data '{2}/held.tokens' --out '{2}/tasks' --seed 1 "
+                                "--cloze-items 40 --ending-items 40 --character-items 40 > /dev/null",
+                                cli, teacher.string(), dir));
+  // The compressed model: stories15M without blocks 2 and 3 (depth pruning), exported as HF.
+  LlamaModel pruned = load_checkpoint(teacher);
+  pruned.config.layers.erase(pruned.config.layers.begin() + 2, pruned.config.layers.begin() + 4);
+  pruned.weights.layers.erase(pruned.weights.layers.begin() + 2,
+                              pruned.weights.layers.begin() + 4);
+  fs::create_directories(tmp.path / "pruned");
+  save_checkpoint(tmp.path / "pruned", pruned);
+  fs::copy_file(teacher / "tokenizer.bin", tmp.path / "pruned/tokenizer.bin");
+  cli_export(tmp.path / "pruned", tmp.path / "pruned-hf", "hf", "f32");
+  const fs::path summary = tmp.path / "summary.json";
+  EXPECT_EQ(run_judge(python,
+                      fmt::format("--cli '{0}' --work '{1}/judge' --limit 40 --summary '{2}' "
+                                  "--model teacher='{3}' --model pruned='{1}/pruned-hf' "
+                                  "'{1}/tasks/cloze.jsonl' '{1}/tasks/character.jsonl' "
+                                  "'{1}/tasks/story_ending.jsonl'",
+                                  cli, dir, summary.string(), teacher.string()),
+                      tmp.path / "judge.log", "judge_lm_eval.py"),
+            0);
+  // Every family of both models was compared, item for item.
+  const json s = read_json_file(summary);
+  ASSERT_EQ(s["tasks"].size(), 6u) << s.dump(1);
+  for (const json& t : s["tasks"]) {
+    EXPECT_EQ(t["items"], 40) << t.dump();
+    EXPECT_EQ(t["tokens_equal"], t["requests"]) << t.dump();
+    EXPECT_EQ(t["is_greedy_equal"], t["requests"]) << t.dump();
+    EXPECT_EQ(t["acc_equal"].get<int64_t>() + int64_t(t["near_ties"].size()), 40) << t.dump();
+  }
+  EXPECT_TRUE(s["failures"].empty()) << s["failures"].dump(1);
 }
 
 }  // namespace ac

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "common/error.h"
 #include "common/json_io.h"
@@ -35,10 +36,11 @@ using test::TempDir;
 
 constexpr int64_t kSpace = 259, kA = 260, kB = 261, kC = 262, kX = 263, kV = 264;
 
-void write_tokenizer(const fs::path& dir) {
+void write_tokenizer(const fs::path& dir, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> pieces = {"<unk>", "\n<s>\n", "\n</s>\n"};
   for (int b = 0; b < 256; ++b) pieces.push_back(fmt::format("<0x{:02X}>", b));
   for (const char* p : {" ", "a", "b", "c", "x"}) pieces.push_back(p);
+  pieces.insert(pieces.end(), extra.begin(), extra.end());  // ids kV, kV + 1, ...
   std::string out;
   auto put = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
   const int32_t max_len = 6;
@@ -81,7 +83,7 @@ double bigram_logprob(int64_t prev, int64_t next) {
 // A decoder that is exactly that bigram model: one-hot embeddings (D = V), blocks whose output
 // projections are zero (so the residual stream is the embedding), and a head that undoes the
 // final RMSNorm's scale: rms(e_i) = sqrt(1/D + eps), so logits = B[i].
-LlamaModel bigram_model() {
+LlamaModel bigram_model(double (*logit)(int64_t prev, int64_t next) = bigram_logit) {
   LlamaModel m{ModelConfig::uniform(kV, kV, 2, LayerConfig{2, 1, 4, 8}), {}};
   m.weights = random_weights(m.config, 11, 0.3);
   m.weights.embed_tokens = at::eye(kV, at::kFloat);
@@ -93,7 +95,7 @@ LlamaModel bigram_model() {
   const double scale = std::sqrt(1.0 / double(kV) + m.config.rms_norm_eps);
   std::vector<double> head(size_t(kV * kV));  // [V out, D in]: head[j][i] = B[i][j]
   for (int64_t i = 0; i < kV; ++i)
-    for (int64_t j = 0; j < kV; ++j) head[size_t(j * kV + i)] = bigram_logit(i, j) * scale;
+    for (int64_t j = 0; j < kV; ++j) head[size_t(j * kV + i)] = logit(i, j) * scale;
   m.weights.lm_head = at::tensor(head, at::kDouble).view({kV, kV}).to(at::kFloat);
   return m;
 }
@@ -201,6 +203,20 @@ TEST(Loglikelihood, Errors) {
   EXPECT_THROW(loglikelihoods(m, {{{1}, {3, 3, 3, 3, 3, 3, 3, 3, 3}}}), ConfigError);  // > 8
 }
 
+// A near-certain token keeps its small log-probability, as lm-eval's log_softmax gives it: after
+// 'a' the logit of 'b' is 20 and the other 263 are 0, so log p(b | a) = -log1p(263 e^-20) =
+// -5.4e-7. logit - logsumexp in float32 rounds it to 0 (the ulp at 20 is 1.9e-6), which made a
+// choice and its extension by such a token ("Tim", "Timmy") tie exactly.
+TEST(Loglikelihood, NearCertainTokenKeepsItsSmallLogProbability) {
+  const LlamaModel m =
+      bigram_model([](int64_t prev, int64_t next) { return prev == kA && next == kB ? 20.0 : 0.0; });
+  const double want = -std::log1p(double(kV - 1) * std::exp(-20.0));
+  const std::vector<LoglikelihoodResult> r = loglikelihoods(m, {{{1, kA}, {kB}}});
+  EXPECT_LT(r[0].loglikelihood, -1e-7);
+  EXPECT_NEAR(r[0].loglikelihood, want, 2e-7);
+  EXPECT_TRUE(r[0].is_greedy);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Hand-made tasks on the bigram model.
 
@@ -275,6 +291,102 @@ TEST(Tasks, StderrIsLmEvalMeanStderr) {
   EXPECT_TRUE(std::isnan(mean_stderr({1.0})));
   // lm_eval.api.metrics.mean_stderr([1, 0, 0]) = sqrt(((2/3)^2 + 2 (1/3)^2) / 2) / sqrt(3)
   EXPECT_NEAR(mean_stderr({1, 0, 0}), std::sqrt((4.0 / 9 + 2.0 / 9) / 2) / std::sqrt(3.0), 1e-15);
+}
+
+// HFLM._encode_pair (lm_eval/api/model.py): the context is encode(context) on its own, and the
+// continuation is what encode(context + continuation) holds after as many tokens, even where the
+// whole text merges across the boundary. With the piece "x " (id kV), "x a" encodes as
+// [BOS, ' ', "x ", a], so the continuation is [a] after the context [BOS, ' ', x].
+TEST(Tasks, ContextIsEncodedOnItsOwnAsLmEvalDoes) {
+  TempDir dir;
+  write_tokenizer(dir.path, {"x "});
+  const std::unique_ptr<TextTokenizer> tok = load_tokenizer(dir.path, kV + 1);
+  ASSERT_EQ(tok->encode("x a", true), (std::vector<int64_t>{1, kSpace, kV, kA}));
+  Task t;
+  t.name = "merge";
+  t.format = TaskFormat::kMultipleChoice;
+  t.items = {{"x", {"a", "bb"}, 0, {}, 1}};
+  const std::vector<LoglikelihoodRequest> reqs = task_requests(t, *tok);
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].context, (std::vector<int64_t>{1, kSpace, kX}));
+  EXPECT_EQ(reqs[0].continuation, (std::vector<int64_t>{kA}));
+  EXPECT_EQ(reqs[1].context, (std::vector<int64_t>{1, kSpace, kX}));
+  EXPECT_EQ(reqs[1].continuation, (std::vector<int64_t>{kB, kB}));
+}
+
+// Trailing white space of the context moves to the continuation as Python's str.rstrip() finds
+// it: Unicode White_Space and U+001C..U+001F, not U+200B (zero width space, no White_Space).
+TEST(Tasks, TrailingWhiteSpaceMovesAsPythonRstrip) {
+  EXPECT_EQ(python_rstrip_length(""), 0u);
+  EXPECT_EQ(python_rstrip_length(" \t"), 0u);
+  EXPECT_EQ(python_rstrip_length("ab \t\n\r\x0b\x0c\x1c\x1f\xc2\x85\xc2\xa0\xe3\x80\x80"), 2u);
+  EXPECT_EQ(python_rstrip_length("a\xe2\x80\x8b"), 4u);       // U+200B stays
+  EXPECT_EQ(python_rstrip_length("\xc3\xa9 "), 2u);            // "é " -> "é"
+  Task t;
+  t.name = "ws";
+  t.format = TaskFormat::kLoglikelihood;
+  t.items = {{"x\n", {"a"}, 0, {}, 1}};
+  const std::vector<LoglikelihoodRequest> reqs = task_requests(t, tokenizer());
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].context, (std::vector<int64_t>{1, kSpace, kX}));
+  EXPECT_EQ(reqs[0].continuation, (std::vector<int64_t>{3 + '\n', kSpace, kA}));  // <0x0A>
+}
+
+// lm-eval's acc_norm divides by len(choice) of a Python str, code points; bytes would pick the
+// other choice here: "ab" -3 / 2 chars = -1.5 beats "éé" -4 / 2 chars = -2, but per byte
+// "éé" -4 / 4 = -1 would win.
+TEST(Tasks, AccNormDividesByCodePointsAsLmEval) {
+  EXPECT_EQ(code_points("ab"), 2);
+  EXPECT_EQ(code_points("\xc3\xa9\xc3\xa9"), 2);
+  EXPECT_EQ(code_points("\xf0\x9f\x98\x80x"), 2);
+  Task t;
+  t.name = "norm";
+  t.format = TaskFormat::kMultipleChoice;
+  t.items = {{"x", {"ab", "\xc3\xa9\xc3\xa9"}, 0, {}, 1}};
+  std::vector<LoglikelihoodResult> lls(2);
+  lls[0].loglikelihood = -3;
+  lls[1].loglikelihood = -4;
+  const TaskResult r = score_task(t, lls);
+  EXPECT_DOUBLE_EQ(r.metric("acc").value, 1.0);
+  EXPECT_DOUBLE_EQ(r.metric("acc_norm").value, 1.0);
+  ASSERT_EQ(r.items.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.items[0].acc_norm, 1.0);
+}
+
+// `eval --samples-out`: per item the scores that make up the metrics and the token ids scored.
+TEST(Tasks, SampleJsonHoldsEachItemsScoresAndTokens) {
+  Task t;
+  t.name = "hand";
+  t.format = TaskFormat::kMultipleChoice;
+  t.items = {{"x", {"a", "bbb"}, 1, "first", 1}, {"x  ", {"bbb", "a", "b"}, 0, {}, 2}};
+  const TaskResult r = evaluate_task(bigram_model(), tokenizer(), t);
+  const std::vector<LoglikelihoodRequest> reqs = task_requests(t, tokenizer());
+  ASSERT_EQ(r.items.size(), 2u);
+  const nlohmann::json j0 = task_sample_json(t, r, 0), j1 = task_sample_json(t, r, 1);
+  EXPECT_EQ(j0["task"], "hand");
+  EXPECT_EQ(j0["doc_id"], 0);
+  EXPECT_EQ(j0["id"], "first");
+  EXPECT_TRUE(j1["id"].is_null());
+  EXPECT_EQ(j1["line"], 2);
+  EXPECT_EQ(j1["gold"], 0);
+  EXPECT_EQ(j1["choices"].size(), 3u);
+  EXPECT_EQ(j0["context_tokens"].get<std::vector<int64_t>>(), reqs[0].context);
+  EXPECT_EQ(j1["continuation_tokens"][0].get<std::vector<int64_t>>(), reqs[2].continuation);
+  EXPECT_NEAR(j0["loglikelihoods"][1].get<double>(), choice_ll("bbb"), 1e-4);
+  EXPECT_EQ(j0["acc"], 0.0);       // "a" has the higher total
+  EXPECT_EQ(j0["acc_norm"], 1.0);  // "bbb" per character
+  EXPECT_EQ(j0["is_greedy"].size(), 2u);
+  double acc = 0;
+  for (const TaskItemScore& s : r.items) acc += s.acc;
+  EXPECT_DOUBLE_EQ(acc / 2, r.metric("acc").value);
+  EXPECT_THROW(task_sample_json(t, r, 2), ConfigError);
+  t.format = TaskFormat::kLoglikelihood;
+  t.items = {{"x", {"a"}, 0, {}, 1}};
+  const nlohmann::json c = task_sample_json(t, evaluate_task(bigram_model(), tokenizer(), t), 0);
+  EXPECT_FALSE(c.contains("gold"));
+  EXPECT_FALSE(c.contains("acc_norm"));
+  EXPECT_EQ(c["acc"], 1.0);  // ' ' then 'a' is the greedy continuation
+  EXPECT_EQ(c["is_greedy"][0], true);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -690,8 +802,27 @@ TEST(Cli, MakeTasksThenEvalTwoModels) {
 
   ASSERT_EQ(run_cli(fmt::format("eval --model {0}/a --model {0}/b --teacher {0}/a --data "
                                 "{0}/held.tokens --seq-len 32 --tasks {0}/t1/cloze.jsonl --tasks "
-                                "{0}/t1/story_ending.jsonl --out {0}/eval.json", D)), 0);
+                                "{0}/t1/story_ending.jsonl --out {0}/eval.json --samples-out "
+                                "{0}/samples.jsonl", D)), 0);
   nlohmann::json j = read_json_file(d.path / "eval.json");
+  // --samples-out: one line per model and item, whose mean acc is the task's.
+  Task cloze = read_task_file(d.path / "t1" / "cloze.jsonl");
+  std::vector<std::string> lines;
+  for (std::istringstream in(slurp(d.path / "samples.jsonl")); std::getline(in, lines.emplace_back());) {}
+  lines.pop_back();
+  ASSERT_EQ(lines.size(), 2 * (cloze.items.size() + ending.items.size()));
+  double acc = 0;
+  for (size_t k = 0; k < ending.items.size(); ++k) {
+    const nlohmann::json s = nlohmann::json::parse(lines[cloze.items.size() + k]);
+    EXPECT_EQ(s["model"], D + "/a");
+    EXPECT_EQ(s["task"], "story_ending");
+    EXPECT_EQ(s["doc_id"], k);
+    acc += s["acc"].get<double>();
+  }
+  EXPECT_NEAR(acc / double(ending.items.size()),
+              j["models"][0]["tasks"][1]["metrics"]["acc"]["value"].get<double>(), 1e-12);
+  EXPECT_NE(run_cli(fmt::format("eval --model {0}/a --data {0}/held.tokens --samples-out "
+                                "{0}/s.jsonl", D)), 0);  // no --tasks
   ASSERT_EQ(j["models"].size(), 2u);
   const nlohmann::json& jb = j["models"][1];
   EXPECT_NEAR(jb["eval"]["perplexity"].get<double>(), double(kV), 1e-2);  // uniform

@@ -24,7 +24,7 @@ namespace {
 
 struct EvalArgs {
   std::vector<std::string> models, tasks;
-  std::string teacher, json_out;
+  std::string teacher, json_out, samples_out;
   DataArgs data;
   bool print_json = false;
   int64_t batch_size = 8, seq_len = 256, max_batches = -1, stride = 0, top_k = 5;
@@ -135,6 +135,21 @@ void print_table(const std::vector<ModelResult>& rs) {
                 t.baseline_kind.c_str(), t.baseline);
 }
 
+// One JSON line per model and item (eval/tasks.h task_sample_json, plus "model"), written
+// atomically: what a judge such as lm-eval's --log_samples output is compared with, item by item.
+void write_samples(const std::string& path, const std::vector<Task>& tasks,
+                   const std::vector<ModelResult>& results) {
+  std::string out;
+  for (const ModelResult& r : results)
+    for (size_t t = 0; t < tasks.size(); ++t)
+      for (size_t k = 0; k < tasks[t].items.size(); ++k) {
+        nlohmann::json j = {{"model", r.model}};
+        j.update(task_sample_json(tasks[t], r.tasks[t], k));
+        out += j.dump() + "\n";
+      }
+  write_file_atomic(path, out);
+}
+
 void run(const EvalArgs& a) {
   if (a.data.path.empty() && a.tasks.empty())
     throw ConfigError("[eval] nothing to evaluate: give --data or --tasks");
@@ -142,6 +157,9 @@ void run(const EvalArgs& a) {
   inputs.insert(inputs.end(), a.models.begin(), a.models.end());
   inputs.insert(inputs.end(), a.tasks.begin(), a.tasks.end());
   check_not_overwriting_inputs(inputs, a.json_out, "eval");
+  check_not_overwriting_inputs(inputs, a.samples_out, "eval");
+  if (!a.samples_out.empty() && a.tasks.empty())
+    throw ConfigError("[eval] --samples-out writes the tasks' items: give --tasks too");
   a.compute.resolve();  // a bad --device is refused before any model loads
   std::vector<Task> tasks;
   for (const std::string& t : a.tasks) tasks.push_back(read_task_file(t));
@@ -151,6 +169,7 @@ void run(const EvalArgs& a) {
   for (const std::string& dir : a.models)
     results.push_back(eval_model(a, dir, teacher ? &*teacher : nullptr, tasks));
   if (!a.print_json) print_table(results);
+  if (!a.samples_out.empty()) write_samples(a.samples_out, tasks, results);
   if (a.json_out.empty() && !a.print_json) return;
   nlohmann::json j = {{"teacher", a.teacher.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.teacher)},
                       {"data", a.data.path.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.data.path)},
@@ -179,6 +198,8 @@ RegisterCommand reg(80, [](CLI::App& app) {
                    DataSplit::kHeldout);
   s->add_option("--tasks", a->tasks, "Task file (JSONL, docs/eval.md); repeat for more");
   s->add_option("--out", a->json_out, "Write the results as JSON to this file");
+  s->add_option("--samples-out", a->samples_out, "Write each task item's scores and token ids "
+                                                 "as JSON Lines to this file (docs/eval.md)");
   s->add_flag("--json", a->print_json, "Print the results as JSON instead of the table");
   s->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();
   s->add_option("--seq-len", a->seq_len, "Tokens per window (the context with --stride)")

@@ -66,8 +66,12 @@ void score_positions(const LlamaModel& m, const at::Tensor& h, const std::vector
     const int64_t n = std::min(kChunk, N - s);
     at::Tensor logits = ac::linear(h.narrow(0, s, n), m.weights.lm_head);  // [n, V]
     at::Tensor t = target.narrow(0, s, n).unsqueeze(-1);                    // [n, 1]
-    at::Tensor lp = (logits.gather(-1, t).squeeze(-1) - at::logsumexp(logits, -1))
-                        .to(at::kCPU, at::kDouble);
+    // log_softmax, then the target's entry, as HFLM._loglikelihood_tokens does: it subtracts
+    // the row's max before the sum, so a token of probability 1 - 1e-6 keeps its -1e-6. Taking
+    // logit - logsumexp instead cancels two numbers of the logits' size and rounds such a
+    // log-probability to 0 at float32's ulp there (2e-6 at |logit| ~ 20), which made "Tim"
+    // and "Timmy" (whose "my" is near-certain) tie exactly.
+    at::Tensor lp = at::log_softmax(logits, -1).gather(-1, t).squeeze(-1).to(at::kCPU, at::kDouble);
     at::Tensor g = logits.argmax(-1).eq(t.squeeze(-1)).to(at::kCPU, at::kByte);
     std::copy_n(lp.data_ptr<double>(), n, ll.begin() + s);
     std::copy_n(g.data_ptr<uint8_t>(), n, greedy.begin() + s);

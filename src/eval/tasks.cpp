@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/runtime.h"
+#include "io/hf_unicode.h"
 #include "io/text_tokenizer.h"
 
 namespace ac {
@@ -170,14 +171,33 @@ void write_task_file(const fs::path& path, const Task& task) {
   write_file_atomic(path, out);
 }
 
+size_t python_rstrip_length(std::string_view s) {
+  size_t end = s.size();
+  while (end > 0) {
+    size_t start = end - 1;
+    while (start > 0 && (uint8_t(s[start]) & 0xC0) == 0x80) --start;
+    size_t i = start;
+    const uint32_t cp = hf::next_code_point(s, i);
+    if (!hf::is_white_space(cp) && !(cp >= 0x1C && cp <= 0x1F)) break;
+    end = start;
+  }
+  return end;
+}
+
+int64_t code_points(std::string_view s) {
+  int64_t n = 0;
+  for (const char c : s) n += (uint8_t(c) & 0xC0) != 0x80;
+  return n;
+}
+
 std::vector<LoglikelihoodRequest> task_requests(const Task& task, const TextTokenizer& tokenizer) {
   std::vector<LoglikelihoodRequest> out;
   for (const TaskItem& it : task.items) {
-    // HFLM._encode_pair: trailing spaces of the context move to the continuation.
-    std::string context = it.context;
-    size_t keep = context.find_last_not_of(' ');
-    std::string moved = context.substr(keep == std::string::npos ? 0 : keep + 1);
-    context.resize(context.size() - moved.size());
+    // HFLM._encode_pair: trailing white space of the context (str.rstrip) moves to the
+    // continuation; the context is encoded on its own and the continuation is what the whole
+    // text adds after as many tokens.
+    const std::string context = it.context.substr(0, python_rstrip_length(it.context));
+    const std::string moved = it.context.substr(context.size());
     const std::vector<int64_t> ctx = tokenizer.encode(context, /*add_special_tokens=*/true);
     for (const std::string& choice : it.choices) {
       std::vector<int64_t> whole =
@@ -187,7 +207,7 @@ std::vector<LoglikelihoodRequest> task_requests(const Task& task, const TextToke
         throw FormatError(msg(kWhere, "{}:{}: the choice '{}' adds no token after the context",
                               task.file, it.line, choice));
       LoglikelihoodRequest r;
-      r.context.assign(whole.begin(), whole.begin() + int64_t(ctx.size()));
+      r.context = ctx;
       r.continuation.assign(whole.begin() + int64_t(ctx.size()), whole.end());
       out.push_back(std::move(r));
     }
@@ -241,22 +261,32 @@ TaskResult score_task(const Task& task, const std::vector<LoglikelihoodResult>& 
   double chance = 0;
   std::map<std::string, int64_t> targets;
   for (const TaskItem& it : task.items) {
+    TaskItemScore score;
     if (task.format == TaskFormat::kLoglikelihood) {
-      acc.push_back(results[k].is_greedy ? 1.0 : 0.0);
+      score.loglikelihoods = {results[k].loglikelihood};
+      score.is_greedy = {results[k].is_greedy};
+      score.acc = results[k].is_greedy ? 1.0 : 0.0;
+      acc.push_back(score.acc);
       ll.push_back(results[k].loglikelihood);
       ++targets[it.choices[0]];
       ++k;
+      r.items.push_back(std::move(score));
       continue;
     }
-    std::vector<double> lls, normed;
+    std::vector<double> normed;
     for (const std::string& c : it.choices) {
-      lls.push_back(results[k].loglikelihood);
-      normed.push_back(results[k].loglikelihood / double(c.size()));  // UTF-8 bytes
+      score.loglikelihoods.push_back(results[k].loglikelihood);
+      score.is_greedy.push_back(results[k].is_greedy);
+      // lm-eval's acc_norm divides by len(c) of a Python str: code points, not bytes.
+      normed.push_back(results[k].loglikelihood / double(code_points(c)));
       ++k;
     }
-    acc.push_back(int64_t(argmax(lls)) == it.gold ? 1.0 : 0.0);
-    acc_norm.push_back(int64_t(argmax(normed)) == it.gold ? 1.0 : 0.0);
+    score.acc = int64_t(argmax(score.loglikelihoods)) == it.gold ? 1.0 : 0.0;
+    score.acc_norm = int64_t(argmax(normed)) == it.gold ? 1.0 : 0.0;
+    acc.push_back(score.acc);
+    acc_norm.push_back(score.acc_norm);
     chance += 1.0 / double(it.choices.size());
+    r.items.push_back(std::move(score));
   }
   r.metrics.emplace_back("acc", mean_metric(acc));
   if (task.format == TaskFormat::kMultipleChoice) {
@@ -284,9 +314,35 @@ TaskResult evaluate_task(const LlamaModel& model, const TextTokenizer& tokenizer
     throw ConfigError(msg(kWhere, "task '{}': the tokenizer has {} tokens, more than the model's "
                           "vocab_size {}",
                           task.name, tokenizer.vocab_size(), model.config.vocab_size));
-  TaskResult r = score_task(task, loglikelihoods(model, task_requests(task, tokenizer), opt));
+  const std::vector<LoglikelihoodRequest> requests = task_requests(task, tokenizer);
+  TaskResult r = score_task(task, loglikelihoods(model, requests, opt));
+  size_t k = 0;
+  for (TaskItemScore& item : r.items) {
+    item.context_tokens = requests[k].context;  // the same for every choice of an item
+    for (size_t c = 0; c < item.loglikelihoods.size(); ++c)
+      item.continuation_tokens.push_back(requests[k++].continuation);
+  }
   r.wall_s = now_s() - t0;
   return r;
+}
+
+json task_sample_json(const Task& task, const TaskResult& result, size_t k) {
+  if (result.items.size() != task.items.size() || k >= task.items.size())
+    throw ConfigError(msg(kWhere, "task '{}': item {} of {} scored items for {} items", task.name,
+                          k, result.items.size(), task.items.size()));
+  const TaskItem& it = task.items[k];
+  const TaskItemScore& s = result.items[k];
+  const bool mc = task.format == TaskFormat::kMultipleChoice;
+  json j = {{"task", task.name}, {"doc_id", k}, {"line", it.line}, {"id", it.id}};
+  if (mc) j["gold"] = it.gold;
+  j["choices"] = it.choices;
+  j["context_tokens"] = s.context_tokens;
+  j["continuation_tokens"] = s.continuation_tokens;
+  j["loglikelihoods"] = s.loglikelihoods;
+  j["is_greedy"] = s.is_greedy;
+  j["acc"] = s.acc;
+  if (mc) j["acc_norm"] = s.acc_norm;
+  return j;
 }
 
 const MetricValue& TaskResult::metric(const std::string& name) const {

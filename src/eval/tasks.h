@@ -14,12 +14,13 @@
 //
 // Scoring (lm-evaluation-harness, lm_eval/api/task.py ConfigurableTask.process_results):
 //   each choice c is the request (context, target_delimiter + c), tokenized as HFLM._encode_pair
-//   does: the whole text "context + delimiter + c" is encoded (with BOS), and the tokens after
-//   the first len(encode(context)) are the continuation.
+//   (lm_eval/api/model.py) does: trailing white space of the context (Python's str.rstrip) moves
+//   to the continuation, the context is encode(context) (with BOS), and the continuation is
+//   encode(context + delimiter + c) after its first len(encode(context)) tokens.
 //   multiple_choice: acc      = [argmax_c ll_c = gold]
-//                    acc_norm = [argmax_c ll_c / bytes(c) = gold]   (UTF-8 bytes of the choice,
-//                               without the delimiter; lm-eval divides by len(c), the same for
-//                               ASCII text)
+//                    acc_norm = [argmax_c ll_c / chars(c) = gold]   (code points of the choice
+//                               without the delimiter: lm-eval's len(c) of a Python str; its
+//                               acc_bytes divides by UTF-8 bytes instead)
 //   loglikelihood:   acc           = [greedy continuation = target, token for token]
 //                    loglikelihood = mean ll of the target, nats
 //                    perplexity    = exp(-mean ll)  (lm-eval's per-item perplexity of loglikelihood tasks)
@@ -28,7 +29,9 @@
 // Ties in argmax go to the first choice (numpy.argmax).
 #pragma once
 #include <nlohmann/json.hpp>
+#include <cmath>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -83,6 +86,18 @@ struct MetricValue {
   double std_error = 0;
 };
 
+/// One item's scores: what lm-eval's per-sample log (`--log_samples`: `resps`, `acc`,
+/// `acc_norm`) holds for it, and the token ids each request was scored on. C = the number of
+/// choices (1 for a loglikelihood task: its target).
+struct TaskItemScore {
+  std::vector<double> loglikelihoods;                     // [C] ll of delimiter + choice, nats
+  std::vector<bool> is_greedy;                            // [C]
+  std::vector<int64_t> context_tokens;                    // [Tc] ids, BOS first (evaluate_task)
+  std::vector<std::vector<int64_t>> continuation_tokens;  // [C][Tn_c] ids (evaluate_task)
+  double acc = 0;                                         // 0 or 1
+  double acc_norm = std::nan("");                         // 0 or 1; multiple choice only
+};
+
 struct TaskResult {
   std::string name;
   TaskFormat format = TaskFormat::kMultipleChoice;
@@ -94,6 +109,7 @@ struct TaskResult {
   int64_t requests = 0;
   int64_t continuation_tokens = 0;
   double wall_s = 0;
+  std::vector<TaskItemScore> items;  // [n], in file order (not in to_json: task_sample_json)
 
   /// The metric named `name`; throws ConfigError if the task has none.
   const MetricValue& metric(const std::string& name) const;
@@ -110,8 +126,22 @@ double mean_stderr(const std::vector<double>& x);
 /// ConfigError if the counts disagree.
 TaskResult score_task(const Task& task, const std::vector<LoglikelihoodResult>& results);
 
-/// task_requests + loglikelihoods + score_task.
+/// task_requests + loglikelihoods + score_task; the items' scores carry their token ids.
 TaskResult evaluate_task(const LlamaModel& model, const TextTokenizer& tokenizer, const Task& task,
                          const LoglikelihoodOptions& opt = {});
+
+/// Item k of `task` with its scores from `result` (score_task or evaluate_task of that task), one
+/// line of `eval --samples-out` (docs/eval.md): {"task", "doc_id": k (0-based, lm-eval's
+/// doc_id), "line", "id", "gold" (multiple choice), "choices" ([target] for loglikelihood),
+/// "context_tokens", "continuation_tokens", "loglikelihoods", "is_greedy", "acc", "acc_norm"
+/// (multiple choice)}. Throws ConfigError if `result` has no scores for item k.
+nlohmann::json task_sample_json(const Task& task, const TaskResult& result, size_t k);
+
+/// Python's str.rstrip() on UTF-8: the byte length of `s` without its trailing white space as
+/// str.isspace() defines it (Unicode White_Space and U+001C..U+001F). `s` must be valid UTF-8.
+size_t python_rstrip_length(std::string_view s);
+
+/// Python's len() of the str that UTF-8 `s` decodes to: its code points.
+int64_t code_points(std::string_view s);
 
 }  // namespace ac
