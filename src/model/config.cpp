@@ -448,18 +448,22 @@ json config_to_hf_json(const ModelConfig& c) {
 }
 
 std::string describe(const ModelConfig& c) {
-  auto layer = [](const LayerConfig& l) {
-    if (l.has_mamba() || l.has_moe()) {
-      std::vector<std::string> parts;
-      if (l.has_attention())
-        parts.push_back(fmt::format("H{}/G{}", l.num_attention_heads, l.num_key_value_heads));
-      if (l.has_mamba())
-        parts.push_back(fmt::format("M{}x{}", l.mamba->mamba_num_heads, l.mamba->mamba_head_dim));
-      if (l.has_moe())
-        parts.push_back(fmt::format("E{}/k{} F{}", l.moe->num_experts,
-                                    l.moe->num_experts_per_tok, l.moe->moe_intermediate_size));
-      return fmt::format("{}", fmt::join(parts, " "));
-    }
+  // A hybrid model's layer: the parts it has (Nemotron-H's one), e.g. "M128x64", "H32/G2",
+  // "E512/k22 F2688".
+  auto parts_of = [](const LayerConfig& l) {
+    std::vector<std::string> parts;
+    if (l.has_attention())
+      parts.push_back(fmt::format("H{}/G{}", l.num_attention_heads, l.num_key_value_heads));
+    if (l.has_mamba())
+      parts.push_back(fmt::format("M{}x{}", l.mamba->mamba_num_heads, l.mamba->mamba_head_dim));
+    if (l.has_ffn()) parts.push_back(fmt::format("F{}", l.intermediate_size));
+    if (l.has_moe())
+      parts.push_back(fmt::format("E{}/k{} F{}", l.moe->num_experts, l.moe->num_experts_per_tok,
+                                  l.moe->moe_intermediate_size));
+    return fmt::format("{}", fmt::join(parts, " "));
+  };
+  auto layer = [&](const LayerConfig& l) {
+    if (c.is_hybrid()) return parts_of(l);
     std::string a = l.has_attention()
                         ? fmt::format("H{}/G{}", l.num_attention_heads, l.num_key_value_heads)
                         : "no-attn";

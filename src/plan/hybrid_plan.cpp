@@ -308,8 +308,8 @@ void add_hybrid_suggestions(Plan& plan, const Profile* profile) {
         verified_suggestion("per_layer", label, out, plan, profile, hybrid_changes(plan.config, out));
     if (label == "greedy per layer")
       plan.per_layer = std::move(s);
-    else
-      plan.levers.push_back(std::move(s));
+    else if (!plan.per_layer || plan.per_layer->config.layers != s.config.layers)
+      plan.levers.push_back(std::move(s));  // a lever alone that the greedy did not already give
   }
 }
 

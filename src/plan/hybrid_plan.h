@@ -22,8 +22,8 @@
 // estimate, ties to the layer least cut along the lever, until every limit holds. `compress`
 // ranks with measured importance instead (issue 42's importance of experts, widths and layers).
 // The descents: all moves together ("greedy per layer"), then each lever alone ("experts
-// only", "expert width only", "experts per token only", "layers only"); those that fit are
-// suggested.
+// only", "expert width only", "experts per token only", "layers only"); those that fit, and
+// differ from the first, are suggested.
 #pragma once
 #include "plan/plan.h"
 
