@@ -85,6 +85,31 @@ TEST(HybridCost, MoeDecodeReadsTheTouchedExpertsByHand) {
   EXPECT_EQ(one.weight_bytes, (8 * 2 * 64 * 32 + 8 * 64 + 8 + 64) * 2);
 }
 
+// The tiny Mamba-2 layer (D 16, nh 4 x P 6, N 5, groups 2, conv 3: d_inner 24, conv_dim 44,
+// in_proj 72) in a decode step of B = 1 on a B200 under vLLM (1 us a kernel in the CUDA graph,
+// add + rmsnorm fused), every op bound by bytes: rmsnorm 16 * 2 * 2 = 64; in_proj 72 * 16 * 2 +
+// (16 + 72) * 2 = 2480; conv 44 * 2 * 2 (in, out) + the conv state (3 - 1) * 44 * 2 read and
+// written = 528; the recurrence: x, B, C, dt, y (2 * 24 + 2 * 2 * 5 + 4) * 2 = 144 + the fp32
+// state 4 * 6 * 5 * 4 read and written = 960; gated norm 24 * 2 * 3 = 144; out_proj 16 * 24 * 2
+// + (24 + 16) * 2 = 848; 6 kernels.
+TEST(HybridCost, MambaDecodeByHand) {
+  const ModelConfig c = config_from_hf_json(test::tiny_nemotron_h(), "tiny.json");
+  const PartCost p = mamba2_part_cost(c, c.layers[0], gpu_scenario("vllm", 1, 64, 2), nullptr);
+  const double bytes = 64 + 2480 + 528 + 144 + 960 + 144 + 848;
+  EXPECT_NEAR(p.tpot_ms, 6 * 1e-3 + bytes / (8e12 * 0.8) * 1e3, 1e-12);
+  EXPECT_EQ(p.weight_bytes, 1764 * 2);
+  EXPECT_EQ(p.kv_cache_bytes, 0);
+  EXPECT_EQ(p.state_bytes, 656);
+  // The prefill of T = 16 tokens (4 us a kernel outside the graph), still bound by bytes:
+  // rmsnorm 16 * 16 * 2 * 2 = 1024; in_proj 72 * 16 * 2 + (16 * 16 + 16 * 72) * 2 = 5120; conv
+  // 2 * 16 * 44 * 2 = 2816; the scan in chunks of Q = 8: x, B, C, dt, y 16 * 72 * 2 = 2304, the
+  // 2 chunk states 120 * 4 written and read = 1920, the final state 480 (5 kernels); gated norm
+  // 16 * 24 * 2 * 3 = 2304; out_proj 16 * 24 * 2 + (16 * 24 + 16 * 16) * 2 = 2048; 10 kernels.
+  const PartCost q = mamba2_part_cost(c, c.layers[0], gpu_scenario("vllm", 1, 16, 2), nullptr);
+  const double prefill = 1024 + 5120 + 2816 + (2304 + 1920 + 480) + 2304 + 2048;
+  EXPECT_NEAR(q.ttft_ms, 10 * 4e-3 + prefill / (8e12 * 0.8) * 1e3, 1e-12);
+}
+
 // A Mamba-2 layer's decode step reads a state that does not grow with the context; an attention
 // layer's reads the KV cache, which does. Its prefill grows linearly in T (the chunked scan),
 // the attention's faster (the causal T^2 term).
