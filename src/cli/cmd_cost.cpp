@@ -26,6 +26,9 @@ void print_text(const ac::ModelConfig& c, const ac::Scenario& s, const ac::CostE
               mb(e.peak_memory_bytes).c_str(), mb(e.weight_bytes).c_str(),
               mb(e.kv_cache_bytes).c_str(), mb(e.activation_bytes).c_str(),
               mb(e.reserve_bytes).c_str());
+  if (e.state_bytes > 0)
+    std::printf("  (+ Mamba-2 state %s, constant in the context; in the peak above)\n",
+                mb(e.state_bytes).c_str());
   std::printf("  %5s %10s %10s %12s %12s\n", "layer", "TTFT ms", "TPOT ms", "weights", "KV cache");
   for (size_t i = 0; i < e.layer_ttft_ms.size(); ++i)
     std::printf("  %5zu %10.4f %10.4f %12s %12s\n", i, e.layer_ttft_ms[i], e.layer_tpot_ms[i],

@@ -5,6 +5,9 @@
 
 #include "common/error.h"
 #include "common/runtime.h"
+#include "hardware/mamba2_cost.h"
+#include "hardware/moe_cost.h"
+#include "hardware/roofline.h"
 
 namespace ac {
 
@@ -14,6 +17,7 @@ PartCost& PartCost::operator+=(const PartCost& o) {
   tpot_warm_ms += o.tpot_warm_ms;
   weight_bytes += o.weight_bytes;
   kv_cache_bytes += o.kv_cache_bytes;
+  state_bytes += o.state_bytes;
   activation_bytes = std::max(activation_bytes, o.activation_bytes);
   return *this;
 }
@@ -25,19 +29,6 @@ int64_t kv_capacity_tokens(const Workload& w, const EngineSpec& engine) {
 
 namespace {
 
-// The phase being costed: prefill (M = B*T tokens, attention over T) or one decode step.
-struct Phase {
-  bool prefill;
-  int64_t B, M, T_or_C;  // T for the prefill, the median context C for a decode step
-};
-
-Phase prefill_phase(const Workload& w) {
-  return {true, w.batch_size, w.batch_size * w.prompt_tokens, w.prompt_tokens};
-}
-Phase decode_phase(const Workload& w) {
-  return {false, w.batch_size, w.batch_size, w.prompt_tokens + (w.output_tokens + 1) / 2};
-}
-
 // Latency source for one op: the native profile's tables, or the device roofline.
 class OpCosts {
  public:
@@ -48,18 +39,7 @@ class OpCosts {
     wbytes_ = dtype_bytes(w.weight_dtype, "predict");
     kvbytes_ = dtype_bytes(w.kv_cache_dtype, "predict");
     abytes_ = w.weight_dtype == "fp32" ? 4.0 : 2.0;
-    if (!use_tables()) {
-      DeviceSpec d = s.device_spec;
-      if (p_) apply_profile(d, *p_);
-      if (!d.bandwidth_bytes_per_s)
-        throw ConfigError(msg("predict", "device '{}' has no memory bandwidth: a CPU needs its "
-                                         "profile (`autocompress profile`, then --profile)",
-                              d.name));
-      bw_ = d.bandwidth_bytes_per_s->value * d.bandwidth_efficiency.value;
-      flops_ = d.peak_flops_for(w.weight_dtype) * d.gemm_efficiency.value;
-      launch_ms_ = d.kernel_launch_us.value * 1e-3;
-      graph_launch_ms_ = d.graph_kernel_us.value * 1e-3;
-    }
+    if (!use_tables()) rf_.emplace(s, p);
     has_residency_ = use_tables() && !engine_ && p_->tables.count("gemm_warm") &&
                      p_->tables.count("lm_head_warm") && p_->tables.count("working_set");
   }
@@ -80,10 +60,7 @@ class OpCosts {
     if (engine_) return corr(ph).gemm * double(ph.M) * double(N) * double(K) * wbytes_ * 1e-6;
     if (use_tables())
       return corr(ph).gemm * resident(ph, "gemm", {double(ph.M), double(N), double(K)});
-    double n = double(N) / tp_;
-    double fl = 2.0 * ph.M * n * K;
-    double by = n * K * wbytes_ + (double(ph.M) * K + double(ph.M) * n) * abytes_;
-    return launch(ph) + std::max(fl / flops_ * 1e3, by / bw_ * 1e3);
+    return rf_->gemm_ms(ph, double(ph.M), double(N), double(K));
   }
   double lm_head(const Phase& ph, int64_t V, int64_t D) const {
     if (engine_) return corr(ph).lm_head * double(ph.B) * double(V) * double(D) * wbytes_ * 1e-6;
@@ -116,15 +93,14 @@ class OpCosts {
       kernels += 3;
     }
     if (s_.engine_spec.fuses("rope")) kernels -= 1;
-    return kernels * launch(ph) + std::max(fl / flops_ * 1e3, by / bw_ * 1e3);
+    return rf_->op_ms(ph, fl, by, kernels);
   }
   // An elementwise op over M x W values reading `reads` and writing one tensor.
   double small(const char* table, const Phase& ph, int64_t W, int reads = 1) const {
     if (engine_) return corr(ph).elementwise * double(ph.M) * double(W) * 1e-6;
     if (use_tables())
       return corr(ph).elementwise * p_->table(table).lookup({double(ph.M), double(W)}, table);
-    double by = double(ph.M) * W * abytes_ * (reads + 1);
-    return launch(ph) + by / bw_ * 1e3;
+    return rf_->elementwise_ms(ph, double(ph.M) * double(W), reads);
   }
   // Once-per-call work beside the layers; Hd: head dim of the first attention layer.
   double step_overhead(const Phase& ph, int64_t Hd, int64_t V) const {
@@ -161,14 +137,11 @@ class OpCosts {
     if (!c.fitted) return identity;
     return ph.prefill ? c.prefill : c.decode;
   }
-  double launch(const Phase& ph) const {
-    return (!ph.prefill && s_.engine_spec.cuda_graphs) ? graph_launch_ms_ : launch_ms_;
-  }
   const Scenario& s_;
   const Profile* p_;
   const EngineCalibration* engine_;
   double tp_ = 1, wbytes_ = 4, kvbytes_ = 4, abytes_ = 4;
-  double bw_ = 0, flops_ = 0, launch_ms_ = 0, graph_launch_ms_ = 0;
+  std::optional<Roofline> rf_;  // the device roofline, when the tables are not used
   double residency_ = 0;  // 0: the cold tables, 1: the warm ones (decode only)
   bool has_residency_ = false;
 };
@@ -220,6 +193,9 @@ double ffn_ms(const OpCosts& op, const Phase& ph, const ModelConfig& c, const La
               bool fuse_gate_up, bool fuse_silu, bool fuse_add_norm) {
   const int64_t D = c.hidden_size, F = l.intermediate_size;
   double t = op.part_overhead(ph) + op.small("rmsnorm", ph, D);
+  if (!c.mlp_gated)  // relu² (Nemotron-H): up, the activation, down
+    return t + op.gemm(ph, F, D) + op.small("silu_mul", ph, F, 1) + op.gemm(ph, D, F) +
+           (fuse_add_norm ? 0.0 : op.small("add", ph, D, 2));
   t += fuse_gate_up ? op.gemm(ph, 2 * F, D) : 2 * op.gemm(ph, F, D);
   t += fuse_silu ? op.small("silu_mul", ph, F, 2) : op.small("silu_mul", ph, F, 2) * 2;
   t += op.gemm(ph, D, F);
@@ -271,7 +247,9 @@ static int64_t ffn_activation_bytes(const ModelConfig& c, const LayerConfig& l, 
 // (llama.cpp reads the head size from layer 0). Those stubs are computed for every token.
 static std::optional<LayerConfig> engine_stub(const ModelConfig& c, const LayerConfig& l,
                                               const Scenario& s, bool attention) {
-  if (s.engine != "llama.cpp") return std::nullopt;
+  // Nemotron-H's llama.cpp graph builds each layer's one part (src/models/nemotron-h.cpp): no
+  // stubs.
+  if (s.engine != "llama.cpp" || c.is_hybrid()) return std::nullopt;
   LayerConfig stub = l;
   stub.attention_no_op = stub.ffn_no_op = false;
   if (!attention && !l.has_ffn() && l.has_attention()) {
@@ -293,6 +271,7 @@ static std::optional<LayerConfig> engine_stub(const ModelConfig& c, const LayerC
 
 PartCost attention_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenario& s,
                              const Profile* p) {
+  if (l.has_mamba()) return mamba2_part_cost(c, l, s, p);  // the layer's mixer is a Mamba-2
   PartCost r;
   if (!l.has_attention()) {
     if (auto stub = engine_stub(c, l, s, /*attention=*/true)) return attention_part_cost(c, *stub, s, p);
@@ -324,6 +303,7 @@ PartCost attention_part_cost(const ModelConfig& c, const LayerConfig& l, const S
 
 PartCost ffn_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenario& s,
                        const Profile* p) {
+  if (l.has_moe()) return moe_part_cost(c, l, s, p);  // the layer's channel part is an MoE
   PartCost r;
   if (!l.has_ffn()) {
     if (auto stub = engine_stub(c, l, s, /*attention=*/false)) return ffn_part_cost(c, *stub, s, p);
@@ -342,7 +322,7 @@ PartCost ffn_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenari
     op.set_residency(1);
     r.tpot_warm_ms = ffn_ms(op, dec, c, l, gu, silu, add);
   }
-  int64_t params = c.hidden_size + 3 * c.hidden_size * l.intermediate_size;
+  int64_t params = c.hidden_size + (c.mlp_gated ? 3 : 2) * c.hidden_size * l.intermediate_size;
   r.weight_bytes = int64_t(double(params) * op.wbytes() / op.tp());
   if (!op.engine_calibration())
     r.activation_bytes = ffn_activation_bytes(c, l, s.workload, e, op.abytes(), op.tp());
@@ -413,6 +393,7 @@ CostEstimate combine(const std::vector<PartCost>& attention, const std::vector<P
     e.layer_tpot_ms.push_back(layer.tpot_ms);
     e.layer_weight_bytes.push_back(layer.weight_bytes);
     e.layer_kv_cache_bytes.push_back(layer.kv_cache_bytes);
+    e.layer_state_bytes.push_back(layer.state_bytes);
     total += layer;
   }
   e.residency = h;
@@ -420,6 +401,7 @@ CostEstimate combine(const std::vector<PartCost>& attention, const std::vector<P
   e.tpot_ms = total.tpot_ms;
   e.weight_bytes = total.weight_bytes;
   e.kv_cache_bytes = total.kv_cache_bytes;
+  e.state_bytes = total.state_bytes;
   // The largest layer's intermediates plus the logits and final hidden states.
   int64_t layer_peak = 0;
   for (size_t i = 0; i < attention.size(); ++i)
@@ -432,7 +414,8 @@ CostEstimate combine(const std::vector<PartCost>& attention, const std::vector<P
   const bool engine_measured = source.rfind("profile+", 0) == 0;
   e.reserve_bytes = engine_measured ? 0
                     : int64_t(eng.reserve_bytes.value + eng.memory_reserved_fraction.value * device_mem);
-  e.peak_memory_bytes = e.weight_bytes + e.kv_cache_bytes + e.activation_bytes + e.reserve_bytes;
+  e.peak_memory_bytes =
+      e.weight_bytes + e.kv_cache_bytes + e.state_bytes + e.activation_bytes + e.reserve_bytes;
   const Workload& w = s.workload;
   double request_ms = e.ttft_ms + double(w.output_tokens) * e.tpot_ms;
   e.throughput_tokens_per_s =
@@ -460,12 +443,14 @@ json CostEstimate::to_json() const {
           {"throughput_tokens_per_s", throughput_tokens_per_s},
           {"weight_bytes", weight_bytes},
           {"kv_cache_bytes", kv_cache_bytes},
+          {"state_bytes", state_bytes},
           {"activation_bytes", activation_bytes},
           {"reserve_bytes", reserve_bytes},
           {"peak_memory_bytes", peak_memory_bytes},
           {"layers", {{"ttft_ms", layer_ttft_ms}, {"tpot_ms", layer_tpot_ms},
                       {"weight_bytes", layer_weight_bytes},
-                      {"kv_cache_bytes", layer_kv_cache_bytes}}},
+                      {"kv_cache_bytes", layer_kv_cache_bytes},
+                      {"state_bytes", layer_state_bytes}}},
           {"fixed", {{"ttft_ms", fixed.ttft_ms}, {"tpot_ms", fixed.tpot_ms},
                      {"weight_bytes", fixed.weight_bytes},
                      {"activation_bytes", fixed.activation_bytes}}},

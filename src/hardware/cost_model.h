@@ -26,14 +26,22 @@
 // llama.cpp at the scenario's threads and weight type) is costed from the same tables with its
 // own fitted correction, and its memory is its own buffers (hardware/engine_calibration.h).
 //
+// Hybrid layer kinds (a layer's mixer is attention or a Mamba-2 mixer, its channel part a dense
+// FFN or an MoE: model/config.h) are costed by their own files on the device roofline:
+// hardware/mamba2_cost.h (the chunked scan in the prefill, the recurrence in a decode step, a
+// constant state per sequence) and hardware/moe_cost.h (router, latent projections, the experts a
+// batch touches, shared expert); a relu² dense FFN (Nemotron-H "-") has two GEMMs, not three.
+//
 // Memory: weights (parameters x weight dtype bytes) + KV cache (2 * B * G * Hd * capacity *
 // KV dtype bytes per attention layer; capacity = prompt + output rounded up to the engine's
-// block size; layers without attention hold none) + activations (the largest live set of one
+// block size; layers without attention hold none) + Mamba-2 state (per layer and sequence,
+// whatever the context) + activations (the largest live set of one
 // layer at the prefill, plus the logits; over the engine's prefill chunk, without [T, T] scores
 // where the engine fuses the attention) + engine reserve (reserve_bytes + reserved fraction of
 // device memory). Tensor parallelism divides weights, KV cache and per-GPU work.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +60,7 @@ struct PartCost {
                             // mixes the two by the model's residency
   int64_t weight_bytes = 0;
   int64_t kv_cache_bytes = 0;
+  int64_t state_bytes = 0;       // a Mamba-2 layer's recurrent state of the B sequences
   int64_t activation_bytes = 0;  // live bytes at this part's peak (prefill), not summed
 
   PartCost& operator+=(const PartCost& o);
@@ -62,9 +71,11 @@ struct CostEstimate {
   double tpot_ms = 0;                  // one decode step at the median context
   double throughput_tokens_per_s = 0;  // B * output / (TTFT + output * TPOT)
   int64_t weight_bytes = 0, kv_cache_bytes = 0, activation_bytes = 0, reserve_bytes = 0;
-  int64_t peak_memory_bytes = 0;       // sum of the four above
+  int64_t state_bytes = 0;             // Mamba-2 conv + SSM state of the B sequences (constant
+                                       // in the context; 0 for a model without Mamba-2 layers)
+  int64_t peak_memory_bytes = 0;       // sum of the five above
   std::vector<double> layer_ttft_ms, layer_tpot_ms;         // [L]
-  std::vector<int64_t> layer_weight_bytes, layer_kv_cache_bytes;  // [L]
+  std::vector<int64_t> layer_weight_bytes, layer_kv_cache_bytes, layer_state_bytes;  // [L]
   PartCost fixed;      // embedding, final norm, head, step overhead
   double residency = 0;  // Profile::residency of weight + KV-cache bytes: the share of the
                          // decode step's weights costed as cache-resident (0 without one)

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "hardware/data_dir.h"
+#include "hardware/hybrid_structure.h"
 
 namespace ac {
 
@@ -34,7 +35,9 @@ namespace {
 const char* const kStructureRules[] = {
     "per_layer_query_heads", "query_heads_divisible_by_kv_heads", "per_layer_head_dim",
     "head_dim_explicit",     "attention_removed",                 "ffn_removed",
-    "block_removed",         "ffn_width_multiple",                "tensor_parallel_divides"};
+    "block_removed",         "ffn_width_multiple",                "tensor_parallel_divides",
+    "per_layer_mamba",       "per_layer_num_experts",             "per_layer_expert_width",
+    "per_layer_experts_per_token"};
 const std::set<std::string> kShardedFields = {"num_attention_heads", "num_key_value_heads",
                                               "intermediate_size"};
 
@@ -79,6 +82,10 @@ EngineStructure structure_from_json(const json& st, const std::string& file) {
   r.attention_removed = rule_bool(st, "attention_removed", f, r, true);
   r.ffn_removed = rule_bool(st, "ffn_removed", f, r, true);
   r.block_removed = rule_bool(st, "block_removed", f, r, true);
+  r.per_layer_mamba = rule_bool(st, "per_layer_mamba", f, r, true);
+  r.per_layer_num_experts = rule_bool(st, "per_layer_num_experts", f, r, true);
+  r.per_layer_expert_width = rule_bool(st, "per_layer_expert_width", f, r, true);
+  r.per_layer_experts_per_token = rule_bool(st, "per_layer_experts_per_token", f, r, true);
   if (st.contains("ffn_width_multiple")) {
     const json& v = rule_value(st, "ffn_width_multiple", f, r);
     if (!json_holds<int64_t>(v) || v.get<int64_t>() < 1)
@@ -246,6 +253,11 @@ void per_layer_violations(const ModelConfig& c, const EngineSpec& engine,
 std::vector<std::string> structure_violations(const ModelConfig& c, const EngineSpec& engine,
                                               int64_t tensor_parallel) {
   std::vector<std::string> bad;
+  if (c.is_hybrid()) {  // one part a layer or MoE layers: their own rules
+    hybrid_structure_violations(c, engine, bad);
+    tensor_parallel_violations(c, engine, tensor_parallel, bad);
+    return bad;
+  }
   // A layer with neither attention nor FFN is a removed block: dropped before export (depth
   // pruning), so it is no structure the engine builds. What remains, if every layer is alike, is
   // a plain model of the parent's class.

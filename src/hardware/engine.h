@@ -65,6 +65,14 @@ struct EngineStructure {
   // "num_attention_heads" (H % tp == 0), "num_key_value_heads" (G % tp == 0 when G >= tp, else
   // tp % G == 0: the KV heads are replicated), "intermediate_size" (F % tp == 0).
   std::set<std::string> tensor_parallel_divides;
+  // Hybrid and MoE models (Nemotron-H / nemotron_h_puzzle, Qwen3-MoE, Mixtral;
+  // hardware/hybrid_structure.h): what may differ between layers of one kind.
+  bool per_layer_mamba = true;              // false: every Mamba-2 layer has one shape (heads,
+                                            // head_dim, state, groups, conv): the loader sizes
+                                            // the Mamba state from the global config
+  bool per_layer_num_experts = true;        // false: every MoE layer has one num_experts
+  bool per_layer_expert_width = true;       // false: one moe_intermediate_size
+  bool per_layer_experts_per_token = true;  // false: one num_experts_per_tok
   std::string source;                          // the loader's entry point
   std::map<std::string, std::string> sources;  // rule name -> loader file and function
 
@@ -75,7 +83,11 @@ struct EngineStructure {
            head_dim_explicit == o.head_dim_explicit &&
            attention_removed == o.attention_removed && ffn_removed == o.ffn_removed &&
            block_removed == o.block_removed && ffn_width_multiple == o.ffn_width_multiple &&
-           tensor_parallel_divides == o.tensor_parallel_divides;
+           tensor_parallel_divides == o.tensor_parallel_divides &&
+           per_layer_mamba == o.per_layer_mamba &&
+           per_layer_num_experts == o.per_layer_num_experts &&
+           per_layer_expert_width == o.per_layer_expert_width &&
+           per_layer_experts_per_token == o.per_layer_experts_per_token;
   }
   /// The rules that bind a model whose workload splits it over `tensor_parallel` GPUs: whether
   /// a head count or width `n` of `field` can be sharded (see tensor_parallel_divides).

@@ -9,6 +9,9 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "model/config_fields.h"
+#include "model/moe_family_config.h"
+#include "model/nemotron_h_config.h"
 
 namespace ac {
 using json = nlohmann::json;
@@ -17,7 +20,7 @@ bool LayerConfig::operator==(const LayerConfig& o) const {
   return num_attention_heads == o.num_attention_heads &&
          num_key_value_heads == o.num_key_value_heads && head_dim == o.head_dim &&
          intermediate_size == o.intermediate_size && attention_no_op == o.attention_no_op &&
-         ffn_no_op == o.ffn_no_op;
+         ffn_no_op == o.ffn_no_op && mamba == o.mamba && moe == o.moe;
 }
 
 bool ModelConfig::is_homogeneous() const {
@@ -26,18 +29,40 @@ bool ModelConfig::is_homogeneous() const {
   return true;
 }
 
-int64_t ModelConfig::num_parameters() const {
-  const int64_t D = hidden_size;
-  int64_t n = vocab_size * D * (tie_word_embeddings ? 1 : 2) + D;  // embed (+ head) + final norm
-  for (const auto& l : layers) {
+bool ModelConfig::is_hybrid() const {
+  if (!mlp_gated) return true;
+  for (const auto& l : layers)
+    if (l.has_mamba() || l.has_moe()) return true;
+  return false;
+}
+
+// Each part present carries its own RMSNorm [D] (input_layernorm / post_attention_layernorm,
+// Nemotron-H's one norm per layer).
+static int64_t count_parameters(const ModelConfig& c, bool active) {
+  const int64_t D = c.hidden_size;
+  int64_t n = c.vocab_size * D * (c.tie_word_embeddings ? 1 : 2) + D;  // embed (+ head) + norm
+  for (const auto& l : c.layers) {
     if (l.has_attention()) {
       int64_t q = l.num_attention_heads * l.head_dim, kv = l.num_key_value_heads * l.head_dim;
-      n += D + D * q + 2 * D * kv + q * D + (attention_bias ? q + 2 * kv : 0) +
-           (qk_norm ? 2 * l.head_dim : 0);
+      n += D + D * q + 2 * D * kv + q * D + (c.attention_bias ? q + 2 * kv : 0) +
+           (c.qk_norm ? 2 * l.head_dim : 0);
     }
-    if (l.has_ffn()) n += D + 3 * D * l.intermediate_size;
+    if (l.has_mamba()) n += D + l.mamba->num_parameters(D);
+    if (l.has_ffn()) n += D + (c.mlp_gated ? 3 : 2) * D * l.intermediate_size;
+    if (l.has_moe()) n += D + (active ? l.moe->active_parameters(D) : l.moe->num_parameters(D));
   }
   return n;
+}
+
+int64_t ModelConfig::num_parameters() const { return count_parameters(*this, false); }
+int64_t ModelConfig::num_active_parameters() const { return count_parameters(*this, true); }
+
+void require_dense(const ModelConfig& c, const std::string& where) {
+  if (!c.is_hybrid()) return;
+  throw ConfigError(fmt::format(
+      "[{}] {} ({}) has Mamba-2, MoE or relu² layers, which the forward, importance, pruning, "
+      "distillation and export do not compute yet; `autocompress cost` and `plan` take it "
+      "(model_type {})", where, describe(c), c.architecture, c.model_type));
 }
 
 void ModelConfig::validate(const std::string& where) const {
@@ -76,6 +101,15 @@ void ModelConfig::validate(const std::string& where) const {
     }
     if (!l.ffn_no_op)
       in_range((at + "intermediate_size").c_str(), l.intermediate_size, 0, kMaxIntermediateSize);
+    if (l.has_mamba()) {
+      if (l.has_attention())
+        bad(at + "a Mamba-2 mixer and attention in one layer (expected one mixer)");
+      l.mamba->validate(fmt::format("{}: layer {}", where, i));
+    }
+    if (l.has_moe()) {
+      if (l.has_ffn()) bad(at + "an MoE and a dense FFN in one layer (expected one of them)");
+      l.moe->validate(fmt::format("{}: layer {}", where, i));
+    }
   }
 }
 
@@ -101,32 +135,10 @@ const std::set<std::string> kModelled = {
     "tie_word_embeddings", "attention_bias", "bos_token_id", "eos_token_id", "torch_dtype",
     "dtype", "rope_parameters", "qk_norm", "block_configs"};
 
-// j.contains() is false for non-objects, so `j` may be any JSON value.
-template <typename T>
-T get(const json& j, const char* key, const std::string& file) {
-  if (!j.contains(key) || j[key].is_null())
-    throw FormatError(fmt::format("[load_config] {}: missing field '{}'", file, key));
-  if (!json_holds<T>(j[key]))
-    throw FormatError(fmt::format("[load_config] {}: field '{}' has the wrong type or range: "
-                                  "found {}", file, key, j[key].dump().substr(0, 200)));
-  return j[key].get<T>();
-}
-template <typename T>
-T get_or(const json& j, const char* key, T fallback, const std::string& file) {
-  return (!j.contains(key) || j[key].is_null()) ? fallback : get<T>(j, key, file);
-}
+using config_fields::get;
+using config_fields::get_or;
 
-int64_t first_id(const json& j, const char* key, int64_t fallback, const std::string& file) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (j[key].is_array()) {
-    if (j[key].empty()) return fallback;
-    if (!json_holds<int64_t>(j[key][0]))
-      throw FormatError(fmt::format("[load_config] {}: field '{}' must hold integer ids, found {}",
-                                    file, key, j[key].dump().substr(0, 200)));
-    return j[key][0].get<int64_t>();
-  }
-  return get<int64_t>(j, key, file);
-}
+using config_fields::first_id;
 
 std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int64_t Hd,
                                                    int64_t D, const std::string& file) {
@@ -242,8 +254,8 @@ void read_rope(const json& j, const std::string& file, ModelConfig& c) {
 // and DeciLM have no window whatever the file says.
 std::optional<int64_t> read_sliding_window(const json& j, const std::string& model_type,
                                            int64_t num_layers, const std::string& file) {
-  const bool mistral = model_type == "mistral";
-  const bool qwen = model_type == "qwen2" || model_type == "qwen3";
+  const bool mistral = model_type == "mistral" || model_type == "mixtral";
+  const bool qwen = model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen3_moe";
   if (!mistral && !qwen) return std::nullopt;
   if (!j.contains("sliding_window") || j["sliding_window"].is_null()) return std::nullopt;
   const int64_t window = get<int64_t>(j, "sliding_window", file);
@@ -287,6 +299,9 @@ std::optional<double> decilm_ffn_mult_for(int64_t intermediate_size, int64_t hid
 ModelConfig config_from_hf_json(const json& j, const std::string& file) {
   if (!j.is_object())
     throw FormatError(fmt::format("[load_config] {}: expected a JSON object", file));
+  if (j.contains("model_type") && j["model_type"].is_string() &&
+      is_nemotron_h_model_type(j["model_type"].get<std::string>()))
+    return nemotron_h_config_from_hf_json(j, file);
   ModelConfig c;
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     if (!j["architectures"][0].is_string())
@@ -301,7 +316,8 @@ ModelConfig config_from_hf_json(const json& j, const std::string& file) {
   c.rms_norm_eps = get_or<double>(j, "rms_norm_eps", 1e-6, file);
   c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false, file);
   c.attention_bias = get_or<bool>(j, "attention_bias", c.model_type == "qwen2", file);
-  c.qk_norm = get_or<bool>(j, "qk_norm", c.model_type == "qwen3", file);
+  c.qk_norm = get_or<bool>(j, "qk_norm", c.model_type == "qwen3" || c.model_type == "qwen3_moe",
+                          file);
   c.bos_token_id = first_id(j, "bos_token_id", 1, file);
   c.eos_token_id = first_id(j, "eos_token_id", 2, file);
   // Llama 3.1 lists several EOS ids: the first is modelled, the list is written back as read.
@@ -343,6 +359,7 @@ ModelConfig config_from_hf_json(const json& j, const std::string& file) {
     if (!l.ffn_no_op && l.intermediate_size == 0) l.ffn_no_op = true;
     if (l.ffn_no_op) l.intermediate_size = 0;
   }
+  if (is_moe_family_model_type(c.model_type)) apply_moe_family(j, file, c);
   c.sliding_window = read_sliding_window(j, c.model_type, c.num_layers(), file);
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!kModelled.count(it.key())) c.extra[it.key()] = it.value();
@@ -355,6 +372,13 @@ ModelConfig config_from_hf_json(const json& j, const std::string& file) {
 }
 
 json config_to_hf_json(const ModelConfig& c) {
+  if (c.is_hybrid()) {
+    if (is_nemotron_h_model_type(c.model_type)) return nemotron_h_config_to_hf_json(c);
+    if (is_moe_family_model_type(c.model_type)) return moe_family_config_to_hf_json(c);
+    throw ConfigError(fmt::format("[config_to_hf_json] {} (model_type {}) has Mamba-2, MoE or "
+                                  "relu² layers: expected a nemotron_h, qwen3_moe or mixtral "
+                                  "model_type to write them as", describe(c), c.model_type));
+  }
   json j = c.extra;
   const LayerConfig* first_attn = nullptr;
   int64_t max_F = 0;
@@ -390,7 +414,7 @@ json config_to_hf_json(const ModelConfig& c) {
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;
-  if (c.qk_norm && j["model_type"] != "qwen3") j["qk_norm"] = true;
+  if (c.qk_norm && j["model_type"] != "qwen3" && j["model_type"] != "qwen3_moe") j["qk_norm"] = true;
   j["bos_token_id"] = c.bos_token_id;
   const json& eos_list = c.extra.contains("eos_token_id") ? c.extra["eos_token_id"] : json();
   j["eos_token_id"] = eos_list.is_array() && eos_list[0] == c.eos_token_id ? eos_list
@@ -424,7 +448,22 @@ json config_to_hf_json(const ModelConfig& c) {
 }
 
 std::string describe(const ModelConfig& c) {
-  auto layer = [](const LayerConfig& l) {
+  // A hybrid model's layer: the parts it has (Nemotron-H's one), e.g. "M128x64", "H32/G2",
+  // "E512/k22 F2688".
+  auto parts_of = [](const LayerConfig& l) {
+    std::vector<std::string> parts;
+    if (l.has_attention())
+      parts.push_back(fmt::format("H{}/G{}", l.num_attention_heads, l.num_key_value_heads));
+    if (l.has_mamba())
+      parts.push_back(fmt::format("M{}x{}", l.mamba->mamba_num_heads, l.mamba->mamba_head_dim));
+    if (l.has_ffn()) parts.push_back(fmt::format("F{}", l.intermediate_size));
+    if (l.has_moe())
+      parts.push_back(fmt::format("E{}/k{} F{}", l.moe->num_experts, l.moe->num_experts_per_tok,
+                                  l.moe->moe_intermediate_size));
+    return fmt::format("{}", fmt::join(parts, " "));
+  };
+  auto layer = [&](const LayerConfig& l) {
+    if (c.is_hybrid()) return parts_of(l);
     std::string a = l.has_attention()
                         ? fmt::format("H{}/G{}", l.num_attention_heads, l.num_key_value_heads)
                         : "no-attn";
@@ -433,6 +472,20 @@ std::string describe(const ModelConfig& c) {
   };
   if (c.is_homogeneous())
     return fmt::format("D={} L={} [{}]", c.hidden_size, c.num_layers(), layer(c.layers[0]));
+  if (c.is_hybrid()) {  // dozens of layers of a few kinds: each distinct layer with its count
+    std::vector<std::pair<std::string, int64_t>> kinds;
+    for (const auto& l : c.layers) {
+      const std::string d = l.is_present() ? layer(l) : "removed";
+      auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == d; });
+      if (it == kinds.end())
+        kinds.emplace_back(d, 1);
+      else
+        ++it->second;
+    }
+    std::vector<std::string> parts;
+    for (const auto& [d, n] : kinds) parts.push_back(fmt::format("{} x{}", d, n));
+    return fmt::format("D={} L={} [{}]", c.hidden_size, c.num_layers(), fmt::join(parts, ", "));
+  }
   std::vector<std::string> parts;
   for (const auto& l : c.layers) parts.push_back(layer(l));
   return fmt::format("D={} L={} [{}]", c.hidden_size, c.num_layers(), fmt::join(parts, " | "));

@@ -15,6 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/mamba2_config.h"
+#include "model/moe_config.h"
+
 namespace ac {
 
 /// Ceilings every ModelConfig is validated against (docs/formats.md "Limits"): far above any
@@ -28,8 +31,13 @@ inline constexpr int64_t kMaxHeadDim = int64_t(1) << 16;           // Hd
 inline constexpr int64_t kMaxAttentionWidth = int64_t(1) << 20;    // H*Hd and G*Hd
 inline constexpr int64_t kMaxPositionEmbeddings = int64_t(1) << 24;
 
-/// One decoder block. A removed attention has attention_no_op = true and H = G = 0;
-/// a removed FFN has ffn_no_op = true and F = 0. A removed block has both.
+/// One decoder block: a mixer (attention, or a Mamba-2 mixer) and a channel part (a dense FFN,
+/// or an MoE), either of which may be absent. A Llama block has attention and a dense FFN; a
+/// Qwen3-MoE or Mixtral block attention and an MoE; a Nemotron-H layer exactly one of the four
+/// (hybrid_override_pattern "*", "M", "-", "E"). A removed attention has attention_no_op = true
+/// and H = G = 0; a removed FFN has ffn_no_op = true and F = 0. A removed block has both and
+/// neither mamba nor moe. A Mamba-2 layer has attention_no_op (no attention, no KV cache) and
+/// `mamba`; an MoE layer has ffn_no_op (no dense FFN) and `moe`.
 struct LayerConfig {
   int64_t num_attention_heads = 0;  // H
   int64_t num_key_value_heads = 0;  // G; H % G == 0 unless attention is a no-op
@@ -37,9 +45,15 @@ struct LayerConfig {
   int64_t intermediate_size = 0;    // F
   bool attention_no_op = false;
   bool ffn_no_op = false;
+  std::optional<Mamba2Config> mamba;  // the mixer is a Mamba-2 mixer (model/mamba2_config.h)
+  std::optional<MoeConfig> moe;       // the channel part is an MoE (model/moe_config.h)
 
   bool has_attention() const { return !attention_no_op && num_attention_heads > 0; }
   bool has_ffn() const { return !ffn_no_op && intermediate_size > 0; }
+  bool has_mamba() const { return mamba.has_value(); }
+  bool has_moe() const { return moe.has_value(); }
+  /// Whether the layer computes anything (a removed block does not).
+  bool is_present() const { return has_attention() || has_ffn() || has_mamba() || has_moe(); }
   bool operator==(const LayerConfig& o) const;
   bool operator!=(const LayerConfig& o) const { return !(*this == o); }
 };
@@ -77,6 +91,13 @@ struct ModelConfig {
   double rms_norm_eps = 1e-5;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2)
+  /// The dense FFN: SwiGLU (gate, up, down: 3 D x F matrices) when true; relu² (up, down: 2),
+  /// Nemotron-H's mlp_hidden_act "relu2", when false.
+  bool mlp_gated = true;
+  /// RoPE on the queries and keys; false for Nemotron-H, whose attention has no position
+  /// embedding (NoPE: llama.cpp llama_model_rope_type gives LLAMA_ROPE_TYPE_NONE for
+  /// LLM_ARCH_NEMOTRON_H / NEMOTRON_H_MOE; Megatron --position-embedding-type none).
+  bool rope = true;
   /// RMSNorm over head_dim on every query and key head, before RoPE (Qwen3's q_norm / k_norm).
   /// config.json: implied by model_type qwen3; written as "qk_norm": true (our extension) when
   /// the model_type written is another (a heterogeneous model as nemotron-nas).
@@ -96,6 +117,12 @@ struct ModelConfig {
 
   int64_t num_layers() const { return int64_t(layers.size()); }
   bool is_homogeneous() const;
+  /// Whether any layer is a Mamba-2 mixer or an MoE, or the dense FFN is relu²: a model the
+  /// cost model and `plan` handle and the forward, pruning and export do not compute yet
+  /// (require_dense).
+  bool is_hybrid() const;
+  /// Parameters one token uses: num_parameters() with each MoE layer's k experts instead of E.
+  int64_t num_active_parameters() const;
   /// Parameter count of the weights this config implies (tied head counted once).
   int64_t num_parameters() const;
   /// Throws ConfigError naming `where` and the layer/field if the config is inconsistent
@@ -107,8 +134,15 @@ struct ModelConfig {
                              const LayerConfig& layer);
 };
 
+/// Throws ConfigError("[where] ...") when `c` is hybrid (ModelConfig::is_hybrid): the stages
+/// that compute the model (forward, importance, pruning, distillation, export) take dense
+/// decoders only; `cost` and `plan` take both.
+void require_dense(const ModelConfig& c, const std::string& where);
+
 /// Parses a Hugging Face config.json (Llama, Mistral, Qwen2, Qwen3, and DeciLM / nemotron-nas
-/// with "block_configs"), as transformers 4 or 5 writes it (HfSpelling). `file` is used in error
+/// with "block_configs"; the hybrid and MoE families through their own readers: Nemotron-H and
+/// nemotron_h_puzzle in model/nemotron_h_config.h, Qwen3-MoE and Mixtral in
+/// model/moe_family_config.h), as transformers 4 or 5 writes it (HfSpelling). `file` is used in error
 /// messages. RoPE follows transformers 5's precedence (configuration_utils / modeling_rope_utils
 /// convert_rope_params_to_dict): a non-empty "rope_scaling" wins over "rope_parameters", and
 /// rope_theta inside the object wins over a top-level "rope_theta".

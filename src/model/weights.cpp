@@ -102,6 +102,7 @@ TensorMap to_tensor_map(const ModelConfig& c, const ModelWeights& w) {
 // In HF's state_dict order (embeddings, layers, final norm, head), so that the first error
 // reported is the first tensor a reader of the file meets.
 ModelWeights from_tensor_map(const ModelConfig& c, const TensorMap& m, const std::string& file) {
+  require_dense(c, "load_weights: " + file);
   ModelWeights w;
   w.embed_tokens = take_role(m, c, tensor_role("embed_tokens"), -1, file);
   for (int64_t i = 0; i < c.num_layers(); ++i) {
@@ -119,6 +120,7 @@ ModelWeights from_tensor_map(const ModelConfig& c, const TensorMap& m, const std
 }
 
 ModelWeights random_weights(const ModelConfig& c, uint64_t seed, double std) {
+  require_dense(c, "random_weights");
   at::Generator gen = at::detail::createCPUGenerator(seed);
   auto normal = [&](std::vector<int64_t> shape, double s) {
     return at::normal(0.0, s, shape, gen, at::TensorOptions().dtype(at::kFloat));

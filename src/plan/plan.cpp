@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "pipeline/limits.h"
+#include "plan/hybrid_plan.h"
 #include "search/candidates.h"
 #include "search/ladders.h"
 #include "search/reachable.h"
@@ -464,8 +465,11 @@ std::vector<std::string> layer_changes(const ModelConfig& p, const ModelConfig& 
 // ---------------------------------------------------------------------------------------------
 // Assembling the plan.
 
-PlanSuggestion verified(const std::string& kind, const std::string& label, const ModelConfig& c,
-                        const Plan& plan, const Profile* profile, std::vector<std::string> changes) {
+}  // namespace
+
+PlanSuggestion verified_suggestion(const std::string& kind, const std::string& label,
+                                   const ModelConfig& c, const Plan& plan, const Profile* profile,
+                                   std::vector<std::string> changes) {
   PlanSuggestion s;
   s.kind = kind;
   s.label = label;
@@ -478,6 +482,8 @@ PlanSuggestion verified(const std::string& kind, const std::string& label, const
            label, broken);
   return s;
 }
+
+namespace {
 
 std::vector<std::string> context_warnings(const ModelConfig& c, const Workload& w) {
   std::vector<std::string> out;
@@ -526,7 +532,7 @@ CostEstimate add_uniform_suggestions(Plan& plan, const Profile* profile, MemoCos
                  feasible.end());
   const UniformShape parent = uniform_shape_of(config, "plan");
   for (const auto& [shape, label] : pick_shapes(light, feasible, plan.options.max_uniform))
-    plan.uniform.push_back(verified("uniform", label, shape_config(config, shape), plan, profile,
+    plan.uniform.push_back(verified_suggestion("uniform", label, shape_config(config, shape), plan, profile,
                                     shape_changes(parent, shape)));
   return smallest_cost;
 }
@@ -544,7 +550,7 @@ CostEstimate add_per_layer_suggestion(Plan& plan, const Profile* profile, MemoCo
     ModelConfig out = config;  // the parent's extra fields carried over
     out.hidden_size = greedy.hidden_size;
     out.layers = greedy.layers;
-    plan.per_layer = verified("per_layer", "greedy per layer", out, plan, profile,
+    plan.per_layer = verified_suggestion("per_layer", "greedy per layer", out, plan, profile,
                               layer_changes(config, out));
   }
   return greedy_cost;
@@ -567,6 +573,12 @@ Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profil
   plan.warnings = context_warnings(config, scenario.workload);
   if (plan.broken.empty()) {
     plan.verdict = "fits";
+    return plan;
+  }
+  if (config.is_hybrid()) {
+    add_hybrid_suggestions(plan, profile);
+    plan.verdict = plan.levers.empty() && !plan.per_layer ? "no_fit" : "fits_after_changes";
+    if (plan.verdict == "no_fit") plan.reachable = reachable(plan, {});
     return plan;
   }
   MemoCost memo(scenario, profile);
@@ -594,6 +606,7 @@ json PlanSuggestion::to_json(const ModelConfig& parent) const {
           {"describe", describe(config)},
           {"config", config_to_hf_json(config)},
           {"parameters", config.num_parameters()},
+          {"active_parameters", config.num_active_parameters()},
           {"parameter_fraction", double(config.num_parameters()) / double(parent.num_parameters())},
           {"changes", changes},
           {"cost", cost.to_json()},
@@ -604,6 +617,8 @@ json PlanSuggestion::to_json(const ModelConfig& parent) const {
 json Plan::to_json() const {
   json uni = json::array();
   for (const auto& s : uniform) uni.push_back(s.to_json(config));
+  json lev = json::array();
+  for (const auto& s : levers) lev.push_back(s.to_json(config));
   json reach = json::array();
   for (const auto& r : reachable)
     reach.push_back({{"name", r.name}, {"limit", r.limit}, {"full", r.full}, {"best", r.best}});
@@ -623,6 +638,7 @@ json Plan::to_json() const {
       {"verdict", verdict},
       {"uniform", uni},
       {"per_layer", per_layer ? per_layer->to_json(config) : json(nullptr)},
+      {"levers", lev},
       {"reachable", reach},
       {"warnings", warnings},
       {"search", {{"uniform_shapes_costed", uniform_checked}, {"greedy_steps", greedy_steps},
@@ -683,6 +699,15 @@ std::string Plan::to_text() const {
     t += fmt::format("  {:<13} {:>10} {:>12} {:>9}  ({})\n", metric_label(name), value_text(name, v),
                      "no limit", "", unit_of(name));
   }
+  if (config.is_hybrid()) {  // where the memory goes, and what a token uses
+    auto gib = [](int64_t b) { return double(b) / double(1ll << 30); };
+    t += fmt::format("  memory {:.2f} GiB = weights {:.2f} + KV cache {:.2f} (attention layers) + "
+                     "Mamba-2 state {:.2f} + activations {:.2f} + engine reserve {:.2f}\n",
+                     gib(full.peak_memory_bytes), gib(full.weight_bytes), gib(full.kv_cache_bytes),
+                     gib(full.state_bytes), gib(full.activation_bytes), gib(full.reserve_bytes));
+    t += fmt::format("  active parameters {} a token (of {})\n",
+                     params_text(config.num_active_parameters()), params_text(config.num_parameters()));
+  }
   for (const auto& wrn : warnings) t += "  warning: " + wrn + "\n";
   if (verdict == "fits") return t + "\nverdict: FITS as it is; no change needed.\n";
   t += fmt::format("\nverdict: DOES NOT FIT as it is ({})\n", broken);
@@ -695,18 +720,24 @@ std::string Plan::to_text() const {
     return t;
   }
   t += "\ncheapest structural changes that fit (every limit verified by the cost model):\n";
-  t += fmt::format("  {:<9} {:<20} {:>8} {:>6} {:>9} {:>8} {:>8} {:>10}  {}\n", "kind", "label",
+  t += fmt::format("  {:<9} {:<22} {:>8} {:>6} {:>9} {:>8} {:>8} {:>10}  {}\n", "kind", "label",
                    "params", "kept", "TTFT ms", "TPOT ms", "mem GiB", "tokens/s", "changes");
   std::vector<const PlanSuggestion*> all;
   for (const auto& s : uniform) all.push_back(&s);
   if (per_layer) all.push_back(&*per_layer);
-  for (const PlanSuggestion* s : all)
-    t += fmt::format("  {:<9} {:<20} {:>8} {:>5.1f}% {:>9.1f} {:>8.2f} {:>8.2f} {:>10.0f}  {}\n",
+  for (const auto& s : levers) all.push_back(&s);
+  for (const PlanSuggestion* s : all) {
+    std::vector<std::string> changes = s->changes;
+    if (config.is_hybrid())  // a token's share of the weights, beside the total
+      changes.insert(changes.begin(),
+                     fmt::format("active {}", params_text(s->config.num_active_parameters())));
+    t += fmt::format("  {:<9} {:<22} {:>8} {:>5.1f}% {:>9.1f} {:>8.2f} {:>8.2f} {:>10.0f}  {}\n",
                      s->kind, s->label, params_text(s->config.num_parameters()),
                      100.0 * double(s->config.num_parameters()) / double(config.num_parameters()),
                      s->cost.ttft_ms, s->cost.tpot_ms,
                      double(s->cost.peak_memory_bytes) / double(1ll << 30),
-                     s->cost.throughput_tokens_per_s, fmt::join(s->changes, "; "));
+                     s->cost.throughput_tokens_per_s, fmt::join(changes, "; "));
+  }
   if (!per_layer) t += "  (the per-layer greedy found no architecture that fits)\n";
   return t;
 }

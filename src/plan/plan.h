@@ -85,6 +85,8 @@ struct Plan {
   std::string broken;                 // check_limits() of the parent ("" when it fits)
   std::vector<PlanSuggestion> uniform;
   std::optional<PlanSuggestion> per_layer;
+  std::vector<PlanSuggestion> levers;  // hybrid models: the per-layer descent along one lever
+                                       // each (plan/hybrid_plan.h); empty for dense models
   std::vector<Reachable> reachable;   // filled when the verdict is "no_fit"
   std::vector<std::string> warnings;  // context beyond max_position_embeddings, sliding window
   int64_t uniform_checked = 0;        // uniform shapes costed
@@ -101,7 +103,15 @@ struct Plan {
 /// ("measured", "profile", "roofline").
 std::string cost_provenance(const std::string& source);
 
-/// Plans `config` for `scenario`. `profile` may be null (then a GPU's spec roofline is used; a
+/// `c` costed and checked against plan.limits as a suggestion of `kind` / `label` with its
+/// `changes`. Throws InternalError when it breaks a limit (a suggestion is verified by predict()).
+PlanSuggestion verified_suggestion(const std::string& kind, const std::string& label,
+                                   const ModelConfig& c, const Plan& plan, const Profile* profile,
+                                   std::vector<std::string> changes);
+
+/// Plans `config` for `scenario`. A hybrid config (ModelConfig::is_hybrid) is planned by
+/// plan/hybrid_plan.h: per-layer descents over experts, expert widths, experts per token and
+/// whole layers; no uniform grid. `profile` may be null (then a GPU's spec roofline is used; a
 /// CPU needs one). Throws ConfigError from predict (CPU without profile, profile of another
 /// device, dtype the device lacks) or on bad options (width_granularity unset or < 1, fractions
 /// outside (0, 1]).

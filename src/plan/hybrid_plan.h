@@ -1,0 +1,38 @@
+// `plan` for hybrid and MoE models (ModelConfig::is_hybrid: Nemotron-H, nemotron_h_puzzle,
+// Qwen3-MoE, Mixtral): per-layer descents over the structures these models add, each result
+// verified by predict() + check_limits() as the dense plan's (plan/plan.h).
+//
+// The moves, each allowed only where the scenario's engine loads it (engines/*.json
+// "structure", hardware/hybrid_structure.h); a lever the engine fixes for the whole model is
+// moved in every layer of its kind at once:
+//   experts      one MoE layer's num_experts down by a step of E/16 (the parent's E), to
+//                max(k, ceil(min_width_fraction E))
+//   width        one MoE layer's moe_intermediate_size down one rung of the plan's width ladder
+//                (multiples of the device's width granularity, a rung about Fe / width_steps)
+//   top_k        one MoE layer's num_experts_per_tok down by one, to ceil(min_width_fraction k)
+//   layer        one whole layer removed (never the first or the last; at most
+//                max_attention_removed_fraction of the parent's attention layers and at least
+//                one kept, as a hybrid's few attention layers are its exact recall over the
+//                context; at most max_ffn_removed_fraction of L removed in all)
+//   mamba_heads  mamba_num_heads of every Mamba-2 layer down by n_groups (Mamba sizes are global
+//                in vLLM, TensorRT-LLM and llama.cpp), to ceil(min_width_fraction nh)
+// Without weights the quality a move costs is estimated by what it removes: the share of the
+// parent's parameters plus the share of its active (per-token) parameters. Each step takes the
+// move with the largest drop of the total relative excess over the limits per unit of that
+// estimate, ties to the layer least cut along the lever, until every limit holds. `compress`
+// ranks with measured importance instead (issue 42's importance of experts, widths and layers).
+// The descents: all moves together ("greedy per layer"), then each lever alone ("experts
+// only", "expert width only", "experts per token only", "layers only"); those that fit, and
+// differ from the first, are suggested.
+#pragma once
+#include "plan/plan.h"
+
+namespace ac {
+
+/// Fills plan.per_layer (all levers) and plan.levers (one lever each) for a hybrid
+/// plan.config, and adds the moves taken to plan.greedy_steps. plan.limits must be resolved.
+/// Throws ConfigError from predict (a scenario costed from a profile's tables: hybrid layers are
+/// costed on a GPU's roofline only).
+void add_hybrid_suggestions(Plan& plan, const Profile* profile);
+
+}  // namespace ac
