@@ -337,17 +337,22 @@ def report(out, json_path, svg_path):
                 proxies["penalty"] = (pen[0], int(shorts[-1].split("_")[1]))
                 gamma = pen[1]
         rows = {k: dict(score(v, cands), tokens=t) for k, (v, t) in proxies.items()}
+        # The final recipe started from BLD, on the candidates that ran it (FINAL_BLD), paired
+        # with the plain start.
         bld_init = {}
-        for b in sorted(set.intersection(*[set(c["final_bld"]) for c in cands])):
-            d = [c["final_bld"][b][max(c["final_bld"][b])] - c["final_kl"] for c in cands]
+        for b in sorted(set().union(*[set(c["final_bld"]) for c in cands])):
+            ran = [c for c in cands if b in c["final_bld"] and max(c["final_bld"][b]) == c["final_tokens"]]
+            if len(ran) < 2:
+                continue
+            d = [c["final_bld"][b][c["final_tokens"]] - c["final_kl"] for c in ran]
             mean = sum(d) / len(d)
             se = math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d))
-            best = min(cands, key=lambda c: c["final_kl"])
-            best_bld = min(cands, key=lambda c: c["final_bld"][b][max(c["final_bld"][b])])
+            best = min(ran, key=lambda c: c["final_kl"])
+            best_bld = min(ran, key=lambda c: c["final_bld"][b][c["final_tokens"]])
             bld_init[b] = {"mean_delta_final_kl": mean, "se": se, "better": sum(x < 0 for x in d),
-                           "deltas": {c["name"]: x for c, x in zip(cands, d)},
-                           "best_final_kl": best["final_kl"],
-                           "best_final_kl_with_bld": best_bld["final_bld"][b][max(best_bld["final_bld"][b])],
+                           "deltas": {c["name"]: x for c, x in zip(ran, d)},
+                           "best_final_kl": best["final_kl"], "best": best["name"],
+                           "best_final_kl_with_bld": best_bld["final_bld"][b][best_bld["final_tokens"]],
                            "best_with_bld": best_bld["name"]}
         result["settings"][name] = {
             "candidates": cands,
@@ -380,9 +385,9 @@ def markdown(result):
         for b, r in s.get("bld_init", {}).items():
             lines.append(f"Final recipe started from a blockwise distillation of {b} tokens: final KL "
                          f"{r['mean_delta_final_kl']:+.4f} ± {r['se']:.4f} against the plain start "
-                         f"(better in {r['better']} of {len(r['deltas'])}); best of the pool "
-                         f"{r['best_final_kl_with_bld']:.4f} ({r['best_with_bld']}) against "
-                         f"{r['best_final_kl']:.4f}\n")
+                         f"(better in {r['better']} of the {len(r['deltas'])} candidates that ran it: "
+                         f"{', '.join(r['deltas'])}); the best of those {r['best_final_kl_with_bld']:.4f} "
+                         f"({r['best_with_bld']}) against {r['best_final_kl']:.4f} ({r['best']})\n")
         lines.append("| candidate | sources | attention-free (FFN kept) | blocks removed | parameters "
                      "| KL r=0 | final KL | task acc. |")
         lines.append("|---|---|---|---|---|---|---|---|")

@@ -96,8 +96,11 @@ for seed in "${seeds[@]}"; do
       [ -n "$prof" ] && args+=(--profile "$prof")
       log "compress --method both: $setting, seed $seed"
       t0=$(date +%s)
-      $bin compress --model "$ckpt" --scenario "$setting" --method both --seed "$seed" \
-        --data "$d" --task-items 0 --out "$run" "${args[@]}" >"$out/runs/$setting-s$seed.log" 2>&1 ||
+      # A run stopped part way kept its finished stages and its options: continue it.
+      cmd=(compress --model "$ckpt" --scenario "$setting" --method both --seed "$seed" --data "$d" \
+        --task-items 0 --out "$run" "${args[@]}")
+      [ -d "$out/runs/.$setting-s$seed.partial" ] && cmd=(compress --resume "$run")
+      $bin "${cmd[@]}" >>"$out/runs/$setting-s$seed.log" 2>&1 ||
         { echo "compress failed: see $out/runs/$setting-s$seed.log" >&2; tail -5 "$out/runs/$setting-s$seed.log" >&2; exit 1; }
       log "  done in $(($(date +%s) - t0)) s"
     fi
