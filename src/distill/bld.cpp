@@ -8,6 +8,7 @@
 #include "common/runtime.h"
 #include "distill/distill.h"
 #include "distill/hidden_loss.h"
+#include "distill/stop_signal.h"
 #include "model/tensor_roles.h"
 
 namespace ac {
@@ -159,7 +160,12 @@ BldResult blockwise_local_distill(const LlamaModel& teacher, LlamaModel& student
                                         .weight_decay(0.0));
   const int64_t steps = opt.token_budget / per_step;
   Progress progress("bld", steps, "steps");
+  StopSignalScope signals;  // SIGINT / SIGTERM: stop at the next step, keeping nothing of it
   for (int64_t s = 0; s < steps; ++s) {
+    if (const int sig = StopSignalScope::pending())
+      throw Interrupted(msg(where, "interrupted by a signal during distillation (its blockwise "
+                            "start, at step {} of {}); the blockwise distillation is redone when "
+                            "the run continues", s, steps), sig);
     const double lr = lr_at(s, steps, sched);
     for (auto& g : optim.param_groups())
       static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);

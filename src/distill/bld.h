@@ -75,7 +75,8 @@ struct BldResult {
 /// (checked with check_pruning_map). `data`: the teacher's text (the distillation's). The
 /// evaluation batch of loss_before / loss_after is the batch of step 0 of seed + 1 (not trained
 /// on when the budget is one step). Throws ConfigError on a map that does not fit, a budget
-/// below one step (B x T tokens), or what the forward throws.
+/// below one step (B x T tokens), or what the forward throws; Interrupted (distill/distill.h)
+/// on SIGINT / SIGTERM, at the next step (the student is then part-trained: the caller redoes it).
 BldResult blockwise_local_distill(const LlamaModel& teacher, LlamaModel& student,
                                   const PruningMap& map, const TokenDataset& data,
                                   const BldOptions& opt);

@@ -17,46 +17,13 @@
 #include "distill/fused_kl.h"
 #include "distill/hidden_loss.h"
 #include "distill/loss.h"
+#include "distill/stop_signal.h"
 #include "model/finite.h"
 #include "model/stage_memory.h"
 
 namespace ac {
 
-// ---------------------------------------------------------------------------------------------
-// Signals: the handler only sets a flag; the loop saves at the next step boundary.
-
 namespace {
-
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-void on_stop_signal(int sig) {
-  if (g_stop_signal) {  // second signal: default action (terminate) right away
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-  }
-  g_stop_signal = sig;
-}
-
-class SignalScope {
- public:
-  SignalScope() {
-    g_stop_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~SignalScope() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
- private:
-  struct sigaction old_int_ {}, old_term_ {};
-};
 
 constexpr int kRecordFields = 10;  // StepRecord as a row of doubles in the state file
 constexpr int kRecordFieldsV1 = 9;  // states written before the hidden-state loss (no `hidden`)
@@ -503,14 +470,14 @@ DistillResult Trainer::run() {
     snapshot_ = serialize_state(0);  // what repeated non-finite steps fall back to
   }
   open_log(step);
-  SignalScope signals;
+  StopSignalScope signals;  // the loop stops at a step boundary on SIGINT / SIGTERM
   Progress progress("distill", (total_steps_ - step) * tokens_per_step_, "tok");
   double t0 = now_s();
   int64_t steps_this_run = 0, consecutive_skips = 0;
   bool interrupted = false;
   int stop_signal = 0;
   while (step < total_steps_) {
-    stop_signal = g_stop_signal;
+    stop_signal = StopSignalScope::pending();
     bool stop = stop_signal != 0;
     if (opt_.parallel) stop = opt_.parallel->allreduce_sum(stop ? 1.0 : 0.0) > 0;  // all ranks stop
     if (stop || (opt_.stop_after_steps >= 0 && steps_this_run >= opt_.stop_after_steps)) {
