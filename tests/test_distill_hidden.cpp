@@ -154,6 +154,13 @@ struct PruneFixture {
     mid.intermediate_size = 0;
     write_arch(dir / "arch.json", target);
   }
+  // DIR/train.tokens: 3000 random ids of the parent's vocabulary (the distillation's data).
+  void write_train_tokens() const {
+    at::Tensor ids = test::random_tokens(1, 3000, 48, 6).to(at::kInt).view({-1});
+    write_token_file(dir / "train.tokens",
+                     std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + 3000),
+                     48);
+  }
   std::string prune(const std::string& out) const {
     return fmt::format("AC_QUIET=1 {} prune --model {} --importance {} --arch {} --out {}", cli,
                        (dir / "parent").string(), (dir / "importance.safetensors").string(),
@@ -287,10 +294,7 @@ TEST(DistillHidden, CliReadsTheMapOfPruneAndNamesItWhenItDoesNotFit) {
   test::TempDir d;
   PruneFixture fx(d.path);
   test::run_or_fail(fx.prune("student") + " >/dev/null 2>&1");
-  at::Tensor ids = test::random_tokens(1, 3000, 48, 6).to(at::kInt).view({-1});
-  write_token_file(d.path / "train.tokens",
-                   std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + 3000),
-                   48);
+  fx.write_train_tokens();
   auto distill_cmd = [&](const std::string& student, const std::string& out) {
     return fmt::format("AC_NUM_THREADS=1 AC_QUIET=1 {} distill --teacher {} --student {} --data "
                        "{} --tokens 256 --batch-size 4 --seq-len 16 --hidden-loss-weight 0.5 "
@@ -325,10 +329,7 @@ TEST(DistillBld, CliRunsTheBlockwiseDistillationAloneOrFirst) {
   test::TempDir d;
   PruneFixture fx(d.path);
   test::run_or_fail(fx.prune("student") + " >/dev/null 2>&1");
-  at::Tensor ids = test::random_tokens(1, 3000, 48, 6).to(at::kInt).view({-1});
-  write_token_file(d.path / "train.tokens",
-                   std::vector<int32_t>(ids.data_ptr<int32_t>(), ids.data_ptr<int32_t>() + 3000),
-                   48);
+  fx.write_train_tokens();
   auto cmd = [&](const std::string& student, const std::string& tokens, const std::string& out) {
     return fmt::format("AC_NUM_THREADS=1 AC_QUIET=1 {} distill --teacher {} --student {} --data "
                        "{} --tokens {} --bld-tokens 128 --batch-size 4 --seq-len 16 --out {} "
