@@ -131,6 +131,8 @@ cp scenarios/*.json "$seeds/scenario/"
 for f in devices/*.json; do cp "$f" "$seeds/scenario/device-$(basename "$f")"; done
 for f in engines/*.json; do cp "$f" "$seeds/scenario/engine-$(basename "$f")"; done
 [ -d tests/fixtures/configs ] && cp tests/fixtures/configs/*.json "$seeds/config/"
+# The hybrid Mamba-2 / attention / MoE configs (nemotron_h) of the case study.
+for f in architectures/*.json; do cp "$f" "$seeds/config/arch-$(basename "$f")"; done
 
 missing=()
 if [ -x "$bin" ]; then
@@ -186,6 +188,17 @@ llama3 = dict(cfg, rope_scaling={'rope_type': 'llama3', 'factor': 8.0, 'low_freq
                                  'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192},
               eos_token_id=[2, 3])
 put('config', 'llama3-config.json', llama3)
+put('config', 'qwen3-moe-config.json', {
+    'architectures': ['Qwen3MoeForCausalLM'], 'model_type': 'qwen3_moe', 'vocab_size': 50,
+    'hidden_size': 8, 'intermediate_size': 12, 'num_hidden_layers': 4,
+    'num_attention_heads': 2, 'num_key_value_heads': 1, 'head_dim': 4, 'num_experts': 4,
+    'num_experts_per_tok': 2, 'moe_intermediate_size': 6, 'decoder_sparse_step': 2,
+    'mlp_only_layers': [3]})
+put('config', 'mixtral-config.json', {
+    'architectures': ['MixtralForCausalLM'], 'model_type': 'mixtral', 'vocab_size': 50,
+    'hidden_size': 8, 'intermediate_size': 6, 'num_hidden_layers': 2,
+    'num_attention_heads': 2, 'num_key_value_heads': 2, 'num_local_experts': 3,
+    'num_experts_per_tok': 1})
 put('config', 'arch.json', {'config': deci, 'search': {'method': 'autocompress', 'steps': 10},
                              'limits': {'tpot_ms': 3.5}})
 # A sharded index naming the tiny model's tensors (from its safetensors header, or a fixed list).
