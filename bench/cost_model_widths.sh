@@ -21,8 +21,8 @@ mkdir -p "$out"
 profiles=()
 for r in $(seq 1 "$runs"); do
   [ "$r" -gt 1 ] && [ "$gap" -gt 0 ] && sleep "$gap"
-  "$bin" profile --calibrate --out "$out/profile_$r.json" > "$out/profile_$r.log" 2>&1
-  "$bin" validate --profile "$out/profile_$r.json" --count 20 --seed 7 \
+  "$bin" profile --scenario cpu-local --calibrate --out "$out/profile_$r.json" > "$out/profile_$r.log" 2>&1
+  "$bin" validate --scenario cpu-local --profile "$out/profile_$r.json" --count 20 --seed 7 \
     --out "$out/validate_$r.json" > "$out/validate_$r.log" 2>&1
   profiles+=(--profile "$out/profile_$r.json")
   /usr/bin/env python3 bench/cost_model_widths.py run "$out/validate_$r.json" "$out/profile_$r.json"

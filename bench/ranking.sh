@@ -85,7 +85,7 @@ for setting in "${settings[@]}"; do
   mkdir -p "$dir/searches"
   prof=()
   if [ "$setting" = cpu-local ]; then
-    [ -f "$data/profile.json" ] || { log "profiling this CPU"; $bin profile --device cpu --calibrate --out "$data/profile.json" >/dev/null; }
+    [ -f "$data/profile.json" ] || { log "profiling this CPU"; $bin profile --device cpu --scenario cpu-local --calibrate --out "$data/profile.json" >/dev/null; }
     prof=(--profile "$data/profile.json")
   fi
   search() {  # NAME [search options...]

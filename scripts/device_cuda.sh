@@ -52,17 +52,17 @@ if [[ ${REHEARSE:-0} == 1 ]]; then
   SCENARIO=${2:-$([[ $PART == 1b ]] && echo cpu-1b || echo cpu-local)}
   CAL=(--calibration-models 2 --calibration-repeats 1) COUNT=2 REPEATS=1
   C15=(--seq-len 64 --calibration-sequences 4 --train-sequences 8 --heldout-sequences 4
-       --distill-tokens 2048 --distill-batch 4)
+       --distill-tokens 2048 --distill-batch-size 4)
   C1B=(--seq-len 32 --calibration-sequences 2 --train-sequences 4 --heldout-sequences 2
-       --distill-tokens 256 --distill-batch 2)
+       --distill-tokens 256 --distill-batch-size 2)
 else
   DEVICE=cuda BUILD_ARGS=
   SCENARIO=${2:-$([[ $PART == compress ]] && echo h200-compress || echo h200-native)}
   CAL=() COUNT=20 REPEATS=3
   C15=(--seq-len 256 --calibration-sequences 16 --train-sequences 128 --heldout-sequences 16
-       --distill-tokens 262144 --distill-batch 32)
+       --distill-tokens 262144 --distill-batch-size 32)
   C1B=(--seq-len 512 --calibration-sequences 8 --train-sequences 64 --heldout-sequences 8
-       --distill-tokens 131072 --distill-batch 8)
+       --distill-tokens 131072 --distill-batch-size 8)
 fi
 mkdir -p "$OUT"
 cd "$ROOT"

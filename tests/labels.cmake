@@ -63,6 +63,7 @@ set(_ac_label_rules
   e2e    "^Prune\\.CliImportanceThenPrune$"
   e2e    "^Llama2c\\.CliImport$"
   e2e    "^Plan\\.CliWritesTheJson"
+  e2e    "^CliReference\\."
   slow   "^CompressGpuScenario\\."
   slow   "^CompressSignal\\."
   slow   "^CompressResume\\."

@@ -46,7 +46,7 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
   ac::test::run_or_fail(fmt::format(
       "AC_QUIET=1 {} compress --model {} --scenario stories15m-rtx5070 --method both --out {} "
       "--seq-len 32 --calibration-sequences 8 --train-sequences 8 --heldout-sequences 8 "
-      "--distill-tokens 512 --distill-batch 2 --task-items 5 > {} 2>&1",
+      "--distill-tokens 512 --distill-batch-size 2 --task-items 5 > {} 2>&1",
       bin, model.string(), run.string(), (tmp.path / "compress.log").string()));
   const json r = parse_json_text(slurp(run / "report.json"), "report.json");
 
@@ -178,7 +178,7 @@ TEST(CompressData, Stories15mOnMobyDickNamesTheDataInTheReport) {
   ac::test::run_or_fail(fmt::format(
       "AC_QUIET=1 {} compress --model {} --scenario stories15m-rtx5070 --method autocompress "
       "--out {} --data-text {} --seq-len 64 --calibration-sequences 8 --distill-tokens 1024 "
-      "--distill-batch 4 --task-items 20 > {} 2>&1", ac::test::cli_bin(), model.string(),
+      "--distill-batch-size 4 --task-items 20 > {} 2>&1", ac::test::cli_bin(), model.string(),
       run.string(), book.string(), (tmp.path / "compress.log").string()));
   const json r = parse_json_text(slurp(run / "report.json"), "report.json");
   const json& src = r["data"]["source"];
@@ -272,7 +272,7 @@ TEST(CompressSignal, SigtermDuringDistillationStopsCompressAndKeepsItResumable) 
       "(sh -c 'echo $$ > {}; exec {} compress --model {} --scenario stories15m-rtx5070 "
       "--method autocompress --autocompress-retrain-top-k 0 --out {} --seq-len 32 "
       "--calibration-sequences 8 --train-sequences 8 --heldout-sequences 8 "
-      "--distill-tokens 6400000 --distill-batch 2 --task-items 0' > {} 2>&1; echo $? > {}) &",
+      "--distill-tokens 6400000 --distill-batch-size 2 --task-items 0' > {} 2>&1; echo $? > {}) &",
       pid_file.string(), ac::test::cli_bin(), model.string(), run.string(), log.string(),
       rc_file.string());
   ASSERT_EQ(std::system(cmd.c_str()), 0);
@@ -319,7 +319,7 @@ TEST(CompressResume, AKilledRunResumesToTheSameReport) {
   const std::string args = fmt::format(
       "compress --model {} --scenario stories15m-rtx5070 --method autocompress "
       "--autocompress-retrain-top-k 2 --seq-len 32 --calibration-sequences 8 "
-      "--train-sequences 8 --heldout-sequences 8 --distill-tokens 512 --distill-batch 2 "
+      "--train-sequences 8 --heldout-sequences 8 --distill-tokens 512 --distill-batch-size 2 "
       "--task-items 5", model.string());
   const fs::path whole = tmp.path / "whole", killed = tmp.path / "killed";
   ac::test::run_or_fail(fmt::format("AC_QUIET=1 {} {} --out {} > {} 2>&1", ac::test::cli_bin(),

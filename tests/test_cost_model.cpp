@@ -192,6 +192,11 @@ TEST(CostModel, LimitMessagesSayExpectedAndFound) {
   EXPECT_DOUBLE_EQ(slack[0].slack, 0.25);  // ttft 30 of 40
   EXPECT_DOUBLE_EQ(slack[2].slack, 0.5);   // memory 1000 of 2000
   EXPECT_FALSE(slack[3].holds());
+  e.peak_memory_bytes = int64_t(12) << 30;  // memory in GiB: 12 against 11.5
+  l = Limits{};
+  l.peak_memory_bytes = int64_t(23) << 29;
+  EXPECT_EQ(check_limits(e, l), "peak_memory_bytes: expected <= 11.500 GiB, found 12.000 GiB "
+                                "(4.3% over)");
 }
 
 TEST(CostModel, RelativeLimitsResolveAgainstTheTeacher) {

@@ -562,9 +562,12 @@ TEST(DeciLM, ExportRefusesWidthsDeciLMCannotExpress) {
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     const std::string w = e.what();
-    EXPECT_NE(w.find("layer 4: intermediate_size 300"), std::string::npos) << w;
-    EXPECT_NE(w.find("nearest: 256 or 512"), std::string::npos) << w;
+    // The FFN width is widened with zero channels (below); the head count has no such remedy,
+    // and the message names the format and the flag that do.
+    EXPECT_EQ(w.find("intermediate_size 300"), std::string::npos) << w;
     EXPECT_NE(w.find("layer 3: num_attention_heads 2"), std::string::npos) << w;
+    EXPECT_NE(w.find("--format gguf"), std::string::npos) << w;
+    EXPECT_NE(w.find("compress --scenario"), std::string::npos) << w;
   }
   EXPECT_FALSE(fs::exists(tmp.path / "out"));
   ExportOptions gguf_only;  // GGUF has per-layer arrays: no such limit
@@ -583,6 +586,40 @@ TEST(DeciLM, ExportRefusesWidthsDeciLMCannotExpress) {
   ExportOptions for_llamacpp = gguf_only;
   for_llamacpp.engine = "llama.cpp";
   EXPECT_EQ(export_model(src, tmp.path / "out-llamacpp", for_llamacpp).max_logit_diff_gguf, 0.0);
+}
+
+// A searched FFN width DeciLM cannot state (300: no ffn_mult gives it back) is written widened
+// with zero channels to 512, the next multiple of 256: the reloaded HF model computes what the
+// source does, its extra channels are zero, and the GGUF keeps the width as it was.
+TEST(DeciLM, ExportWidensFfnWidthsDeciLMCannotStateWithZeroChannels) {
+  TempDir tmp;
+  ModelConfig c = deci_config();
+  c.layers[4].intermediate_size = 300;
+  const LlamaModel source{c, random_weights(c, 3)};
+  const fs::path src = write_checkpoint(tmp.path / "src", source);
+  ExportOptions both;
+  both.gguf = true;
+  const ExportReport r = export_model(src, tmp.path / "out", both);
+  EXPECT_EQ(r.max_logit_diff_hf, 0.0);  // the files hold the widened model exactly
+  const LlamaModel back = load_checkpoint(tmp.path / "out");
+  EXPECT_EQ(back.config.layers[4].intermediate_size, 512);
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    if (i == 4) continue;
+    EXPECT_EQ(back.config.layers[i], c.layers[i]) << i;
+  }
+  const LayerWeights& w = back.weights.layers[4];
+  EXPECT_EQ(w.up_proj.slice(0, 300).abs().max().item<float>(), 0.0f);
+  EXPECT_EQ(w.gate_proj.slice(0, 300).abs().max().item<float>(), 0.0f);
+  EXPECT_EQ(w.down_proj.slice(1, 300).abs().max().item<float>(), 0.0f);
+  EXPECT_TRUE(at::equal(w.up_proj.slice(0, 0, 300), source.weights.layers[4].up_proj));
+  const at::Tensor probe = at::arange(0, 12, at::kLong).view({1, -1});
+  const double diff = (back.forward(probe) - source.forward(probe)).abs().max().item<double>();
+  std::printf("widened FFN: max |logit difference| %.3g\n", diff);
+  EXPECT_LE(diff, 1e-5);
+  bool noted = false;
+  for (const std::string& n : r.notes) noted |= n.find("zero channels to multiples of 256") != std::string::npos;
+  EXPECT_TRUE(noted);
+  EXPECT_EQ(read_model_gguf(tmp.path / "out" / "model.gguf").model.config.layers[4].intermediate_size, 300);
 }
 
 TEST(Export, HomogeneousHfKeepsParentFieldsAndDtype) {

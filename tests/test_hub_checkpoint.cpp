@@ -108,7 +108,7 @@ TEST(HubCheckpoint, CompressOnAGpuScenarioWithText) {
   const int rc = std::system(fmt::format(
       "AC_QUIET=1 {} compress --model {} --scenario {} --method autocompress --out {} "
       "--data-text {} --seq-len 64 --calibration-sequences 8 --distill-tokens 2048 "
-      "--distill-batch 4 --task-items 20 > {} 2>&1", ac::test::cli_bin(), dir.string(),
+      "--distill-batch-size 4 --task-items 20 > {} 2>&1", ac::test::cli_bin(), dir.string(),
       scenario.string(), run.string(), text.string(),
       (tmp.path / "compress.log").string()).c_str());
   ASSERT_EQ(rc, 0) << slurp(tmp.path / "compress.log");
@@ -152,7 +152,7 @@ TEST(HubCheckpoint, CompressOnTheCpuThenItsGgufRunsInLlamaCpp) {
   const int rc = std::system(fmt::format(
       "AC_QUIET=1 {0} compress --model {1} --scenario {6} --method autocompress --out {2} "
       "--data-text {3} --seq-len 32 --calibration-sequences 8 --distill-tokens 512 "
-      "--distill-batch 2 --task-items 0 --fit-attempts 1 > {4} 2>&1 && "
+      "--distill-batch-size 2 --task-items 0 --fit-attempts 1 > {4} 2>&1 && "
       "AC_QUIET=1 {0} export --model {2}/model --out {5} --format gguf >> {4} 2>&1",
       ac::test::cli_bin(), dir.string(), run.string(), text.string(),
       (tmp.path / "compress.log").string(), out.string(), scenario.string()).c_str());

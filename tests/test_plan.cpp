@@ -11,6 +11,7 @@
 #include "common/json_io.h"
 #include "hardware/cost_model.h"
 #include "hardware/data_dir.h"
+#include "hardware/engine.h"
 #include "hardware/granularity.h"
 #include "hardware/validate.h"
 #include "plan/plan.h"
@@ -256,4 +257,42 @@ TEST(Plan, CliWritesTheJsonAndPrintsTheTable) {
   ASSERT_TRUE(j["per_layer"].is_object());
   for (const auto& l : j["per_layer"]["limits"]) EXPECT_TRUE(l["holds"].get<bool>()) << l.dump();
   EXPECT_NE(read_file(txt).find("cheapest structural changes"), std::string::npos);
+}
+
+// The parent passes the engine's loader rules as the suggestions do: over the GPU scenarios and
+// tensor-parallel degrees 1, 2, 4, 8, a parent that the scenario's engine cannot load with that
+// degree never "fits as it is", the plan names the rule, and every suggestion loads and fits.
+// Qwen2.5-7B (28 query heads, 4 KV heads, FFN 18944): vLLM and TensorRT-LLM shard heads and FFN
+// rows over the GPUs, so 8 GPUs cannot split 28 heads; llama.cpp splits by layers (no rule).
+TEST(Plan, TheParentPassesTheEnginesLoaderRulesAtEveryTensorParallelDegree) {
+  const ModelConfig parent = published("qwen2.5-7b");
+  int refused = 0;
+  for (const std::string& name : kGpuScenarios) {
+    for (int64_t tp : {1, 2, 4, 8}) {
+      Scenario s = find_scenario(name, data_root());
+      s.workload.tensor_parallel = tp;
+      const std::vector<std::string> rules = structure_violations(parent, s.engine_spec, tp);
+      const Plan p = plan_of(parent, s);
+      const std::string where = name + " tp " + std::to_string(tp);
+      EXPECT_EQ(p.engine_violations, rules) << where;
+      if (!rules.empty()) {
+        ++refused;
+        EXPECT_NE(p.verdict, "fits") << where;
+        EXPECT_NE(p.broken.find("cannot load it with tensor_parallel " + std::to_string(tp)),
+                  std::string::npos) << where << ": " << p.broken;
+        EXPECT_NE(p.to_text().find("num_attention_heads"), std::string::npos) << where;
+        EXPECT_FALSE(p.to_json()["full"]["engine_loads"].get<bool>()) << where;
+      }
+      std::vector<const PlanSuggestion*> all;
+      for (const auto& u : p.uniform) all.push_back(&u);
+      if (p.per_layer) all.push_back(&*p.per_layer);
+      for (const PlanSuggestion* sug : all) {
+        EXPECT_EQ(structure_violations(sug->config, s.engine_spec, tp),
+                  std::vector<std::string>{}) << where << ": " << sug->label;
+        expect_meets_limits(*sug, parent, s);
+      }
+    }
+  }
+  // h100-serving (vLLM) at 8 GPUs and b200-128k (TensorRT-LLM) at 8 at least.
+  EXPECT_GE(refused, 2);
 }

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "pipeline/report.h"
 #include "pipeline/report_html.h"
 #include "test_util.h"
 
@@ -219,6 +220,39 @@ TEST(RunReport, RoundTripsAndNamesAMissingOrWrongField) {
   ac::test::expect_error<FormatError>([&] { RunReport::from_json(no_rows, "r"); }, {"comparison"});
 }
 
+// The llama.cpp section: a prediction stands in a column only when the profile holds llama.cpp's
+// own calibration; otherwise the measurement stands alone and the report says how to calibrate.
+TEST(RunReport, LlamaCppSectionShowsAnUncalibratedPredictionNowhere) {
+  const json model = {{"tpot_ms_measured", 2.5}, {"tpot_ms_median", 2.7}, {"tpot_ms_predicted", 1.31},
+                      {"prediction_error", -0.476}, {"generated_tokens", 32},
+                      {"ttft_ms_measured", 9.0}, {"ttft_ms_predicted", 4.0},
+                      {"peak_memory_bytes_predicted", 3 << 20},
+                      {"buffers", {{"total_bytes", 5 << 20}}}};
+  json l = {{"ran", true}, {"llama_cpp_release", "b1"}, {"threads", 2}, {"weight_dtype", "q8_0"},
+            {"prompt_tokens", 16}, {"teacher", model}, {"compressed", model}};
+  RunReport r = fixture_report();
+  l["prediction"] = "the native engine's tables, not calibrated for llama.cpp";
+  l["prediction_calibrated"] = false;
+  r.llama_cpp = l;
+  std::string md = render_report_md(r);
+  EXPECT_NE(md.find("The measurement stands alone"), std::string::npos) << md;
+  EXPECT_NE(md.find("calibrate --engine llama.cpp"), std::string::npos);
+  EXPECT_EQ(md.find("predicted for llama.cpp"), std::string::npos) << md;
+  EXPECT_EQ(md.find("1.310"), std::string::npos) << md;  // the uncalibrated number, nowhere
+  EXPECT_EQ(md.find("-47.6%"), std::string::npos) << md;
+  EXPECT_NE(md.find("| teacher | 2.500 | 2.700 | 32 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| teacher | 9.00 | 5.00 |"), std::string::npos) << md;  // buffers in MiB
+  l.erase("prediction_calibrated");  // a report written before the field: read from "prediction"
+  r.llama_cpp = l;
+  EXPECT_EQ(render_report_md(r).find("predicted for llama.cpp"), std::string::npos);
+  l["prediction"] = "the profile's llama.cpp calibration";
+  l["prediction_calibrated"] = true;
+  r.llama_cpp = l;
+  md = render_report_md(r);
+  EXPECT_NE(md.find("| teacher | 2.500 | 2.700 | 1.310 | -47.6% | 32 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| teacher | 9.00 | 4.00 | 5.00 | 3.00 |"), std::string::npos) << md;
+}
+
 TEST(ReportHtml, CliRerendersAFinishedRunFolder) {
   TempDir tmp;
   write_fixture_run(tmp.path);
@@ -315,7 +349,7 @@ TEST(ReportHtml, CompressOnTheCpuScenarioWritesAReportChromiumRenders) {
   ac::test::run_or_fail(fmt::format(
       "AC_QUIET=1 {} compress --model {} --scenario cpu-local --out {} --seq-len 32 "
       "--calibration-sequences 8 --train-sequences 8 --heldout-sequences 8 --distill-tokens 512 "
-      "--distill-batch 2 --task-items 0 > {} 2>&1", bin, model.string(), run.string(),
+      "--distill-batch-size 2 --task-items 0 > {} 2>&1", bin, model.string(), run.string(),
       (tmp.path / "compress.log").string()));
   ASSERT_TRUE(fs::exists(run / "report.md"));
   // The measured verdict on paired rounds, with its interval, in report.json and report.md.

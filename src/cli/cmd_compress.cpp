@@ -34,7 +34,8 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--heldout-sequences", d.heldout_sequences, "held-out stories (other seeds)")->capture_default_str();
   s->add_option("--task-items", d.task_items, "items per in-domain task (cloze, story ending, character; 0 = none)")->capture_default_str();
   s->add_option("--distill-tokens", o->distill.tokens, "distillation token budget")->capture_default_str();
-  s->add_option("--distill-batch", o->distill.batch, "distillation batch size")->capture_default_str();
+  s->add_option("--distill-batch-size", o->distill.batch, "distillation sequences per micro-batch")->capture_default_str();
+  ac::cli::add_deprecated_spelling(s, "--distill-batch", "--distill-batch-size", o->distill.batch);
   s->add_option("--distill-lr", o->distill.lr, "distillation peak learning rate")->capture_default_str();
   s->add_option("--distill-hidden-loss-weight", o->distill.hidden_loss_weight, "hidden-state loss weight between mapped layers (0 = off)")->capture_default_str();
   s->add_option("--minitron-retrain-top-k", se.minitron_retrain.top_k, "minitron: candidates (best by KL after pruning) each distilled briefly before the final pick (0 = rank by KL after pruning alone)")->capture_default_str();

@@ -9,11 +9,12 @@
 
 namespace {
 struct CostArgs {
-  std::string config, scenario = "cpu-local", profile, teacher;
+  std::string config, scenario, profile, teacher;
   bool json = false;
 };
 
-std::string mb(int64_t bytes) { return fmt::format("{:.2f} MB", double(bytes) / 1e6); }
+// Bytes with a binary prefix, as every printout of the CLI (docs/cli.md).
+std::string mb(int64_t bytes) { return fmt::format("{:.2f} MiB", double(bytes) / double(1 << 20)); }
 
 void print_text(const ac::ModelConfig& c, const ac::Scenario& s, const ac::CostEstimate& e) {
   std::printf("%s on %s / %s (B=%ld, prompt %ld, output %ld, %s), from the %s\n",
@@ -75,7 +76,7 @@ ac::cli::RegisterCommand reg(31, [](CLI::App& app) {
   auto a = std::make_shared<CostArgs>();
   CLI::App* s = app.add_subcommand("cost", "Predict TTFT, TPOT, throughput and memory of an architecture");
   s->add_option("--config", a->config, "checkpoint folder, config.json or llama2.c model.bin")->required();
-  s->add_option("--scenario", a->scenario, "scenario name or path")->capture_default_str();
+  s->add_option("--scenario", a->scenario, "scenario name (scenarios/NAME.json) or path")->required();
   s->add_option("--profile", a->profile, "profile JSON of the device (required for a CPU)");
   s->add_option("--teacher", a->teacher, "teacher architecture, to resolve relative limits");
   s->add_flag("--json", a->json, "print JSON");

@@ -272,7 +272,8 @@ RegisterCommand reg(70, [](CLI::App& app) {
   s->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->capture_default_str();
   s->add_option("--grad-clip", o.grad_clip, "Max gradient norm (<= 0: off)")
       ->capture_default_str();
-  s->add_option("--temperature", o.temperature, "KL temperature")->capture_default_str();
+  s->add_option("--kl-temperature", o.temperature, "temperature of the teacher and student softmax in the KL loss (Hinton et al. 2015)")->capture_default_str();
+  ac::cli::add_deprecated_spelling(s, "--temperature", "--kl-temperature", o.temperature);
   s->add_option("--ce-weight", o.ce_weight, "Weight of next-token CE in the loss")
       ->capture_default_str();
   s->add_option("--hidden-loss-weight", o.hidden_loss_weight,

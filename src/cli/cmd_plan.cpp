@@ -45,9 +45,11 @@ ac::cli::RegisterCommand reg(32, [](CLI::App& app) {
   s->add_option("--profile", a->profile, "profile JSON of the device (required for a CPU)");
   s->add_option("--out", a->out, "write the plan as JSON to this file");
   s->add_flag("--json", a->json, "print JSON instead of the table");
-  s->add_option("--granularity", a->options.width_granularity,
+  s->add_option("--width-granularity", a->options.width_granularity,
                 "hidden and FFN widths are multiples of this (default: the profile's derived "
                 "granularity, else the device's)");
+  ac::cli::add_deprecated_spelling(s, "--granularity", "--width-granularity",
+                                   a->options.width_granularity);
   s->add_option("--width-steps", a->options.width_steps,
                 "a width choice about every full/N")->capture_default_str();
   s->add_option("--min-width-fraction", a->options.min_width_fraction,

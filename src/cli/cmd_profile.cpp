@@ -11,7 +11,7 @@
 
 namespace {
 struct ProfileArgs {
-  std::string device = "cpu", scenario = "cpu-local", out = "profile.json";
+  std::string device = "cpu", scenario, out = "profile.json";
   std::vector<std::string> models;
   bool calibrate = false;
   int min_repeats = 7, calibration_models = 12, calibration_repeats = 3;
@@ -80,7 +80,7 @@ ac::cli::RegisterCommand reg(30, [](CLI::App& app) {
   CLI::App* s = app.add_subcommand("profile", "Measure the latency tables of this device");
   s->add_option("--device", a->device, "device to profile: cpu, cuda (the scenario's GPU, in a "
                                       "build with CUDA) or a devices/<name>.json name")->capture_default_str();
-  s->add_option("--scenario", a->scenario, "scenario whose workload is profiled (name or path)")->capture_default_str();
+  s->add_option("--scenario", a->scenario, "scenario whose workload is profiled (scenarios/NAME.json or a path; e.g. cpu-local)")->required();
   s->add_option("--model", a->models, "architecture(s) of interest: checkpoint folder, config.json "
                                       "or llama2.c model.bin (default: stories15M's shape)");
   s->add_option("--out", a->out, "profile JSON to write")->capture_default_str();

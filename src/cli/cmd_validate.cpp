@@ -13,7 +13,7 @@
 
 namespace {
 struct ValidateArgs {
-  std::string profile, scenario = "cpu-local", out, base, engine, tokenizer;
+  std::string profile, scenario, out, base, engine, tokenizer;
   std::vector<std::string> models;
   int count = 20, repeats = 3;
   uint64_t seed = 1;
@@ -119,7 +119,7 @@ ac::cli::RegisterCommand reg(90, [](CLI::App& app) {
   auto a = std::make_shared<ValidateArgs>();
   CLI::App* s = app.add_subcommand("validate", "Measure architectures here and compare with the cost model");
   s->add_option("--profile", a->profile, "profile JSON of this machine's CPU or GPU")->required();
-  s->add_option("--scenario", a->scenario, "scenario name or path")->capture_default_str();
+  s->add_option("--scenario", a->scenario, "scenario name (scenarios/NAME.json) or path")->required();
   s->add_option("--model", a->models, "architecture(s) to measure (default: random prunes)");
   s->add_option("--base", a->base, "architecture the random prunes start from (default: stories15M's shape)");
   s->add_option("--count", a->count, "random architectures")->capture_default_str();

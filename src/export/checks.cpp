@@ -102,9 +102,11 @@ void check_decilm_loadable(const ModelConfig& c) {
   const std::vector<std::string> bad = structure_violations(c, decilm);
   if (!bad.empty())
     throw ConfigError(msg("export hf", "this heterogeneous model is not loadable as "
-                          "DeciLMForCausalLM: {}. Choose FFN widths that are multiples of 256 "
-                          "and one query-head count (search: FFN width granularity 256), or "
-                          "export --format gguf, which has no such limit",
+                          "DeciLMForCausalLM: {}. Export it with --format gguf (llama.cpp's "
+                          "deci architecture reads every layer's head counts and widths), or "
+                          "search it for an engine that loads DeciLM (compress --scenario with "
+                          "engine vllm or tensorrt-llm: one query-head count, FFN widths in "
+                          "steps of 256)",
                           fmt::join(bad, "; ")));
 }
 

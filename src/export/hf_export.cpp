@@ -6,6 +6,7 @@
 #include "common/json_io.h"
 #include "export/decilm_remote_code.h"
 #include "export/engine_loaders.h"
+#include "export/ffn_padding.h"
 #include "io/gguf_vocab.h"
 #include "hardware/engine.h"
 #include "io/checkpoint.h"
@@ -143,11 +144,28 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
                                    engine.name, engine.name));
   }
   const bool heterogeneous = config_to_hf_json(m.config)["model_type"] == "nemotron-nas";
+  // What the HF files hold: a heterogeneous model's FFNs widened by zero channels to DeciLM's
+  // multiple of 256 when it has widths DeciLM cannot state (the GGUF keeps the widths as they are).
+  LlamaModel hf_model{m.config, m.weights};
   if (opt.hf && heterogeneous) {
-    check_decilm_loadable(m.config);
+    const int64_t multiple = decilm_format_structure().ffn_width_multiple;
+    if (const int64_t added = ffn_padding_parameters(m.config, multiple); added > 0) {
+      hf_model = pad_ffn_widths(m, multiple);
+      const double diff = logit_diff(hf_model, m);
+      if (!(diff <= 1e-3))
+        throw InternalError(msg("export", "the FFNs widened by zero channels change the logits "
+                                "by {}", diff));
+      r.notes.push_back(fmt::format(
+          "HF files: FFN widths widened with zero channels to multiples of {} (DeciLM states a "
+          "width only as find_multiple(int(2*ffn_mult*hidden/3), 256)): the same function "
+          "(logits within {:.1e}), {} more parameters ({:.1f}%); engines that load them run the "
+          "wider FFNs. model.gguf, if written, keeps the searched widths",
+          multiple, diff, added, 100.0 * double(added) / double(m.config.num_parameters())));
+    }
+    check_decilm_loadable(hf_model.config);
     r.checks.push_back("DeciLM: one query-head count; every FFN width is given back exactly by "
                        "find_multiple(int(2*ffn_mult*hidden/3), 256)");
-    add_decilm_notes(m.config, r);
+    add_decilm_notes(hf_model.config, r);
   }
   r.checks.push_back("special tokens: " + fmt::format("{}", fmt::join(
                                               check_special_tokens(m.config, model_dir), "; ")));
@@ -158,7 +176,7 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
 
   StagingDir staging(out_dir);
   json exported = config_to_hf_json(m.config);
-  if (opt.hf) exported = write_hf(staging.path(), m, model_dir, opt, r);
+  if (opt.hf) exported = write_hf(staging.path(), hf_model, model_dir, opt, r);
   const fs::path parent_dir = opt.parent.empty() ? model_dir : opt.parent;
   r.fields = compare_config_fields(read_json_file(parent_dir / "config.json"), exported);
   r.checks.push_back("every field of " + (parent_dir / "config.json").string() +
@@ -172,7 +190,7 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
   // Reload checks: each file must give the logits of the model as that file stores it.
   if (opt.hf) {
     r.max_logit_diff_hf = logit_diff(load_checkpoint(staging.path()),
-                                     round_to_dtype(m, opt.dtype));
+                                     round_to_dtype(hf_model, opt.dtype));
     if (r.max_logit_diff_hf != 0)
       throw InternalError(msg("export", "the HF export reloads to logits that differ by {}",
                               r.max_logit_diff_hf));

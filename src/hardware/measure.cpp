@@ -129,6 +129,11 @@ constexpr int kMinExtraPrefills = 2;
 constexpr int kMaxExtraPrefills = 16;
 constexpr double kPrefillShare = 0.5;
 
+int extra_prefill_runs(double decode_total_ms, double ttft_ms) {
+  return int(std::clamp(std::floor(kPrefillShare * decode_total_ms / std::max(ttft_ms, 1e-3)),
+                        double(kMinExtraPrefills), double(kMaxExtraPrefills)));
+}
+
 double sample_quantile(std::vector<double> v, double q) {
   AC_CHECK(!v.empty(), "quantile of nothing");
   std::sort(v.begin(), v.end());
@@ -177,9 +182,7 @@ Measurement measure_native(const LlamaModel& m, const Workload& w, int repeats,
     // A run has one prefill but output_tokens decode steps, so its TTFT is the noisier figure:
     // more prefill-only samples: kMinExtraPrefills, and more while they cost at most
     // kPrefillShare of its decode time.
-    const int extra = int(std::clamp(std::floor(kPrefillShare * run.decode_total_ms /
-                                                std::max(run.ttft_ms, 1e-3)),
-                                     double(kMinExtraPrefills), double(kMaxExtraPrefills)));
+    const int extra = extra_prefill_runs(run.decode_total_ms, run.ttft_ms);
     for (int e = 0; e < extra; ++e) {
       Run p = run_once(m, prompt, 0);
       out.samples.ttft_ms.push_back(p.ttft_ms);

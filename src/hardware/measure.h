@@ -71,6 +71,13 @@ struct Measurement {
 /// parts generate different numbers of tokens per request (not the same workload).
 Measurement merge_measurements(const std::vector<Measurement>& parts);
 
+/// Prefill-only runs measure_native adds after a timed run whose decode took `decode_total_ms`
+/// and whose prefill took `ttft_ms`: floor(0.5 * decode_total_ms / ttft_ms), clamped to [2, 16].
+/// A run has one prefill against output_tokens decode steps, so TTFT, the p10 of its samples,
+/// would otherwise have far fewer samples than TPOT; the extra prefills cost at most half the
+/// decode time once the minimum of 2 is met. Never throws.
+int extra_prefill_runs(double decode_total_ms, double ttft_ms);
+
 /// Runs prefill + decode of `workload` `repeats` times (one untimed warm-up first) with random
 /// tokens, the KV cache allocated for prompt + output tokens, torch threads as set by the
 /// caller, on the device of the model's weights (to_device, model/weights.h). Peak memory

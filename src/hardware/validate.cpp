@@ -311,13 +311,14 @@ json ValidationReport::to_json() const {
 std::string ValidationReport::table() const {
   std::string out = fmt::format("{:>3} {:>9} | {:>9} {:>9} | {:>8} {:>8} | {:>9} {:>9} | {}\n",
                                 "#", "params", "TTFT pred", "meas ms", "TPOT prd", "meas ms",
-                                "mem pred", "meas MB", "architecture");
+                                "mem pred", "meas MiB", "architecture");
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
     out += fmt::format("{:>3} {:>9} | {:>9.3f} {:>9.3f} | {:>8.3f} {:>8.3f} | {:>9.2f} {:>9.2f} | {}\n",
                        i, r.config.num_parameters(), r.predicted.ttft_ms, r.measured.ttft_ms,
-                       r.predicted.tpot_ms, r.measured.tpot_ms, r.predicted.peak_memory_bytes / 1e6,
-                       r.measured.peak_memory_bytes / 1e6, describe(r.config));
+                       r.predicted.tpot_ms, r.measured.tpot_ms,
+                       double(r.predicted.peak_memory_bytes) / double(1 << 20),
+                       double(r.measured.peak_memory_bytes) / double(1 << 20), describe(r.config));
   }
   out += fmt::format("MAPE over {} architectures: TTFT {:.2f}% (max {:.2f}%), TPOT {:.2f}% (max "
                      "{:.2f}%), peak memory {:.2f}% (max {:.2f}%)\n",

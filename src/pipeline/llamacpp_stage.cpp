@@ -89,6 +89,7 @@ json run_llamacpp_stage(const LlamaModel& teacher, const LlamaModel& compressed,
   r["prediction"] = calibrated ? "the profile's llama.cpp calibration (its own correction and "
                                  "memory model, measured on this CPU)"
                                : "the native engine's tables, not calibrated for llama.cpp";
+  r["prediction_calibrated"] = calibrated;  // false: the report shows the measurement alone
   r["weight_dtype"] = on_llamacpp.workload.weight_dtype;
   for (int k = 0; k < 2; ++k) {
     json& m = r[models[k].first];

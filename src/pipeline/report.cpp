@@ -134,38 +134,61 @@ std::string render_llamacpp_md(const json& l) {
   std::string md = "\n## In llama.cpp (the real engine, GGUF export)\n\n";
   if (!l.value("ran", false))
     return md + fmt::format("Not measured: {}.\n", l.value("reason", std::string("unknown")));
+  // A prediction stands in a column only when the profile holds llama.cpp's own calibration:
+  // the native engine's tables time other kernels (44-49% off llama.cpp on machine B).
+  const bool calibrated = l.value(
+      "prediction_calibrated",  // reports written before the field: said in "prediction"
+      l.value("prediction", std::string()).find("not calibrated") == std::string::npos);
   md += fmt::format("llama.cpp {} on this CPU, {} threads, {} weights, batch 1, {} prompt tokens, "
                     "the two models in interleaved runs. TPOT is the 10th percentile of the decode "
                     "steps (the time between consecutive tokens) pooled over the runs, the "
-                    "statistic of the native engine's measurement; the median step is beside it. "
-                    "The prediction is the cost model's for engine `llama.cpp`: {}.\n\n",
+                    "statistic of the native engine's measurement; the median step is beside it. ",
                     l["llama_cpp_release"].dump(), l.value("threads", 0),
-                    l.value("weight_dtype", std::string("fp32")), l.value("prompt_tokens", int64_t(0)),
-                    l.value("prediction", std::string("this device's profile")));
-  md += "| model | TPOT measured in llama.cpp (ms) | median step (ms) | TPOT predicted for "
-        "llama.cpp (ms) | prediction error | tokens decoded |\n|---|---|---|---|---|---|\n";
+                    l.value("weight_dtype", std::string("fp32")), l.value("prompt_tokens", int64_t(0)));
+  if (calibrated)
+    md += fmt::format("The prediction is the cost model's for engine `llama.cpp`: {}.\n\n",
+                      l.value("prediction", std::string("this device's profile")));
+  else
+    md += "The measurement stands alone: this profile holds no calibration for llama.cpp (the "
+          "scenario's engine is another), and the native engine's tables do not time llama.cpp's "
+          "kernels. `autocompress calibrate --engine llama.cpp --scenario S --tokenizer DIR` adds "
+          "one to the profile.\n\n";
+  auto ms = [](const json& m, const char* key) {
+    return m.contains(key) ? fmt::format("{:.3f}", m[key].get<double>()) : std::string("—");
+  };
+  md += calibrated ? "| model | TPOT measured in llama.cpp (ms) | median step (ms) | TPOT predicted "
+                     "for llama.cpp (ms) | prediction error | tokens decoded |\n"
+                     "|---|---|---|---|---|---|\n"
+                   : "| model | TPOT measured in llama.cpp (ms) | median step (ms) | tokens decoded "
+                     "|\n|---|---|---|---|\n";
   for (const char* name : {"teacher", "compressed"}) {
     if (!l.contains(name)) continue;
     const json& m = l[name];
-    bool has = m.contains("tpot_ms_measured");
-    md += fmt::format("| {} | {} | {} | {:.3f} | {} | {} |\n", name,
-                      has ? fmt::format("{:.3f}", m["tpot_ms_measured"].get<double>()) : "—",
-                      m.contains("tpot_ms_median") ? fmt::format("{:.3f}", m["tpot_ms_median"].get<double>()) : "—",
-                      m["tpot_ms_predicted"].get<double>(),
-                      has ? fmt::format("{:+.1f}%", 100 * m["prediction_error"].get<double>()) : "—",
-                      m.value("generated_tokens", int64_t(0)));
+    const bool has = m.contains("tpot_ms_measured");
+    const std::string prediction =
+        calibrated ? fmt::format(" {:.3f} | {} |", m["tpot_ms_predicted"].get<double>(),
+                                 has ? fmt::format("{:+.1f}%", 100 * m["prediction_error"].get<double>())
+                                     : "—")
+                   : "";
+    md += fmt::format("| {} | {} | {} |{} {} |\n", name, ms(m, "tpot_ms_measured"),
+                      ms(m, "tpot_ms_median"), prediction, m.value("generated_tokens", int64_t(0)));
   }
   // TTFT and memory beside their predictions (memory: the buffers llama.cpp reports).
   if (l.contains("teacher") && l["teacher"].contains("ttft_ms_measured")) {
-    md += "\n| model | TTFT measured (ms) | TTFT predicted (ms) | llama.cpp's buffers (MB) | "
-          "memory predicted (MB) |\n|---|---|---|---|---|\n";
+    md += calibrated ? "\n| model | TTFT measured (ms) | TTFT predicted (ms) | llama.cpp's buffers "
+                       "(MiB) | memory predicted (MiB) |\n|---|---|---|---|---|\n"
+                     : "\n| model | TTFT measured (ms) | llama.cpp's buffers (MiB) |\n|---|---|---|\n";
     for (const char* name : {"teacher", "compressed"}) {
       if (!l.contains(name) || !l[name].contains("buffers")) continue;
       const json& m = l[name];
-      md += fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", name,
-                        m["ttft_ms_measured"].get<double>(), m["ttft_ms_predicted"].get<double>(),
-                        m["buffers"]["total_bytes"].get<double>() / 1e6,
-                        m["peak_memory_bytes_predicted"].get<double>() / 1e6);
+      const double mib = double(1 << 20);
+      const double buffers = m["buffers"]["total_bytes"].get<double>() / mib;
+      md += calibrated
+                ? fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", name,
+                              m["ttft_ms_measured"].get<double>(), m["ttft_ms_predicted"].get<double>(),
+                              buffers, m["peak_memory_bytes_predicted"].get<double>() / mib)
+                : fmt::format("| {} | {:.2f} | {:.2f} |\n", name,
+                              m["ttft_ms_measured"].get<double>(), buffers);
     }
   }
   if (l.contains("teacher_calibration_factor") && l["compressed"].contains("tpot_ms_predicted_teacher_calibrated"))

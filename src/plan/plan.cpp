@@ -550,6 +550,10 @@ CostEstimate add_per_layer_suggestion(Plan& plan, const Profile* profile, MemoCo
     ModelConfig out = config;  // the parent's extra fields carried over
     out.hidden_size = greedy.hidden_size;
     out.layers = greedy.layers;
+    // The greedy starts at the parent: when only the engine's rules broke, it may stay there.
+    if (!structure_violations(out, plan.scenario.engine_spec,
+                              plan.scenario.workload.tensor_parallel).empty())
+      return greedy_cost;
     plan.per_layer = verified_suggestion("per_layer", "greedy per layer", out, plan, profile,
                               layer_changes(config, out));
   }
@@ -570,6 +574,16 @@ Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profil
   plan.limits = resolve_limits(scenario.limits, plan.full);  // the full model is the teacher
   plan.full_slack = limit_slack(plan.full, plan.limits);
   plan.broken = check_limits(plan.full, plan.limits);
+  // The parent passes the engine's loader rules as every suggestion and search result does: a
+  // model that meets the limits but that the engine refuses with this workload does not fit.
+  plan.engine_violations = structure_violations(config, scenario.engine_spec,
+                                                scenario.workload.tensor_parallel);
+  if (!plan.engine_violations.empty()) {
+    const std::string why = fmt::format(
+        "{} cannot load it with tensor_parallel {}: {}", scenario.engine_spec.name,
+        scenario.workload.tensor_parallel, fmt::join(plan.engine_violations, "; "));
+    plan.broken = plan.broken.empty() ? why : plan.broken + "; " + why;
+  }
   plan.warnings = context_warnings(config, scenario.workload);
   if (plan.broken.empty()) {
     plan.verdict = "fits";
@@ -634,7 +648,10 @@ json Plan::to_json() const {
                     {"limits_as_written", scenario.limits.to_json()},
                     {"limits", limits.to_json()}}},
       {"full", {{"cost", full.to_json()}, {"provenance", cost_provenance(full.source)},
-                {"limits", slack_json(full_slack)}, {"fits", broken.empty()}, {"broken", broken}}},
+                {"limits", slack_json(full_slack)}, {"fits", broken.empty()}, {"broken", broken},
+                {"engine_loads", engine_violations.empty()},
+                {"engine_violations", engine_violations},
+                {"engine_rules_source", scenario.engine_spec.structure.source}}},
       {"verdict", verdict},
       {"uniform", uni},
       {"per_layer", per_layer ? per_layer->to_json(config) : json(nullptr)},
@@ -709,6 +726,11 @@ std::string Plan::to_text() const {
                      params_text(config.num_active_parameters()), params_text(config.num_parameters()));
   }
   for (const auto& wrn : warnings) t += "  warning: " + wrn + "\n";
+  if (!engine_violations.empty())
+    t += fmt::format("  {} cannot load it with tensor_parallel {} (engines/{}.json \"structure\", "
+                     "from {}):\n    {}\n", scenario.engine_spec.name, w.tensor_parallel,
+                     scenario.engine_spec.name, scenario.engine_spec.structure.source,
+                     fmt::join(engine_violations, "\n    "));
   if (verdict == "fits") return t + "\nverdict: FITS as it is; no change needed.\n";
   t += fmt::format("\nverdict: DOES NOT FIT as it is ({})\n", broken);
   if (verdict == "no_fit") {

@@ -82,7 +82,10 @@ struct Plan {
   CostEstimate full;                  // the parent's predicted cost
   std::vector<LimitSlack> full_slack;
   std::string verdict;                // "fits", "fits_after_changes", "no_fit"
-  std::string broken;                 // check_limits() of the parent ("" when it fits)
+  std::string broken;                 // check_limits() of the parent, then why the scenario's
+                                      // engine cannot load it ("" when it fits)
+  std::vector<std::string> engine_violations;  // structure_violations() of the parent under the
+                                               // scenario's engine and tensor_parallel
   std::vector<PlanSuggestion> uniform;
   std::optional<PlanSuggestion> per_layer;
   std::vector<PlanSuggestion> levers;  // hybrid models: the per-layer descent along one lever
