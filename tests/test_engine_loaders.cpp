@@ -136,8 +136,8 @@ TEST(EngineLoaders, WhatTheRulesAllowLoadsAndTheRulesAgreeWithTheLoaders) {
       (rules_ok ? allowed : refused) += 1;
     }
     EXPECT_GE(allowed, 8) << name;
-    if (name != "llama.cpp") {
-      EXPECT_GE(refused, 8) << name;
+    if (name != "llama.cpp") {  // the HF export widens what DeciLM cannot state (zero heads
+      EXPECT_GE(refused, 2) << name;  // and channels): refusals come from tensor parallelism
     }
   }
 }

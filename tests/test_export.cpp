@@ -20,6 +20,7 @@
 #include "io/gguf.h"
 #include "export/gguf_model.h"
 #include "export/hf_export.h"
+#include "export/zero_padding.h"
 #include "data/dataset.h"
 #include "data/token_file.h"
 #include "eval/eval.h"
@@ -550,26 +551,28 @@ TEST(DeciLM, ExportWritesTheConfigurationClassTransformersReads) {
   EXPECT_FALSE(fs::exists(tmp.path / "out3/configuration_decilm.py"));
 }
 
-TEST(DeciLM, ExportRefusesWidthsDeciLMCannotExpress) {
+// A layer of 2 query heads among layers of 4 and an FFN of width 300: DeciLM states neither, so
+// the HF files hold the model widened with zero heads and channels (the same logits); the GGUF
+// keeps the shapes; an engine's own rules still refuse them. (Layers of two head_dims, which no
+// zero padding fixes, have no checkpoint to export: DeciLM's config.json holds one head_dim;
+// pad_query_heads refuses them, ZeroHeadsKeepTheLogitsWhetherOrNotTheGroupsDivide.)
+TEST(DeciLM, ExportWidensWhatDeciLMCannotStateOrKeepsItsShapesInTheGguf) {
   TempDir tmp;
   ModelConfig c = deci_config();
   c.layers[4].intermediate_size = 300;
   c.layers[3].num_attention_heads = 2;  // another query-head count
   c.layers[3].num_key_value_heads = 2;
-  const fs::path src = write_checkpoint(tmp.path / "src", LlamaModel{c, random_weights(c, 2)});
-  try {
-    export_model(src, tmp.path / "out", ExportOptions{});
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    const std::string w = e.what();
-    // The FFN width is widened with zero channels (below); the head count has no such remedy,
-    // and the message names the format and the flag that do.
-    EXPECT_EQ(w.find("intermediate_size 300"), std::string::npos) << w;
-    EXPECT_NE(w.find("layer 3: num_attention_heads 2"), std::string::npos) << w;
-    EXPECT_NE(w.find("--format gguf"), std::string::npos) << w;
-    EXPECT_NE(w.find("compress --scenario"), std::string::npos) << w;
-  }
-  EXPECT_FALSE(fs::exists(tmp.path / "out"));
+  const LlamaModel source{c, random_weights(c, 2)};
+  const fs::path src = write_checkpoint(tmp.path / "src", source);
+  const ExportReport hf = export_model(src, tmp.path / "out", ExportOptions{});
+  EXPECT_EQ(hf.max_logit_diff_hf, 0.0);
+  const LlamaModel back = load_checkpoint(tmp.path / "out");
+  EXPECT_EQ(back.config.layers[3].num_attention_heads, 4);
+  EXPECT_EQ(back.config.layers[3].num_key_value_heads, 4);  // 4 / (2 / 2): groups of one
+  EXPECT_EQ(back.config.layers[4].intermediate_size, 512);
+  const at::Tensor probe = at::arange(0, 12, at::kLong).view({1, -1});
+  EXPECT_LE((back.forward(probe) - source.forward(probe)).abs().max().item<double>(), 1e-5);
+  fs::remove_all(tmp.path / "out");
   ExportOptions gguf_only;  // GGUF has per-layer arrays: no such limit
   gguf_only.hf = false;
   gguf_only.gguf = true;
@@ -591,6 +594,43 @@ TEST(DeciLM, ExportRefusesWidthsDeciLMCannotExpress) {
 // A searched FFN width DeciLM cannot state (300: no ffn_mult gives it back) is written widened
 // with zero channels to 512, the next multiple of 256: the reloaded HF model computes what the
 // source does, its extra channels are zero, and the GGUF keeps the width as it was.
+// Zero query heads up to the largest count (6): a layer of 4 heads in groups of 2 gets a third
+// group of zero heads (6 / 2 = 3 KV heads); a layer of 4 heads over one KV head (groups of 4,
+// which do not divide 6) gets its KV head repeated per query head, then zero heads (6 KV heads).
+// Both compute what they did, with and without q/k/v biases.
+TEST(DeciLM, ZeroHeadsKeepTheLogitsWhetherOrNotTheGroupsDivide) {
+  for (bool bias : {false, true}) {
+    ModelConfig c = ModelConfig::uniform(/*V=*/97, /*D=*/48, /*L=*/4, LayerConfig{6, 2, 8, 64});
+    c.layers[1].num_attention_heads = 4;  // r = 2: groups divide 6
+    c.layers[2].num_attention_heads = 4;  // r = 4: they do not
+    c.layers[2].num_key_value_heads = 1;
+    c.layers[3] = no_attn(c.layers[3]);
+    c.attention_bias = bias;
+    const LlamaModel m{c, random_weights(c, 11, 0.3)};
+    const LlamaModel p = pad_query_heads(m);
+    EXPECT_EQ(p.config.layers[0], c.layers[0]);
+    EXPECT_EQ(p.config.layers[1].num_attention_heads, 6);
+    EXPECT_EQ(p.config.layers[1].num_key_value_heads, 3);
+    EXPECT_EQ(p.config.layers[2].num_attention_heads, 6);
+    EXPECT_EQ(p.config.layers[2].num_key_value_heads, 6);
+    EXPECT_FALSE(p.config.layers[3].has_attention());
+    // By hand: layer 1 adds 2 query heads and 1 KV head, layer 2 2 query heads and 5 KV heads,
+    // each head 8 rows of 48 in q or o (query) or k and v (KV), and 8 bias values each.
+    const int64_t added = 2 * (2 + 2) * 8 * 48 + 2 * (1 + 5) * 8 * 48 +
+                          (bias ? (2 + 2) * 8 + 2 * (1 + 5) * 8 : 0);
+    EXPECT_EQ(query_head_padding_parameters(c), added);
+    EXPECT_EQ(p.config.num_parameters() - c.num_parameters(), added);
+    const at::Tensor probe = at::arange(0, 20, at::kLong).remainder(97).view({2, -1});
+    const double diff = (p.forward(probe) - m.forward(probe)).abs().max().item<double>();
+    std::printf("zero heads (bias %d): max |logit difference| %.3g\n", int(bias), diff);
+    EXPECT_LE(diff, 1e-5);
+  }
+  ModelConfig two = ModelConfig::uniform(97, 48, 2, LayerConfig{6, 2, 8, 64});
+  two.layers[1] = LayerConfig{4, 2, 12, 64};
+  test::expect_error<ConfigError>([&] { pad_query_heads(LlamaModel{two, random_weights(two, 1)}); },
+                                  {"[pad_query_heads]", "head_dim 8 and 12", "RoPE"});
+}
+
 TEST(DeciLM, ExportWidensFfnWidthsDeciLMCannotStateWithZeroChannels) {
   TempDir tmp;
   ModelConfig c = deci_config();

@@ -6,7 +6,7 @@
 #include "common/json_io.h"
 #include "export/decilm_remote_code.h"
 #include "export/engine_loaders.h"
-#include "export/ffn_padding.h"
+#include "export/zero_padding.h"
 #include "io/gguf_vocab.h"
 #include "hardware/engine.h"
 #include "io/checkpoint.h"
@@ -90,6 +90,45 @@ json write_hf(const fs::path& dir, const LlamaModel& m, const fs::path& src,
   return written;
 }
 
+int64_t max_heads(const ModelConfig& c) {
+  int64_t H = 0;
+  for (const auto& l : c.layers) H = std::max(H, l.has_attention() ? l.num_attention_heads : 0);
+  return H;
+}
+
+// `m` widened with zero heads and zero FFN channels where DeciLM cannot state its shapes
+// (export/zero_padding.h), with a note of what was added; `m` itself when nothing is needed or
+// when its head_dims differ or it has q/k norms (check_decilm_loadable then says why).
+LlamaModel widen_for_decilm(const LlamaModel& m, ExportReport& r) {
+  LlamaModel out{m.config, m.weights};
+  int64_t head_dim = -1;
+  bool one_head_dim = !m.config.qk_norm;
+  for (const auto& l : m.config.layers)
+    if (l.has_attention()) {
+      one_head_dim &= head_dim < 0 || l.head_dim == head_dim;
+      head_dim = l.head_dim;
+    }
+  const int64_t heads_added = one_head_dim ? query_head_padding_parameters(m.config) : 0;
+  if (heads_added > 0) out = pad_query_heads(out);
+  const int64_t multiple = decilm_format_structure().ffn_width_multiple;
+  const int64_t ffn_added = ffn_padding_parameters(out.config, multiple);
+  if (ffn_added > 0) out = pad_ffn_widths(out, multiple);
+  if (heads_added + ffn_added == 0) return out;
+  const double diff = logit_diff(out, m);
+  if (!(diff <= 1e-3))
+    throw InternalError(msg("export", "the zero heads and channels change the logits by {}", diff));
+  r.notes.push_back(fmt::format(
+      "HF files: the model widened with zeros to what DeciLM can state ({}{}): the same function "
+      "(logits within {:.1e}), {} more parameters ({:.1f}%); engines that load these files run "
+      "the wider layers. model.gguf, if written, keeps the searched shapes",
+      heads_added > 0 ? fmt::format("every attention layer {} query heads", max_heads(out.config)) : "",
+      ffn_added > 0 ? fmt::format("{}FFN widths in zero channels to multiples of {}",
+                                  heads_added > 0 ? "; " : "", multiple) : "",
+      diff, heads_added + ffn_added,
+      100.0 * double(heads_added + ffn_added) / double(m.config.num_parameters())));
+  return out;
+}
+
 void add_decilm_notes(const ModelConfig& c, ExportReport& r) {
   for (const auto& l : c.layers)
     if (l.has_attention() && l.num_attention_heads * l.head_dim != c.hidden_size) {
@@ -144,24 +183,12 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
                                    engine.name, engine.name));
   }
   const bool heterogeneous = config_to_hf_json(m.config)["model_type"] == "nemotron-nas";
-  // What the HF files hold: a heterogeneous model's FFNs widened by zero channels to DeciLM's
-  // multiple of 256 when it has widths DeciLM cannot state (the GGUF keeps the widths as they are).
+  // What the HF files hold: a heterogeneous model widened by zero heads and zero FFN channels to
+  // what DeciLM can state (one query-head count, FFN widths in steps of 256), the same function;
+  // the GGUF keeps the searched shapes (llama.cpp reads them per layer).
   LlamaModel hf_model{m.config, m.weights};
   if (opt.hf && heterogeneous) {
-    const int64_t multiple = decilm_format_structure().ffn_width_multiple;
-    if (const int64_t added = ffn_padding_parameters(m.config, multiple); added > 0) {
-      hf_model = pad_ffn_widths(m, multiple);
-      const double diff = logit_diff(hf_model, m);
-      if (!(diff <= 1e-3))
-        throw InternalError(msg("export", "the FFNs widened by zero channels change the logits "
-                                "by {}", diff));
-      r.notes.push_back(fmt::format(
-          "HF files: FFN widths widened with zero channels to multiples of {} (DeciLM states a "
-          "width only as find_multiple(int(2*ffn_mult*hidden/3), 256)): the same function "
-          "(logits within {:.1e}), {} more parameters ({:.1f}%); engines that load them run the "
-          "wider FFNs. model.gguf, if written, keeps the searched widths",
-          multiple, diff, added, 100.0 * double(added) / double(m.config.num_parameters())));
-    }
+    hf_model = widen_for_decilm(m, r);
     check_decilm_loadable(hf_model.config);
     r.checks.push_back("DeciLM: one query-head count; every FFN width is given back exactly by "
                        "find_multiple(int(2*ffn_mult*hidden/3), 256)");
