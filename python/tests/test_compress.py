@@ -13,6 +13,7 @@ import pytest
 
 import autocompress
 from conftest import run_cli
+from test_stubs import stub_fields
 
 SCENARIO = "stories15m-rtx5070"
 # The CLI's flags and compress()'s keywords: one small run (one search, no retraining, a few
@@ -63,7 +64,8 @@ def test_compress_equals_cli_and_reports_progress(stories15m, cpu_profile, tmp_p
     assert comparable(report.to_dict()) == comparable(cli_report)
     with open(out / "report.json") as f:
         assert report.to_dict() == json.load(f)
-    # report.json's fields as attributes
+    # report.json's fields as attributes, each in the type stub
+    assert stub_fields("RunReport") == set(cli_report)
     assert report.compressed["parameters"] == cli_report["compressed"]["parameters"]
     assert report.scenario["name"] == SCENARIO
     assert report.run_dir == out

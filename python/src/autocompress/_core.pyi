@@ -148,7 +148,7 @@ class RunReport:
     comparison: list[dict[str, Any]]
     distill: dict[str, Any]
     data: dict[str, Any]
-    exported: dict[str, Any]
+    export: dict[str, Any]
     fit: dict[str, Any]
     not_measured: str
     tasks: Any
