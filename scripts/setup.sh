@@ -17,6 +17,8 @@ packages=(build-essential cmake ninja-build ccache pkg-config
 # PCRE2 (the tokenizer.json regexes, with Unicode properties) and utf8proc (the NFC/NFKC
 # normalizers): src/io/hf_tokenizer.cpp.
 packages+=(libpcre2-dev libutf8proc-dev)
+# The Python package (python/, `pip install ./python`): the headers of Python and its venv.
+packages+=(python3-dev python3-venv)
 # clang + compiler-rt (libFuzzer, ASan, UBSan runtimes): the fuzz targets (scripts/fuzz.sh).
 packages+=(clang libclang-rt-dev)
 # node + npm run llama.cpp (node-llama-cpp) in the export tests; a machine may already have them

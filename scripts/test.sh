@@ -2,10 +2,11 @@
 # The README's test command: installs what is missing, fetches stories15M, builds build/
 # (Release), runs every test.
 #
-#   scripts/test.sh                  every test, in two runs: the `unit` tier first under
+#   scripts/test.sh                  every test, in three runs: the `unit` tier first under
 #                                    scripts/hermetic.sh (no network, no model files, no node, no
 #                                    chromium: what proves the tier needs none), then every other
-#                                    test (ctest -LE unit)
+#                                    test (ctest -LE unit), then the Python package's
+#                                    (scripts/test_python.sh: pip install ./python, pytest)
 #   scripts/test.sh CTEST_ARGS...    one ctest run with those arguments, e.g. `-L unit` (a couple
 #                                    of minutes), `-L model`, `-R Prune`
 #
@@ -30,4 +31,5 @@ fi
 rc=0
 phase "tests: unit, hermetic" scripts/hermetic.sh ctest "${ctest_args[@]}" -L unit || rc=1
 phase "tests: model, client, e2e, slow" ctest "${ctest_args[@]}" -LE unit || rc=1
+phase "tests: Python package" scripts/test_python.sh || rc=1
 exit "$rc"

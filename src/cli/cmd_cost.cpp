@@ -1,11 +1,11 @@
 // `autocompress cost`: TTFT, TPOT, throughput and peak memory of an architecture in a scenario.
 #include <cstdio>
 
-#include "pipeline/limits.h"
 #include "cli/command.h"
 #include "common/error.h"
 #include "hardware/cost_model.h"
 #include "hardware/validate.h"
+#include "plan/cost_report.h"
 
 namespace {
 struct CostArgs {
@@ -39,37 +39,22 @@ void print_text(const ac::ModelConfig& c, const ac::Scenario& s, const ac::CostE
 }
 
 void run(const CostArgs& a) {
-  ac::ModelConfig c = ac::read_architecture(a.config);
+  const ac::ModelConfig c = ac::read_architecture(a.config);
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile prof;
   if (!a.profile.empty()) prof = ac::load_profile(a.profile);
   const ac::Profile* p = a.profile.empty() ? nullptr : &prof;
-  ac::CostEstimate e = ac::predict(c, s, p);
-  ac::Limits limits = s.limits;
-  std::string unresolved;
-  if (limits.has_relative()) {
-    if (a.teacher.empty())
-      unresolved = "limits relative to the teacher are not checked: pass --teacher";
-    else
-      limits = ac::resolve_limits(limits, ac::predict(ac::read_architecture(a.teacher), s, p));
-  }
-  std::string broken = unresolved.empty() ? ac::check_limits(e, limits) : "";
+  const ac::CostReport r = ac::cost_report(c, s, p, a.teacher);
   if (a.json) {
-    ac::json j = e.to_json();
-    j["architecture"] = ac::describe(c);
-    j["scenario"] = s.name;
-    j["limits"] = limits.to_json();
-    j["limits_hold"] = unresolved.empty() ? ac::json(broken.empty()) : ac::json(nullptr);
-    if (!broken.empty()) j["limits_broken"] = broken;
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", r.to_json().dump(2).c_str());
     return;
   }
-  print_text(c, s, e);
-  if (!unresolved.empty())
-    std::printf("  %s\n", unresolved.c_str());
-  else if (!limits.to_json().empty())
-    std::printf("  limits %s: %s\n", limits.to_json().dump().c_str(),
-                broken.empty() ? "all hold" : broken.c_str());
+  print_text(r.config, s, r.estimate);
+  if (!r.unresolved.empty())
+    std::printf("  %s\n", r.unresolved.c_str());
+  else if (!r.limits.to_json().empty())
+    std::printf("  limits %s: %s\n", r.limits.to_json().dump().c_str(),
+                r.limits_broken.empty() ? "all hold" : r.limits_broken.c_str());
 }
 
 ac::cli::RegisterCommand reg(31, [](CLI::App& app) {

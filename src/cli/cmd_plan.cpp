@@ -4,7 +4,6 @@
 
 #include "cli/command.h"
 #include "common/json_io.h"
-#include "hardware/granularity.h"
 #include "hardware/validate.h"
 #include "plan/plan.h"
 
@@ -17,17 +16,13 @@ struct PlanArgs {
 
 void run(const PlanArgs& a) {
   ac::check_not_overwriting_inputs({a.config, a.scenario, a.profile}, a.out, "plan");
-  ac::ModelConfig c = ac::read_architecture(a.config);
+  const ac::ModelConfig c = ac::read_architecture(a.config);
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile prof;
   if (!a.profile.empty()) prof = ac::load_profile(a.profile);
   const ac::Profile* p = a.profile.empty() ? nullptr : &prof;
-  ac::PlanOptions options = a.options;
-  if (options.width_granularity == 0)  // not given: the device's width step
-    options.width_granularity = ac::width_granularity_for(p, s.device_spec);
-  ac::Plan plan = ac::make_plan(c, s, p, options);
-  ac::json j = plan.to_json();
-  j["config"]["path"] = a.config;
+  const ac::Plan plan = ac::plan_deployment(c, a.config, s, p, a.options);
+  const ac::json j = plan.to_json();
   if (!a.out.empty()) ac::write_json_file(a.out, j);
   if (a.json)
     std::printf("%s\n", j.dump(2).c_str());

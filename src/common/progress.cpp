@@ -9,6 +9,21 @@
 
 namespace ac {
 
+namespace {
+ProgressCallback g_progress_callback;  // the innermost ProgressCallbackScope's, or empty
+}  // namespace
+
+ProgressCallbackScope::ProgressCallbackScope(ProgressCallback callback)
+    : previous_(std::move(g_progress_callback)) {
+  g_progress_callback = std::move(callback);
+}
+
+ProgressCallbackScope::~ProgressCallbackScope() { g_progress_callback = std::move(previous_); }
+
+void report_progress(const ProgressEvent& event) {
+  if (g_progress_callback) g_progress_callback(event);
+}
+
 static std::string fmt_eta(double s) {
   if (s < 0 || s > 1e7) return "?";
   int t = int(s + 0.5);
@@ -21,6 +36,7 @@ Progress::Progress(std::string stage, int64_t total, std::string unit)
       t0_(now_s()), tty_(::isatty(2) && !std::getenv("CI")) {}
 
 void Progress::update(int64_t done, const std::string& extra) {
+  report_progress({stage_, done, total_, unit_, extra});
   if (std::getenv("AC_QUIET")) return;
   double t = now_s() - t0_, rate = done / std::max(t, 1e-9);
   double pct = 100.0 * double(done) / double(total_);

@@ -617,7 +617,7 @@ std::string render_report_html(const RunReport& report, const std::vector<json>&
   return h + "</body>\n</html>\n";
 }
 
-void write_report_html(const fs::path& run_dir, const RunReport& report) {
+std::string report_html_of(const fs::path& run_dir, const RunReport& report) {
   std::vector<json> archs;
   if (fs::exists(run_dir / "arch.json")) archs.push_back(read_json_file(run_dir / "arch.json"));
   std::vector<fs::path> others;  // arch.<method>.json of the other methods (search/outcome.h)
@@ -630,7 +630,11 @@ void write_report_html(const fs::path& run_dir, const RunReport& report) {
   for (const auto& p : others) archs.push_back(read_json_file(p));
   std::string csv;
   if (fs::exists(run_dir / "distill_log.csv")) csv = read_file(run_dir / "distill_log.csv");
-  write_file_atomic(run_dir / "report.html", render_report_html(report, archs, csv));
+  return render_report_html(report, archs, csv);
+}
+
+void write_report_html(const fs::path& run_dir, const RunReport& report) {
+  write_file_atomic(run_dir / "report.html", report_html_of(run_dir, report));
 }
 
 void rerender_reports(const fs::path& run_dir) {

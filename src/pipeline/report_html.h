@@ -33,8 +33,12 @@ std::string render_report_html(const RunReport& report,
                                const std::vector<nlohmann::json>& archs,
                                const std::string& distill_csv);
 
-/// Writes `run_dir`/report.html (atomically) from `report` and the arch.json, arch.*.json and
-/// distill_log.csv found in `run_dir`, if any. Throws FormatError on an arch file that is not JSON.
+/// The page of `report` with the arch.json, arch.*.json and distill_log.csv found in `run_dir`,
+/// if any (a notebook's view of a run: the Python package's RunReport._repr_html_). Throws
+/// FormatError on an arch file that is not JSON.
+std::string report_html_of(const fs::path& run_dir, const RunReport& report);
+
+/// Writes `run_dir`/report.html (atomically): report_html_of(run_dir, report).
 void write_report_html(const fs::path& run_dir, const RunReport& report);
 
 /// Re-renders report.md and report.html of a finished run folder from its report.json (and

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "common/progress.h"
 #include "common/runtime.h"
 
 namespace ac {
@@ -126,6 +127,7 @@ std::optional<json> RunFolder::completed(const std::string& stage) {
     if (intact) {
       resumed_.push_back(stage);
       log_info(fmt::format("[compress] {}: done by an earlier attempt, taken as it is", stage));
+      report_progress({"compress", int64_t(i + 1), 0, "stages", stage});
       return stages[i]["result"];
     }
     log_warn(fmt::format("[compress] {}: the files of an earlier attempt are incomplete; running "
@@ -156,6 +158,7 @@ void RunFolder::complete(const std::string& stage, const std::vector<std::string
   stages.push_back({{"stage", stage}, {"seconds", seconds}, {"files", sizes}, {"result", result}});
   save();
   log_info(fmt::format("[compress] {} done in {:.1f} s", stage, seconds));
+  report_progress({"compress", int64_t(stages.size()), 0, "stages", stage});
 }
 
 json RunFolder::stage_times() const {

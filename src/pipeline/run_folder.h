@@ -9,7 +9,8 @@
 // stopped by a signal or an error) with its recorded options and skips every stage whose record
 // is there and whose files are all present with their recorded sizes; the first stage that is
 // not, and every stage after it, runs again. A stage's record is written (atomically) only
-// after its files, so a run killed inside a stage leaves that stage unrecorded.
+// after its files, so a run killed inside a stage leaves that stage unrecorded. Each stage
+// complete (or taken over) is a progress event ("compress", common/progress.h).
 //
 // The work folder is removed when the run fails before any stage completed (bad input: nothing
 // is left behind), and kept otherwise, so that the work of finished stages is not lost.

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "hardware/granularity.h"
 #include "pipeline/limits.h"
 #include "plan/hybrid_plan.h"
 #include "search/candidates.h"
@@ -637,7 +638,7 @@ json Plan::to_json() const {
   for (const auto& r : reachable)
     reach.push_back({{"name", r.name}, {"limit", r.limit}, {"full", r.full}, {"best", r.best}});
   const Workload& w = scenario.workload;
-  return {
+  json j = {
       {"config", {{"describe", describe(config)}, {"parameters", config.num_parameters()},
                   {"max_position_embeddings", config.max_position_embeddings}}},
       {"scenario", {{"name", scenario.name}, {"device", scenario.device}, {"engine", scenario.engine},
@@ -664,6 +665,17 @@ json Plan::to_json() const {
                   {"min_width_fraction", options.min_width_fraction},
                   {"min_depth_fraction", options.min_depth_fraction}}},
   };
+  if (!config_path.empty()) j["config"]["path"] = config_path;
+  return j;
+}
+
+Plan plan_deployment(const ModelConfig& config, const std::string& config_path,
+                     const Scenario& scenario, const Profile* profile, PlanOptions options) {
+  if (options.width_granularity == 0)  // not given: the device's width step
+    options.width_granularity = width_granularity_for(profile, scenario.device_spec);
+  Plan plan = make_plan(config, scenario, profile, options);
+  plan.config_path = config_path;
+  return plan;
 }
 
 namespace {

@@ -77,6 +77,7 @@ struct Reachable {
 /// The outcome of `plan`.
 struct Plan {
   ModelConfig config;                 // the parent
+  std::string config_path;            // where it was read (plan_deployment; in to_json when set)
   Scenario scenario;
   Limits limits;                      // absolute (relative ones resolved against `full`)
   CostEstimate full;                  // the parent's predicted cost
@@ -120,5 +121,12 @@ PlanSuggestion verified_suggestion(const std::string& kind, const std::string& l
 /// outside (0, 1]).
 Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profile* profile,
                const PlanOptions& options = {});
+
+/// `autocompress plan` (and the Python package's plan()): make_plan with
+/// options.width_granularity 0 meaning the device's width step (hardware/granularity.h
+/// width_granularity_for), and `config_path` (where `config` was read) recorded in the plan.
+/// Throws what make_plan throws.
+Plan plan_deployment(const ModelConfig& config, const std::string& config_path,
+                     const Scenario& scenario, const Profile* profile, PlanOptions options = {});
 
 }  // namespace ac
