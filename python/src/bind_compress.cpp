@@ -91,7 +91,7 @@ const std::map<std::string, Setter>& compress_options() {
        set<int64_t>([](O& o) -> int64_t& { return o.data.heldout_sequences; })},
       {"task_items", set<int64_t>([](O& o) -> int64_t& { return o.data.task_items; })},
       {"distill_tokens", set<int64_t>([](O& o) -> int64_t& { return o.distill.tokens; })},
-      {"distill_batch", set<int64_t>([](O& o) -> int64_t& { return o.distill.batch; })},
+      {"distill_batch_size", set<int64_t>([](O& o) -> int64_t& { return o.distill.batch; })},
       {"distill_lr", set<double>([](O& o) -> double& { return o.distill.lr; })},
       {"distill_hidden_loss_weight",
        set<double>([](O& o) -> double& { return o.distill.hidden_loss_weight; })},

@@ -196,7 +196,7 @@ void bind_plan(nb::module_& m) {
 
   m.def("plan",
         [](const std::filesystem::path& config, const ScenarioArg& scenario,
-           const ProfileArg& profile, int64_t granularity, int64_t width_steps,
+           const ProfileArg& profile, int64_t width_granularity, int64_t width_steps,
            double min_width_fraction, double min_depth_fraction) {
           // In the CLI's order: the architecture, the scenario, the profile.
           const ac::ModelConfig c = ac::read_architecture(config);
@@ -204,7 +204,7 @@ void bind_plan(nb::module_& m) {
           ac::Profile storage;
           const ac::Profile* p = profile_of(profile, storage);
           ac::PlanOptions o;
-          o.width_granularity = granularity;
+          o.width_granularity = width_granularity;
           o.width_steps = width_steps;
           o.min_width_fraction = min_width_fraction;
           o.min_depth_fraction = min_depth_fraction;
@@ -212,14 +212,14 @@ void bind_plan(nb::module_& m) {
           return ac::plan_deployment(c, config.string(), s, p, o);
         },
         nb::arg("config"), nb::arg("scenario"), nb::arg("profile") = nb::none(), nb::kw_only(),
-        nb::arg("granularity") = ac::PlanOptions{}.width_granularity,
+        nb::arg("width_granularity") = ac::PlanOptions{}.width_granularity,
         nb::arg("width_steps") = ac::PlanOptions{}.width_steps,
         nb::arg("min_width_fraction") = ac::PlanOptions{}.min_width_fraction,
         nb::arg("min_depth_fraction") = ac::PlanOptions{}.min_depth_fraction,
         "`autocompress plan`: does the architecture in `config` (config.json, checkpoint folder "
         "or llama2.c model.bin) fit `scenario` (a Scenario, name or path) by the cost model, and "
         "the cheapest changes that make it fit. `profile` (a Profile or path) is required for a "
-        "CPU scenario. granularity 0 = the device's width step. Raises ConfigError, FormatError.");
+        "CPU scenario. width_granularity 0 = the device's width step. Raises ConfigError, FormatError.");
 }
 
 void bind_cost(nb::module_& m) {

@@ -157,7 +157,7 @@ class RunReport:
     total_seconds: float
 
 def plan(config: _Path, scenario: Union[Scenario, _Path], profile: Optional[Union[Profile, _Path]] = None,
-         *, granularity: int = 0, width_steps: int = 32, min_width_fraction: float = 0.25,
+         *, width_granularity: int = 0, width_steps: int = 32, min_width_fraction: float = 0.25,
          min_depth_fraction: float = 0.5) -> Plan: ...
 
 def cost(config: _Path, scenario: Union[Scenario, _Path],
@@ -172,7 +172,7 @@ def compress(model: Optional[_Path], scenario: Optional[_Path], out: _Path, *,
              precision: str = "auto", seed: int = 1234, seq_len: int = 256,
              calibration_sequences: int = 32, train_sequences: int = 256,
              heldout_sequences: int = 64, task_items: int = 200, distill_tokens: int = 131072,
-             distill_batch: int = 8, distill_lr: float = 1e-3,
+             distill_batch_size: int = 8, distill_lr: float = 1e-3,
              distill_hidden_loss_weight: float = 0.0, minitron_retrain_top_k: int = 3,
              minitron_retrain_tokens: int = 0, autocompress_retrain_top_k: int = 2,
              autocompress_retrain_tokens: int = 0, autocompress_bld_tokens: int = 8192,
