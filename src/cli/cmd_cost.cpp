@@ -3,6 +3,7 @@
 
 #include "pipeline/limits.h"
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "hardware/cost_model.h"
 #include "hardware/validate.h"
@@ -41,7 +42,7 @@ void run(const CostArgs& a) {
   ac::ModelConfig c = ac::read_architecture(a.config);
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile prof;
-  if (!a.profile.empty()) prof = ac::load_profile(a.profile);
+  if (!a.profile.empty()) prof = ac::cli::load_profile_flag(a.profile, "cost");
   const ac::Profile* p = a.profile.empty() ? nullptr : &prof;
   ac::CostEstimate e = ac::predict(c, s, p);
   ac::Limits limits = s.limits;

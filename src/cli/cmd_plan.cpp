@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "common/json_io.h"
 #include "hardware/granularity.h"
 #include "hardware/validate.h"
@@ -20,7 +21,7 @@ void run(const PlanArgs& a) {
   ac::ModelConfig c = ac::read_architecture(a.config);
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile prof;
-  if (!a.profile.empty()) prof = ac::load_profile(a.profile);
+  if (!a.profile.empty()) prof = ac::cli::load_profile_flag(a.profile, "plan");
   const ac::Profile* p = a.profile.empty() ? nullptr : &prof;
   ac::PlanOptions options = a.options;
   if (options.width_granularity == 0)  // not given: the device's width step
