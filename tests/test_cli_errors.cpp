@@ -5,7 +5,8 @@
 //   ArchOfAnotherDepth: prune --arch with fewer layers than the parent;
 //   SeqLenZero: --seq-len 0 (and search's --search-seq-len 0) in every subcommand that has it;
 //   MissingProfile: --profile naming no file, and a CPU scenario searched without a profile;
-//   SeqLenBeyondTheModelsContext: eval and importance past max_position_embeddings;
+//   SeqLenBeyondTheModelsContext: eval and importance past max_position_embeddings, eval past
+//     a Mistral's sliding window;
 //   RefusedDistillLeavesNoState: a distill refused after its options were read leaves no
 //     OUT.state folder (and no OUT);
 //   TokenizeReadsATokenizerJsonAlone: tokenize --model on a folder with tokenizer.json and no
@@ -210,6 +211,20 @@ TEST(CliErrors, SeqLenBeyondTheModelsContext) {
   const CliResult ok = fx.run(fmt::format("eval --model {} --data {} --seq-len 64 "
                                           "--max-batches 1", m, data));
   EXPECT_EQ(ok.rc, 0) << ok.err;
+  // A Mistral whose attention slides past 16 positions: refused before the forward would stop.
+  ModelConfig mistral = tiny();
+  mistral.model_type = "mistral";
+  mistral.architecture = "MistralForCausalLM";
+  mistral.extra["sliding_window"] = 16;
+  fs::create_directories(fx.dir / "mistral");
+  save_checkpoint(fx.dir / "mistral", LlamaModel{mistral, random_weights(mistral, 3, 0.3)});
+  expect_refused(fx, fmt::format("eval --model {} --data {} --seq-len 32", fx.path("mistral"),
+                                 data),
+                 {"--seq-len 32", "expected at most sliding_window 16 of " +
+                                      fx.path("mistral/config.json")});
+  const CliResult in_window = fx.run(fmt::format("eval --model {} --data {} --seq-len 16 "
+                                                 "--max-batches 1", fx.path("mistral"), data));
+  EXPECT_EQ(in_window.rc, 0) << in_window.err;
 }
 
 TEST(CliErrors, RefusedDistillLeavesNoState) {

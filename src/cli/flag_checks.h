@@ -44,16 +44,23 @@ inline Profile load_profile_flag(const std::string& path, const char* where) {
 
 /// Refuses `seq_len` tokens per window for a model that was built for fewer positions
 /// (config.json max_position_embeddings): past them RoPE rotates by angles the model never saw
-/// and the scores mean nothing for any deployment. Throws ConfigError "[where] --seq-len N:
-/// expected at most max_position_embeddings M of MODEL/config.json", with the hint to use
-/// `hint` (e.g. --stride) for longer texts when not empty.
+/// and the scores mean nothing for any deployment. Also refuses a window longer than the
+/// model's sliding_window, past which its attention slides, which the forward does not compute
+/// (it would stop mid-run). Throws ConfigError "[where] --seq-len N: expected at most
+/// max_position_embeddings M of MODEL/config.json" (or its sliding_window), with `hint` (e.g.
+/// --stride for longer texts) appended.
 inline void check_seq_len_fits(int64_t seq_len, const ModelConfig& c, const std::string& model,
                                const char* where, const std::string& hint = "") {
+  const std::string file = (fs::path(model) / "config.json").string();
+  if (c.sliding_window && seq_len > *c.sliding_window &&
+      *c.sliding_window < c.max_position_embeddings)
+    throw ConfigError(msg(where, "--seq-len {}: expected at most sliding_window {} of {}: past "
+                          "it the attention slides, which the forward does not compute{}",
+                          seq_len, *c.sliding_window, file, hint));
   if (seq_len <= c.max_position_embeddings) return;
   throw ConfigError(msg(where, "--seq-len {}: expected at most max_position_embeddings {} of "
                         "{}: past it the positions are ones the model was never trained on{}",
-                        seq_len, c.max_position_embeddings,
-                        (fs::path(model) / "config.json").string(), hint));
+                        seq_len, c.max_position_embeddings, file, hint));
 }
 
 }  // namespace ac::cli
