@@ -5,8 +5,8 @@
 //   ArchOfAnotherDepth: prune --arch with fewer layers than the parent;
 //   SeqLenZero: --seq-len 0 (and search's --search-seq-len 0) in every subcommand that has it;
 //   MissingProfile: --profile naming no file, and a CPU scenario searched without a profile;
-//   SeqLenBeyondTheModelsContext: eval and importance past max_position_embeddings, eval past
-//     a Mistral's sliding window;
+//   SeqLenBeyondTheModelsContext: eval, importance, distill and search past
+//     max_position_embeddings, eval past a Mistral's sliding window;
 //   RefusedDistillLeavesNoState: a distill refused after its options were read leaves no
 //     OUT.state folder (and no OUT);
 //   TokenizeReadsATokenizerJsonAlone: tokenize --model on a folder with tokenizer.json and no
@@ -55,10 +55,11 @@ std::set<std::string> names_in(const fs::path& dir) {
   return out;
 }
 
-/// D 32, 3 layers of 4 query heads in 2 KV groups (head_dim 8), FFN 48, vocab 48; 64 positions.
+/// D 32, 3 layers of 4 query heads in 2 KV groups (head_dim 8), FFN 48, vocab 48; 256 positions
+/// (the default --seq-len).
 ModelConfig tiny(int64_t hidden = 32, int64_t layers = 3) {
   ModelConfig c = ModelConfig::uniform(48, hidden, layers, LayerConfig{4, 2, 8, 48});
-  c.max_position_embeddings = 64;
+  c.max_position_embeddings = 256;
   return c;
 }
 
@@ -196,19 +197,27 @@ TEST(CliErrors, SeqLenBeyondTheModelsContext) {
   TempDir d;
   const Fixture fx(d.path);
   const std::string m = fx.path("parent"), data = fx.path("train.tokens");
-  const std::vector<std::string> needles = {"--seq-len 65", "expected at most "
-                                            "max_position_embeddings 64 of " +
+  const std::vector<std::string> needles = {"--seq-len 257", "expected at most "
+                                            "max_position_embeddings 256 of " +
                                             fx.path("parent/config.json")};
   std::vector<std::string> eval_needles = needles;
   eval_needles.push_back("--stride");
-  expect_refused(fx, fmt::format("eval --model {} --data {} --seq-len 65", m, data), eval_needles);
-  expect_refused(fx, fmt::format("eval --model {} --teacher {} --data {} --seq-len 65", m, m,
+  expect_refused(fx, fmt::format("eval --model {} --data {} --seq-len 257", m, data), eval_needles);
+  expect_refused(fx, fmt::format("eval --model {} --teacher {} --data {} --seq-len 257", m, m,
                                  data), eval_needles);
-  expect_refused(fx, fmt::format("importance --model {} --data {} --out {} --seq-len 65", m, data,
+  expect_refused(fx, fmt::format("importance --model {} --data {} --out {} --seq-len 257", m, data,
                                  fx.path("imp.safetensors")),
                  needles);
+  expect_refused(fx, fmt::format("distill --teacher {} --student {} --data {} --tokens 256 "
+                                 "--out {} --seq-len 257", m, m, data, fx.path("out")),
+                 needles);
+  expect_refused(fx, fmt::format("search --model {} --importance {} --scenario stories15m-serving "
+                                 "--data {} --out {} --seq-len 257", m,
+                                 fx.path("parent.importance.safetensors"), data,
+                                 fx.path("arch/arch.json")),
+                 needles);
   // At the model's context it runs.
-  const CliResult ok = fx.run(fmt::format("eval --model {} --data {} --seq-len 64 "
+  const CliResult ok = fx.run(fmt::format("eval --model {} --data {} --seq-len 256 "
                                           "--max-batches 1", m, data));
   EXPECT_EQ(ok.rc, 0) << ok.err;
   // A Mistral whose attention slides past 16 positions: refused before the forward would stop.

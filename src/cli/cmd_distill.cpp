@@ -204,6 +204,8 @@ void run(DistillArgs& a) {
   a.opt.precision = a.compute.resolve_precision(a.opt.device);
   LlamaModel teacher = load_checkpoint(a.teacher);
   LlamaModel student = load_checkpoint(a.student);
+  check_seq_len_fits(a.opt.seq_len, teacher.config, a.teacher, "distill");
+  check_seq_len_fits(a.opt.seq_len, student.config, a.student, "distill");
   if (!a.opt.allow_nonfinite) {  // refused here with the folder names, before any state is made
     require_finite(teacher, a.teacher, "distill", /*allow=*/false);
     require_finite(student, a.student, "distill", /*allow=*/false);

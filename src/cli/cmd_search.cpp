@@ -94,6 +94,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
       r.bld_tokens = a->autocompress_bld_tokens;
     }
     ac::LlamaModel teacher = ac::load_checkpoint(a->model);
+    ac::cli::check_seq_len_fits(a->seq_len, teacher.config, a->model, "search");
     if (a->settings.autocompress_attention_caps.empty())
       a->settings.autocompress_attention_caps = ac::default_attention_caps(teacher.config);
     ac::Scenario scenario = ac::find_scenario(a->scenario);
