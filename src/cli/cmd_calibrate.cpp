@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
@@ -30,7 +31,7 @@ void run_llamacpp(const CalibrateArgs& a) {
                                   "and weight type) and --tokenizer (a checkpoint folder whose "
                                   "tokenizer goes into the GGUFs)"));
   ac::check_not_overwriting_inputs({a.profile, a.tokenizer}, a.out, "calibrate");
-  ac::Profile p = ac::load_profile(a.profile);
+  ac::Profile p = ac::cli::load_profile_flag(a.profile, "calibrate");
   ac::check_profile_is_this_machine(p);
   ac::Scenario s = ac::find_scenario(a.scenario);
   const ac::ModelConfig base = a.base.empty() ? ac::stories15m_shape() : ac::read_architecture(a.base);
@@ -58,7 +59,7 @@ void run(const CalibrateArgs& a) {
                                   "engines that run on this CPU)", a.engine));
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.out, "calibrate");
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.samples, "calibrate");
-  ac::Profile p = ac::load_profile(a.profile);
+  ac::Profile p = ac::cli::load_profile_flag(a.profile, "calibrate");
   ac::use_profile_gemm_backend(p);  // the GEMM library its tables were timed with
   ac::check_profile_is_this_machine(p);
   ac::ModelConfig base = a.base.empty() ? ac::stories15m_shape() : ac::read_architecture(a.base);

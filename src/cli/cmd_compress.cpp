@@ -4,6 +4,7 @@
 
 #include "cli/command.h"
 #include "cli/device_options.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "pipeline/compress.h"
 
@@ -28,7 +29,7 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--text-field", in.text_field, "JSONL: the field holding each document's text")->capture_default_str();
   s->add_option("--method", se.method, "search method: autocompress (differentiable, per-layer), minitron (uniform grid) or both side by side (same distillation budget and held-out data)")->check(CLI::IsMember({"minitron", "autocompress", "both"}))->capture_default_str();
   s->add_option("--seed", d.seed, "seed of the run: the teacher-sampled data, the distillation's data order, the search's Gumbel noise and the task files")->capture_default_str();
-  s->add_option("--seq-len", d.seq_len, "tokens per sequence (T)")->capture_default_str();
+  s->add_option("--seq-len", d.seq_len, "tokens per sequence (T)")->check(ac::cli::positive_tokens())->capture_default_str();
   s->add_option("--calibration-sequences", d.calibration_sequences, "teacher-sampled calibration stories")->capture_default_str();
   s->add_option("--train-sequences", d.train_sequences, "teacher-sampled training stories")->capture_default_str();
   s->add_option("--heldout-sequences", d.heldout_sequences, "held-out stories (other seeds)")->capture_default_str();
@@ -72,6 +73,7 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
                                       "an interrupted run)", req->get_name()));
     o->in.model_dir = *model;
     o->in.out_dir = *out;
+    if (!profile->empty()) ac::cli::load_profile_flag(*profile, "compress");  // before any output
     o->in.profile_path = *profile;
     o->in.data_dir = *data;
     o->in.data_text = *data_text;

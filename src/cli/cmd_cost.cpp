@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "hardware/cost_model.h"
 #include "hardware/validate.h"
@@ -42,7 +43,7 @@ void run(const CostArgs& a) {
   const ac::ModelConfig c = ac::read_architecture(a.config);
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile prof;
-  if (!a.profile.empty()) prof = ac::load_profile(a.profile);
+  if (!a.profile.empty()) prof = ac::cli::load_profile_flag(a.profile, "cost");
   const ac::Profile* p = a.profile.empty() ? nullptr : &prof;
   const ac::CostReport r = ac::cost_report(c, s, p, a.teacher);
   if (a.json) {

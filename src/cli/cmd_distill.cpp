@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/data_options.h"
 #include "cli/device_options.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/json_io.h"
@@ -173,6 +174,29 @@ void run_bld(DistillArgs& a, const LlamaModel& teacher, LlamaModel& student,
                        b.blocks.size(), student.config.num_layers(), b.tokens, b.wall_s));
 }
 
+// The state folder of a run, made here when absent and removed again if the run stops before
+// it saved any state (a refused option, unreadable data, a failed rendezvous): a refused distill
+// leaves nothing behind, while a stopped one keeps what --resume needs. Only the rank that
+// writes the state (`owner`, rank 0) removes it: the others may end before it saves.
+class StateDirGuard {
+ public:
+  StateDirGuard(fs::path dir, bool owner)
+      : dir_(std::move(dir)), made_here_(owner && !fs::exists(dir_)) {
+    fs::create_directories(dir_);
+  }
+  ~StateDirGuard() {
+    std::error_code ec;
+    if (made_here_ && fs::exists(dir_, ec) && !fs::exists(dir_ / kDistillStateFile, ec))
+      fs::remove_all(dir_, ec);
+  }
+  StateDirGuard(const StateDirGuard&) = delete;
+  StateDirGuard& operator=(const StateDirGuard&) = delete;
+
+ private:
+  fs::path dir_;
+  bool made_here_;
+};
+
 void run(DistillArgs& a) {
   check_not_overwriting_inputs({a.teacher, a.student, a.data.path, a.eval_data}, a.out,
                                "distill");
@@ -180,6 +204,8 @@ void run(DistillArgs& a) {
   a.opt.precision = a.compute.resolve_precision(a.opt.device);
   LlamaModel teacher = load_checkpoint(a.teacher);
   LlamaModel student = load_checkpoint(a.student);
+  check_seq_len_fits(a.opt.seq_len, teacher.config, a.teacher, "distill");
+  check_seq_len_fits(a.opt.seq_len, student.config, a.student, "distill");
   if (!a.opt.allow_nonfinite) {  // refused here with the folder names, before any state is made
     require_finite(teacher, a.teacher, "distill", /*allow=*/false);
     require_finite(student, a.student, "distill", /*allow=*/false);
@@ -214,7 +240,7 @@ void run(DistillArgs& a) {
                    int32_t(teacher.config.bos_token_id), "distill", &a.data_source);
   a.opt.state_dir = a.state_dir.empty() ? fs::path(a.out + ".state") : fs::path(a.state_dir);
   a.opt.log_path = a.opt.state_dir / "distill_log.csv";
-  fs::create_directories(a.opt.state_dir);
+  const StateDirGuard state_guard(a.opt.state_dir, /*owner=*/a.rank == 0);
   if (!a.eval_at.empty()) {
     if (a.eval_data.empty())
       throw ConfigError(msg("distill", "--eval-at-tokens needs --eval-data (the held-out text the "
@@ -264,7 +290,9 @@ RegisterCommand reg(70, [](CLI::App& app) {
               "Distill even if the teacher or student has NaN/Inf weights (refused by default)");
   s->add_option("--state-dir", a->state_dir, "Resumable state folder (default OUT.state)");
   s->add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->capture_default_str();
-  s->add_option("--seq-len", o.seq_len, "Tokens per sequence")->capture_default_str();
+  s->add_option("--seq-len", o.seq_len, "Tokens per sequence")
+      ->check(positive_tokens())
+      ->capture_default_str();
   s->add_option("--grad-accum", o.grad_accum, "Micro-batches per step")->capture_default_str();
   s->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
   s->add_option("--min-lr", o.min_lr, "Final learning rate (cosine)")->capture_default_str();

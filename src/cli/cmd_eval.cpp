@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/data_options.h"
 #include "cli/device_options.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
@@ -67,8 +68,11 @@ ModelResult eval_model(const EvalArgs& a, const std::string& dir, const LlamaMod
   ModelResult r{dir, std::nullopt, nullptr, {}};
   LlamaModel m = load_checkpoint(dir);
   const std::unique_ptr<TextTokenizer> tok = find_tokenizer(dir, m.config.vocab_size);
-  if (!a.data.path.empty())
+  if (!a.data.path.empty()) {
+    check_seq_len_fits(a.seq_len, m.config, dir, "eval",
+                       "; a longer text is scored in windows of --seq-len with --stride");
     r.stream = eval_stream(a, dir, m, teacher, tok.get(), &r.data_source);
+  }
   if (!tasks.empty() && !tok)
     throw ConfigError(msg("eval", "{}: --tasks needs the model's tokenizer (tokenizer.json or "
                           "tokenizer.bin)", dir));
@@ -165,6 +169,9 @@ void run(const EvalArgs& a) {
   for (const std::string& t : a.tasks) tasks.push_back(read_task_file(t));
   std::optional<LlamaModel> teacher;
   if (!a.teacher.empty()) teacher = load_checkpoint(a.teacher);
+  if (teacher && !a.data.path.empty())
+    check_seq_len_fits(a.seq_len, teacher->config, a.teacher, "eval",
+                       "; a longer text is scored in windows of --seq-len with --stride");
   std::vector<ModelResult> results;
   for (const std::string& dir : a.models)
     results.push_back(eval_model(a, dir, teacher ? &*teacher : nullptr, tasks));
@@ -203,6 +210,7 @@ RegisterCommand reg(80, [](CLI::App& app) {
   s->add_flag("--json", a->print_json, "Print the results as JSON instead of the table");
   s->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();
   s->add_option("--seq-len", a->seq_len, "Tokens per window (the context with --stride)")
+      ->check(positive_tokens())
       ->capture_default_str();
   s->add_option("--max-batches", a->max_batches, "Batches to score (-1 = all)")
       ->capture_default_str();

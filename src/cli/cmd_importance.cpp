@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "cli/data_options.h"
 #include "cli/device_options.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
@@ -33,6 +34,7 @@ void run(const ImportanceArgs& a) {
   const c10::Device device = a.compute.resolve();
   LlamaModel m = load_checkpoint(a.model);
   if (!a.allow_nonfinite) require_finite(m, a.model, "importance", /*allow=*/false);
+  check_seq_len_fits(a.seq_len, m.config, a.model, "importance");
   TokenDataset data = load_dataset(a.data.spec(DataSplit::kTrain), a.model, m.config.vocab_size,
                                    int32_t(m.config.bos_token_id), "importance");
   ImportanceStep step;
@@ -63,7 +65,9 @@ RegisterCommand reg(40, [](CLI::App& app) {
   add_data_options(s, a->data, "Calibration data", DataSplit::kTrain)->required();
   s->add_option("--out", a->out, "Output importance.safetensors")->required();
   s->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();
-  s->add_option("--seq-len", a->seq_len, "Tokens per sequence")->capture_default_str();
+  s->add_option("--seq-len", a->seq_len, "Tokens per sequence")
+      ->check(positive_tokens())
+      ->capture_default_str();
   s->add_option("--max-batches", a->max_batches, "Batches to use (-1 = all)")
       ->capture_default_str();
   s->add_option("--aggregation", a->aggregation, "mean | batch_l2")->capture_default_str();

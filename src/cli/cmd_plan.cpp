@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "common/json_io.h"
 #include "hardware/validate.h"
 #include "plan/plan.h"
@@ -19,7 +20,7 @@ void run(const PlanArgs& a) {
   const ac::ModelConfig c = ac::read_architecture(a.config);
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile prof;
-  if (!a.profile.empty()) prof = ac::load_profile(a.profile);
+  if (!a.profile.empty()) prof = ac::cli::load_profile_flag(a.profile, "plan");
   const ac::Profile* p = a.profile.empty() ? nullptr : &prof;
   const ac::Plan plan = ac::plan_deployment(c, a.config, s, p, a.options);
   const ac::json j = plan.to_json();

@@ -5,11 +5,13 @@
 
 #include "cli/command.h"
 #include "cli/device_options.h"
+#include "cli/flag_checks.h"
 #include "common/runtime.h"
 #include "importance/importance.h"
 #include "io/checkpoint.h"
 #include "pipeline/steps.h"
 #include "prune/arch.h"
+#include "prune/prune.h"
 
 namespace ac::cli {
 namespace {
@@ -25,8 +27,12 @@ void run(const PruneArgs& a) {
   const c10::Device device = a.compute.resolve();
   LlamaModel m = load_checkpoint(a.model);
   m.weights = to_device(m.config, m.weights, device);  // the slicing runs there
+  // Both inputs checked against the parent before any slicing, naming their flags and files.
+  const std::string parent_config = (fs::path(a.model) / "config.json").string();
   Importance imp = load_importance(a.importance);
+  check_importance_matches(m.config, imp, "prune", "--importance " + a.importance, parent_config);
   ModelConfig target = read_arch(a.arch);
+  validate_target(m.config, target, "--arch " + a.arch, parent_config);
   const PrunedModel pruned = prune_step(m, imp, target, a.keep_removed_blocks);
   // The checkpoint and pruning_map.json (for distill's hidden-state loss) appear together.
   StagingDir staging(a.out);

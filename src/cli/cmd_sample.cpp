@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "cli/device_options.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
@@ -59,6 +60,7 @@ RegisterCommand reg(20, [](CLI::App& app) {
   s->add_option("--model", a->model, "Checkpoint folder")->required();
   s->add_option("--count", a->count, "Number of sequences to sample")->required();
   s->add_option("--seq-len", a->seq_len, "New tokens per sequence (cut at EOS)")
+      ->check(positive_tokens())
       ->capture_default_str();
   s->add_option("--seed", a->seed, "Sampling seed (held-out sets: use another seed)")
       ->required();

@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "cli/data_options.h"
 #include "cli/device_options.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/runtime.h"
 #include "data/dataset.h"
@@ -39,7 +40,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   ac::cli::add_data_options(s, a->data, "calibration data (ranking, search steps, KL after pruning)", ac::DataSplit::kTrain)->required();
   s->add_option("--out", a->out, "arch.json to write (with --method both: the autocompress one; minitron's goes to ARCH.minitron.json)")->required();
   s->add_option("--method", a->method, "search method: autocompress (differentiable), minitron (uniform grid) or both side by side")->check(CLI::IsMember({"autocompress", "minitron", "both"}))->capture_default_str();
-  s->add_option("--seq-len", a->seq_len, "tokens per calibration window (minitron ranking, KL after pruning)")->capture_default_str();
+  s->add_option("--seq-len", a->seq_len, "tokens per calibration window (minitron ranking, KL after pruning)")->check(ac::cli::positive_tokens())->capture_default_str();
   s->add_option("--batches", a->batches, "calibration batches of 8 windows for minitron's ranking and the KL after pruning")->capture_default_str();
   s->add_option("--minitron-retrain-top-k", a->retrain_top_k, "minitron: the best K candidates by KL after pruning are each distilled for --minitron-retrain-tokens on --train-data, then ranked again (0 = off; off by default here, where no training data is given, on by default in compress)")->capture_default_str();
   s->add_option("--minitron-retrain-tokens", a->retrain_tokens, "minitron: distillation tokens per retrained candidate (batches of 8 x --seq-len; counted as search tokens)")->capture_default_str();
@@ -52,7 +53,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--max-attention-free-layers", st.autocompress_attention_caps, "autocompress: one search per value, each offering \"attention removed\" in at most that many layers, those of lowest block influence (-1: any); every search's pick is a finalist of the retraining (default: -1 and a third of the layers)")->delimiter(',');
   s->add_option("--steps", d.steps, "autocompress: optimisation steps at most")->capture_default_str();
   s->add_option("--search-batch", st.autocompress_batch_size, "autocompress: windows per step")->capture_default_str();
-  s->add_option("--search-seq-len", st.autocompress_seq_len, "autocompress: tokens per window")->capture_default_str();
+  s->add_option("--search-seq-len", st.autocompress_seq_len, "autocompress: tokens per window")->check(ac::cli::positive_tokens())->capture_default_str();
   s->add_option("--search-batches", st.autocompress_batches, "autocompress: distinct batches cycled over")->capture_default_str();
   s->add_option("--logit-lr", d.logit_lr, "autocompress: Adam step on the architecture logits")->capture_default_str();
   s->add_option("--dual-lr", d.dual_lr, "autocompress: dual ascent step of the multipliers")->capture_default_str();
@@ -93,11 +94,12 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
       r.bld_tokens = a->autocompress_bld_tokens;
     }
     ac::LlamaModel teacher = ac::load_checkpoint(a->model);
+    ac::cli::check_seq_len_fits(a->seq_len, teacher.config, a->model, "search");
     if (a->settings.autocompress_attention_caps.empty())
       a->settings.autocompress_attention_caps = ac::default_attention_caps(teacher.config);
     ac::Scenario scenario = ac::find_scenario(a->scenario);
     std::optional<ac::Profile> profile;
-    if (!a->profile.empty()) profile = ac::load_profile(a->profile);
+    if (!a->profile.empty()) profile = ac::cli::load_profile_flag(a->profile, "search");
     const ac::Profile* p = profile ? &*profile : nullptr;
     // As in compress: the search compares predictions with predictions, so relative limits
     // resolve against the teacher's prediction (a profile/measurement offset cancels out).
@@ -107,6 +109,8 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
     const ac::RunLimits limits = ac::RunLimits::resolve(
         scenario.limits, a->safety_margin, ac::predict(teacher.config, scenario, p));
     ac::Importance imp = ac::load_importance(a->importance);
+    ac::check_importance_matches(teacher.config, imp, "search", "--importance " + a->importance,
+                                 (ac::fs::path(a->model) / "config.json").string());
     const int32_t bos = int32_t(teacher.config.bos_token_id);
     const ac::DataSpec spec = a->data.spec(ac::DataSplit::kTrain);
     ac::TokenDataset data =

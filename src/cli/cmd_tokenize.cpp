@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/json_io.h"
+#include "io/hf_tokenizer.h"
 #include "io/hf_unicode.h"
 #include "io/text_tokenizer.h"
 #include "model/config.h"
@@ -34,15 +35,31 @@ std::string input_text(const TokenizeArgs& a) {
   return text;
 }
 
+/// The tokenizer of --model and the vocab_size it is checked against: config.json's when the
+/// folder has one. A tokenizer.json alone needs no model (its own vocabulary is the size); a
+/// tokenizer.bin does, since llama2.c's file does not store its token count.
+std::pair<std::unique_ptr<TextTokenizer>, int64_t> tokenizer_of(const std::string& model) {
+  const fs::path config_path = fs::path(model) / "config.json";
+  if (fs::exists(config_path)) {
+    const int64_t V =
+        config_from_hf_json(read_json_file(config_path), config_path.string()).vocab_size;
+    return {load_tokenizer(model, V), V};
+  }
+  if (!fs::exists(fs::path(model) / "tokenizer.json"))
+    throw FormatError(msg("tokenize", "--model {}: no config.json, and no tokenizer.json to read "
+                          "alone (expected config.json beside tokenizer.bin: llama2.c's file "
+                          "does not store its token count)", model));
+  HfTokenizer hf = HfTokenizer::from_folder(model);
+  const int64_t V = hf.vocab_size();
+  return {make_text_tokenizer(std::move(hf), fs::path(model) / "tokenizer.json"), V};
+}
+
 void run(const TokenizeArgs& a) {
-  const fs::path config_path = fs::path(a.model) / "config.json";
-  const ModelConfig config =
-      config_from_hf_json(read_json_file(config_path), config_path.string());
-  const std::unique_ptr<TextTokenizer> tok = load_tokenizer(a.model, config.vocab_size);
+  const auto [tok, vocab_size] = tokenizer_of(a.model);
   const std::vector<int64_t> ids = tok->encode(input_text(a), /*add_special_tokens=*/true);
   const std::string back = a.decode ? tok->decode(ids, /*skip_special_tokens=*/true) : "";
   if (a.json_out) {
-    json out = {{"model", a.model}, {"tokenizer", tok->kind()}, {"vocab_size", config.vocab_size},
+    json out = {{"model", a.model}, {"tokenizer", tok->kind()}, {"vocab_size", vocab_size},
                 {"tokens", ids.size()}, {"ids", ids}};
     if (a.decode) out["text"] = back;
     std::printf("%s\n", out.dump().c_str());

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/json_io.h"
 #include "hardware/calibration.h"
@@ -26,7 +27,7 @@ void run(const ValidateArgs& a) {
   inputs.insert(inputs.end(), a.models.begin(), a.models.end());
   ac::check_not_overwriting_inputs(inputs, a.out, "validate");
   ac::Scenario s = ac::find_scenario(a.scenario);
-  ac::Profile p = ac::load_profile(a.profile);
+  ac::Profile p = ac::cli::load_profile_flag(a.profile, "validate");
   ac::use_profile_gemm_backend(p);  // the GEMM library its tables were timed with
   std::vector<ac::ModelConfig> archs;
   for (const auto& m : a.models) archs.push_back(ac::read_architecture(m));

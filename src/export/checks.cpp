@@ -11,6 +11,7 @@
 #include "io/gguf_vocab.h"
 #include "hardware/engine.h"
 #include "io/hf_tokenizer.h"
+#include "io/safetensors.h"
 #include "io/tokenizer.h"
 
 namespace ac {
@@ -130,6 +131,45 @@ void check_config_agrees_with_tensors(const ModelConfig& c, const json& config_j
     fail("bos/eos ids");
   if (back.tie_word_embeddings != c.tie_word_embeddings) fail("tie_word_embeddings");
   from_tensor_map(back, tensors, file);  // throws on any shape that disagrees
+}
+
+TensorShapes expected_tensor_set(const fs::path& source_dir, bool tied, bool head_written,
+                                 std::vector<std::string>& notes) {
+  TensorShapes out;
+  const std::string suffix = ".rotary_emb.inv_freq", head = "lm_head.weight";
+  std::vector<std::string> left_out;
+  for (const auto& [name, t] : load_safetensors_dir(source_dir)) {
+    const bool buffer = name.size() > suffix.size() &&
+                        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (buffer || (name == head && tied && !head_written)) {
+      left_out.push_back(name);
+      continue;
+    }
+    out[name] = t.sizes().vec();
+  }
+  if (tied && head_written && out.count("model.embed_tokens.weight"))
+    out[head] = out["model.embed_tokens.weight"];
+  if (!left_out.empty())
+    notes.push_back(fmt::format("source tensors not written: {} (RoPE inv_freq buffers are "
+                                "derived from config.json; a tied lm_head.weight is the "
+                                "embedding)", fmt::join(left_out, ", ")));
+  return out;
+}
+
+void check_tensor_set(const TensorShapes& expected, const fs::path& file) {
+  const SafetensorsFile f(file);
+  std::vector<std::string> bad;
+  for (const auto& [name, shape] : expected) {
+    if (!f.contains(name))
+      bad.push_back(fmt::format("'{}' {} missing", name, shape));
+    else if (f.shape(name) != shape)
+      bad.push_back(fmt::format("'{}' has shape {}, expected {}", name, f.shape(name), shape));
+  }
+  for (const std::string& name : f.names())
+    if (!expected.count(name)) bad.push_back(fmt::format("'{}' not in the source", name));
+  if (!bad.empty())
+    throw InternalError(msg("export", "{}: the tensors written differ from those read: {}",
+                            file.string(), fmt::join(bad, "; ")));
 }
 
 namespace {

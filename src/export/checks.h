@@ -8,6 +8,7 @@
 //   - a heterogeneous model is loadable as DeciLM (vLLM, TensorRT-LLM): one global head count
 //     and FFN widths that DeciLM's ffn_mult rule gives back exactly.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,22 @@ void check_decilm_loadable(const ModelConfig& c);
 /// (from_tensor_map). Throws FormatError naming the field or tensor.
 void check_config_agrees_with_tensors(const ModelConfig& c, const nlohmann::json& config_json,
                                       const TensorMap& tensors, const std::string& file);
+
+/// Tensor name -> shape, as a safetensors header lists them.
+using TensorShapes = std::map<std::string, std::vector<int64_t>>;
+
+/// The tensors an HF export of the checkpoint folder `source_dir` must write: every tensor of
+/// its safetensors files (name -> shape, read from the headers), less the two the loader takes
+/// without a role, which a notes entry names: RoPE's `*.rotary_emb.inv_freq` buffers (derived
+/// from config.json) and a tied lm_head.weight (the embedding itself) unless `head_written`;
+/// with `head_written` and `tied`, lm_head.weight of the embedding's shape is expected.
+TensorShapes expected_tensor_set(const fs::path& source_dir, bool tied, bool head_written,
+                                 std::vector<std::string>& notes);
+
+/// Compares the tensors of the safetensors `file` (names and shapes, from its header) with
+/// `expected`. Throws InternalError naming `file` and every tensor missing, extra or of another
+/// shape: an export must carry every tensor it read, and nothing else.
+void check_tensor_set(const TensorShapes& expected, const fs::path& file);
 
 /// Checks the special tokens of a checkpoint folder against config.json, for each tokenizer file
 /// present: tokenizer.bin (its GGUF form, vocab_from_tokenizer): bos/eos ids equal config.json's

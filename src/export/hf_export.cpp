@@ -10,17 +10,13 @@
 #include "io/gguf_vocab.h"
 #include "hardware/engine.h"
 #include "io/checkpoint.h"
+#include "io/companion_files.h"
 #include "io/safetensors.h"
 
 namespace ac {
 using json = nlohmann::json;
 
 namespace {
-
-// Files that travel unchanged with a checkpoint (copied byte for byte).
-const char* const kCopied[] = {"tokenizer.bin",         "tokenizer.json",
-                               "tokenizer.model",       "tokenizer_config.json",
-                               "special_tokens_map.json", "generation_config.json"};
 
 at::ScalarType torch_type(GgmlType t) {
   return t == GgmlType::F32 ? at::kFloat : t == GgmlType::F16 ? at::kHalf : at::kBFloat16;
@@ -76,7 +72,7 @@ json write_hf(const fs::path& dir, const LlamaModel& m, const fs::path& src,
   for (auto& [name, t] : tensors) t = t.to(torch_type(opt.dtype));
   write_json_file(dir / "config.json", written);
   save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
-  for (const char* name : kCopied) {
+  for (const std::string& name : checkpoint_companion_files()) {
     if (!fs::exists(src / name)) continue;
     fs::copy_file(src / name, dir / name, fs::copy_options::overwrite_existing);
     r.files_copied.push_back(name);
@@ -182,7 +178,14 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
     r.checks.push_back(fmt::format("{} loads this structure (engines/{}.json \"structure\")",
                                    engine.name, engine.name));
   }
-  const bool heterogeneous = config_to_hf_json(m.config)["model_type"] == "nemotron-nas";
+  const std::string model_type = config_to_hf_json(m.config)["model_type"].get<std::string>();
+  const bool heterogeneous = model_type == "nemotron-nas";
+  if (opt.hf && m.config.attention_bias && model_type != "qwen2")
+    throw ConfigError(msg("export hf", "{}: q/k/v biases (attention_bias) written as model_type "
+                          "{}: transformers' {} reads attention_bias true as an o_proj bias too, "
+                          "which this model does not have; expected model_type qwen2 (every "
+                          "layer's shape equal, search --method minitron), or export --format "
+                          "gguf", model_dir.string(), model_type, model_type));
   // What the HF files hold: a heterogeneous model widened by zero heads and zero FFN channels to
   // what DeciLM can state (one query-head count, FFN widths in steps of 256), the same function;
   // the GGUF keeps the searched shapes (llama.cpp reads them per layer).
@@ -201,6 +204,15 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
   GgufVocab vocab;
   if (opt.gguf) vocab = vocab_from_checkpoint(model_dir, m.config.vocab_size);
 
+  TensorShapes expected_tensors;
+  if (opt.hf)
+    expected_tensors = expected_tensor_set(model_dir, m.config.tie_word_embeddings,
+                                           /*head_written=*/heterogeneous, r.notes);
+  // Every tensor of the source, under its name; a widened one with its widened shape (noted).
+  if (opt.hf && hf_model.config.layers != m.config.layers)
+    for (const auto& [name, t] : to_tensor_map(hf_model.config, hf_model.weights))
+      if (expected_tensors.count(name)) expected_tensors[name] = t.sizes().vec();
+
   StagingDir staging(out_dir);
   json exported = config_to_hf_json(m.config);
   if (opt.hf) exported = write_hf(staging.path(), hf_model, model_dir, opt, r);
@@ -216,6 +228,9 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
 
   // Reload checks: each file must give the logits of the model as that file stores it.
   if (opt.hf) {
+    check_tensor_set(expected_tensors, staging.path() / "model.safetensors");
+    r.checks.push_back("model.safetensors holds every tensor of the source with its shape, and "
+                       "no other");
     r.max_logit_diff_hf = logit_diff(load_checkpoint(staging.path()),
                                      round_to_dtype(hf_model, opt.dtype));
     if (r.max_logit_diff_hf != 0)

@@ -170,7 +170,8 @@ void check_profile(const Scenario& s, const Profile* p) {
   if (!p && s.device_spec.kind == "cpu")
     throw ConfigError(msg("predict", "scenario '{}' targets a CPU, whose latency comes from its "
                                      "profile: run `autocompress profile --device cpu --scenario "
-                                     "{}` and pass --profile", s.name, s.name));
+                                     "{}` and pass its file with --profile (expected a profile, found "
+                                     "none)", s.name, s.name));
 }
 
 double attention_ms(const OpCosts& op, const Phase& ph, const ModelConfig& c,

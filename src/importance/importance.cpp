@@ -410,18 +410,19 @@ Importance load_importance(const fs::path& path) {
   return imp;
 }
 
-void check_importance_matches(const ModelConfig& c, const Importance& imp, const char* where) {
+void check_importance_matches(const ModelConfig& c, const Importance& imp, const char* where,
+                              const std::string& file, const std::string& model) {
   auto expect = [&](const at::Tensor& t, const std::string& name, int64_t n, const char* field) {
     if (!t.defined())
-      throw ConfigError(msg(where, "importance: missing '{}' ({} entries expected from {})",
-                            name, n, field));
+      throw ConfigError(msg(where, "{}: missing '{}' ({} entries expected from {} {})", file,
+                            name, n, model, field));
     if (t.dim() != 1 || t.size(0) != n)
-      throw ConfigError(msg(where, "importance: {} has shape {}, expected [{}] ({}): computed "
-                            "for another model?", name, t.sizes().vec(), n, field));
+      throw ConfigError(msg(where, "{}: {} has shape {}, expected [{}] ({} {}): computed for "
+                            "another model?", file, name, t.sizes().vec(), n, model, field));
   };
   if (imp.num_layers() != c.num_layers())
-    throw ConfigError(msg(where, "importance has {} layers, the model {}: computed for another "
-                          "model?", imp.num_layers(), c.num_layers()));
+    throw ConfigError(msg(where, "{} has {} layers, expected {} ({} num_hidden_layers): computed "
+                          "for another model?", file, imp.num_layers(), c.num_layers(), model));
   expect(imp.hidden, "hidden", c.hidden_size, "hidden_size");
   expect(imp.block_influence, "block_influence", c.num_layers(), "num_hidden_layers");
   for (size_t i = 0; i < c.layers.size(); ++i) {

@@ -107,8 +107,13 @@ void save_importance(const fs::path& path, const Importance& imp);
 Importance load_importance(const fs::path& path);
 
 /// Throws ConfigError if `imp` does not fit the model config `c` (layer count, D, H, G, F),
-/// e.g. "[prune] importance: layers.3.heads has 6 entries, expected 8 (num_attention_heads)".
-void check_importance_matches(const ModelConfig& c, const Importance& imp, const char* where);
+/// naming `file` (where the importance came from, e.g. "--importance imp.safetensors") and
+/// `model` (where `c` came from, e.g. "parent/config.json"): "[prune] --importance
+/// imp.safetensors: layers.3.heads has shape [6], expected [8] (parent/config.json
+/// num_attention_heads): computed for another model?".
+void check_importance_matches(const ModelConfig& c, const Importance& imp, const char* where,
+                              const std::string& file = "importance",
+                              const std::string& model = "the model");
 
 // ---------------------------------------------------------------------------------------------
 // Rankings (docs/design.md, "The architecture space": a width choice k keeps the k most

@@ -2,19 +2,11 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "io/companion_files.h"
 #include "io/safetensors.h"
 #include "model/finite.h"
 
 namespace ac {
-
-namespace {
-
-/// Files that travel with a checkpoint unchanged (tokenizer and generation defaults).
-const char* const kTokenizerFiles[] = {"tokenizer.bin",          "tokenizer.json",
-                                       "tokenizer.model",        "tokenizer_config.json",
-                                       "special_tokens_map.json", "generation_config.json"};
-
-}  // namespace
 
 LlamaModel load_checkpoint(const fs::path& dir) {
   if (!fs::is_directory(dir))
@@ -41,7 +33,7 @@ void save_checkpoint(const fs::path& dir, const LlamaModel& m, const fs::path& t
   save_safetensors(dir / "model.safetensors", to_tensor_map(m.config, m.weights),
                    {{"format", "pt"}});
   if (tokenizer_from.empty()) return;
-  for (const char* name : kTokenizerFiles) {
+  for (const std::string& name : checkpoint_companion_files()) {
     const fs::path src = tokenizer_from / name;
     if (!fs::exists(src)) continue;
     std::error_code ec;

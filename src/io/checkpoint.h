@@ -10,9 +10,9 @@ namespace ac {
 LlamaModel load_checkpoint(const fs::path& dir);
 
 /// Writes config.json + model.safetensors (fp32) into `dir` (which must exist; callers use a
-/// StagingDir for atomicity). `tokenizer_from`: a checkpoint folder whose tokenizer files
-/// (tokenizer.bin, tokenizer.json, tokenizer.model, tokenizer_config.json,
-/// special_tokens_map.json) are copied byte for byte, if present.
+/// StagingDir for atomicity). `tokenizer_from`: a checkpoint folder whose companion files
+/// (io/companion_files.h: the tokenizer, its chat template, generation_config.json) are copied
+/// byte for byte, if present.
 void save_checkpoint(const fs::path& dir, const LlamaModel& m,
                      const fs::path& tokenizer_from = {});
 

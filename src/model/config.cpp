@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/json_io.h"
 #include "model/config_fields.h"
+#include "model/families.h"
 #include "model/moe_family_config.h"
 #include "model/nemotron_h_config.h"
 
@@ -56,6 +57,12 @@ static int64_t count_parameters(const ModelConfig& c, bool active) {
 
 int64_t ModelConfig::num_parameters() const { return count_parameters(*this, false); }
 int64_t ModelConfig::num_active_parameters() const { return count_parameters(*this, true); }
+
+const std::vector<std::string>& dense_model_types() {
+  static const std::vector<std::string> types = {"llama", "mistral", "qwen2", "qwen3",
+                                                 "nemotron-nas"};
+  return types;
+}
 
 void require_dense(const ModelConfig& c, const std::string& where) {
   if (!c.is_hybrid()) return;
@@ -137,8 +144,64 @@ const std::set<std::string> kModelled = {
 
 using config_fields::get;
 using config_fields::get_or;
-
 using config_fields::first_id;
+
+// The hybrid and MoE families whose config.json this reader (or its family readers) takes for
+// `cost` and `plan`; the forward computes the dense ones (dense_model_types()).
+const char* const kCostOnlyModelTypes = "qwen3_moe, mixtral, nemotron_h and nemotron_h_puzzle";
+
+// A model_type whose config.json the forward computes as written, else FormatError naming the
+// file and the families read. An absent model_type is read as llama (our older files).
+void require_known_model_type(const std::string& model_type, const std::string& file) {
+  const std::vector<std::string>& dense = dense_model_types();
+  if (std::find(dense.begin(), dense.end(), model_type) != dense.end() ||
+      is_moe_family_model_type(model_type))
+    return;
+  throw FormatError(fmt::format(
+      "[load_config] {}: model_type '{}' is not supported: expected {} (the dense families the "
+      "forward computes), or {} (cost and plan only); another family's layers (its norms, "
+      "scalings, activations) would be computed as Llama's", file, model_type,
+      fmt::join(dense, ", "), kCostOnlyModelTypes));
+}
+
+// Fields that change what a block computes and that the forward does not implement, refused
+// rather than carried as metadata. attention_bias true is Qwen2's q/k/v biases here (and on our
+// own files); transformers' Llama, Mistral and Qwen3 then bias o_proj too, which the tensor
+// check refuses by name (weights.cpp).
+void refuse_unimplemented_fields(const json& j, const std::string& file) {
+  if (get_or<bool>(j, "mlp_bias", false, file))
+    throw FormatError(fmt::format("[load_config] {}: mlp_bias true: biases on gate_proj, up_proj "
+                                  "and down_proj are not implemented (expected false or absent)",
+                                  file));
+}
+
+// DeciLM's per-block fields (transformers' DeciLM AttentionConfig / FFNConfig, as the Nemotron
+// checkpoints write them) and ours (num_attention_heads, intermediate_size: config_to_hf_json).
+// A window or attention sinks change the attention and are not implemented; sparsify names
+// weights already sparse and computes nothing else; the sink options mean nothing without sinks.
+const std::set<std::string> kBlockAttentionFields = {
+    "no_op", "replace_with_linear", "n_heads_in_group", "num_attention_heads", "window_length",
+    "num_sink_tokens", "use_prefill_window_in_sink_attention", "unshifted_sink", "sparsify"};
+const std::set<std::string> kBlockFfnFields = {"no_op", "replace_with_linear", "ffn_mult",
+                                               "intermediate_size", "sparsify"};
+
+void refuse_unimplemented_block_fields(const json& a, const json& f, const std::string& where) {
+  for (const auto& [part, fields] : {std::pair<const json*, const std::set<std::string>*>{
+                                         &a, &kBlockAttentionFields},
+                                     {&f, &kBlockFfnFields}})
+    for (auto it = part->begin(); it != part->end(); ++it)
+      if (!fields->count(it.key()))
+        throw FormatError(fmt::format(
+            "[load_config] {}.{}.{}: unknown DeciLM block field (found {}; expected only {})",
+            where, part == &a ? "attention" : "ffn", it.key(), it.value().dump().substr(0, 200),
+            fmt::join(*fields, ", ")));
+  for (const char* key : {"window_length", "num_sink_tokens"})
+    if (a.contains(key) && !a[key].is_null())
+      throw FormatError(fmt::format(
+          "[load_config] {}.attention.{} {}: {} attention is not implemented (expected null)",
+          where, key, a[key].dump(), std::string(key) == "window_length" ? "sliding-window"
+                                                                         : "attention-sink"));
+}
 
 std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int64_t Hd,
                                                    int64_t D, const std::string& file) {
@@ -154,6 +217,10 @@ std::vector<LayerConfig> layers_from_block_configs(const json& j, int64_t H, int
       throw FormatError(fmt::format("[load_config] {}: needs 'attention' and 'ffn'", where));
     const json& a = b["attention"];
     const json& f = b["ffn"];
+    if (!a.is_object() || !f.is_object())
+      throw FormatError(fmt::format("[load_config] {}: 'attention' and 'ffn' must be objects",
+                                    where));
+    refuse_unimplemented_block_fields(a, f, where);
     if (get_or<bool>(a, "replace_with_linear", false, where) ||
         get_or<bool>(f, "replace_with_linear", false, where))
       throw FormatError(fmt::format("[load_config] {}: replace_with_linear is not supported",
@@ -310,6 +377,8 @@ ModelConfig config_from_hf_json(const json& j, const std::string& file) {
     c.architecture = j["architectures"][0].get<std::string>();
   }
   c.model_type = get_or<std::string>(j, "model_type", "llama", file);
+  require_known_model_type(c.model_type, file);
+  refuse_unimplemented_fields(j, file);
   c.vocab_size = get<int64_t>(j, "vocab_size", file);
   c.hidden_size = get<int64_t>(j, "hidden_size", file);
   c.max_position_embeddings = get_or<int64_t>(j, "max_position_embeddings", 2048, file);

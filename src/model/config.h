@@ -147,8 +147,12 @@ void require_dense(const ModelConfig& c, const std::string& where);
 /// convert_rope_params_to_dict): a non-empty "rope_scaling" wins over "rope_parameters", and
 /// rope_theta inside the object wins over a top-level "rope_theta".
 /// Throws FormatError naming the file and field on missing or inconsistent fields, and on what
-/// the forward does not compute: a rope_type other than default / linear / llama3, RoPE over
-/// part of head_dim (partial_rotary_factor), RoPE per layer type, a hidden_act other than silu.
+/// the forward does not compute: a model_type outside dense_model_types() and the hybrid / MoE
+/// families, a rope_type other than default / linear / llama3, RoPE over part of head_dim
+/// (partial_rotary_factor), RoPE per layer type, a hidden_act other than silu, mlp_bias true,
+/// and DeciLM blocks with a window_length, attention sinks or a field DeciLM does not define.
+/// Fields that do not change the computation (transformers_version, pad_token_id, a custom
+/// field, ...) are kept in `extra` and written back unchanged.
 ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& file);
 
 /// Writes config.json. Homogeneous configs use the parent's class (Llama/Mistral/Qwen2);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "model/families.h"
 #include "model/tensor_roles.h"
 
 namespace ac {
@@ -51,6 +52,26 @@ at::Tensor take_role(const TensorMap& m, const ModelConfig& c, const TensorRole&
   return take(m, hf_tensor_name(r, layer), role_shape(r, c, l), r.shape_field, file);
 }
 
+// What a known kind of unexpected tensor is, for the message ("" for the others).
+std::string unexpected_hint(const std::vector<std::string>& names) {
+  auto any_ends_with = [&](const std::string& tail) {
+    return std::any_of(names.begin(), names.end(), [&](const std::string& n) {
+      return n.size() > tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0;
+    });
+  };
+  if (any_ends_with(".o_proj.bias"))
+    return " (an o_proj bias: transformers' attention_bias on Llama, Mistral, Qwen3 and DeciLM "
+           "biases o_proj too, which the forward does not compute; q/k/v biases alone are "
+           "Qwen2's)";
+  if (any_ends_with("_proj.bias"))
+    return " (a projection bias the config does not enable: attention_bias gives q/k/v biases, "
+           "mlp_bias is not implemented)";
+  if (any_ends_with("norm.weight"))
+    return " (a norm of another family: q_norm / k_norm are Qwen3's, enabled by model_type "
+           "qwen3)";
+  return "";
+}
+
 // A tensor the config has no role for is refused: the forward would run without it and give
 // other logits than the model's (a Qwen3's q/k norms read as another family, the o_proj and MLP
 // biases of a Llama with attention_bias / mlp_bias). RoPE's inv_freq buffer (older checkpoints)
@@ -79,12 +100,14 @@ void refuse_unexpected(const ModelConfig& c, const TensorMap& m, const std::stri
   const size_t shown = std::min<size_t>(unexpected.size(), 4);
   throw FormatError(fmt::format(
       "[load_checkpoint] {}: tensor{} {}{} {} no place in the model config.json describes "
-      "(model_type {}, {}): expected none, the forward would run without {}",
+      "(model_type {}, {}): expected none, the forward would run without {}{}. The forward "
+      "computes {} with the tensors of transformers' class for each",
       file, unexpected.size() > 1 ? "s" : "",
       fmt::join(unexpected.begin(), unexpected.begin() + long(shown), ", "),
       unexpected.size() > shown ? fmt::format(" and {} more", unexpected.size() - shown) : "",
       unexpected.size() > 1 ? "have" : "has", c.model_type, c.architecture,
-      unexpected.size() > 1 ? "them" : "it"));
+      unexpected.size() > 1 ? "them" : "it", unexpected_hint(unexpected),
+      fmt::join(dense_model_types(), ", ")));
 }
 
 }  // namespace

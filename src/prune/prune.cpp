@@ -9,8 +9,6 @@ namespace ac {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& m) { throw ConfigError("[prune] target: " + m); }
-
 // "2, 4, 6, 8": the num_attention_heads reachable with G kept groups of at most `per_group`.
 std::string valid_head_counts(int64_t G, int64_t per_group) {
   std::vector<int64_t> v;
@@ -18,28 +16,31 @@ std::string valid_head_counts(int64_t G, int64_t per_group) {
   return fmt::format("{}", fmt::join(v, ", "));
 }
 
-void validate_attention(size_t i, const LayerConfig& p, const LayerConfig& t) {
-  if (!t.has_attention()) return;
-  if (!p.has_attention()) bad(fmt::format("layer {}: has attention but the parent's has none", i));
+// The first problem of layer i of the target against the parent's layer; "" when none.
+std::string attention_problem(size_t i, const LayerConfig& p, const LayerConfig& t) {
+  if (!t.has_attention()) return "";
+  if (!p.has_attention()) return fmt::format("layer {}: has attention but the parent's has none", i);
   if (t.head_dim != p.head_dim)
-    bad(fmt::format("layer {}: head_dim {}, expected the parent's {} (pruning keeps head_dim)", i,
-                    t.head_dim, p.head_dim));
+    return fmt::format("layer {}: head_dim {}, expected the parent's {} (pruning keeps head_dim)",
+                       i, t.head_dim, p.head_dim);
   const int64_t G = t.num_key_value_heads, per_group = p.num_attention_heads / p.num_key_value_heads;
   if (G <= 0 || G > p.num_key_value_heads)
-    bad(fmt::format("layer {}: num_key_value_heads {}, expected 1..{} (the parent's)", i, G,
-                    p.num_key_value_heads));
+    return fmt::format("layer {}: num_key_value_heads {}, expected 1..{} (the parent's)", i, G,
+                       p.num_key_value_heads);
   if (t.num_attention_heads % G != 0 || t.num_attention_heads / G > per_group)
-    bad(fmt::format("layer {}: num_attention_heads {} is invalid with {} KV groups kept (the "
-                    "parent has {} query heads per group); valid counts: {}",
-                    i, t.num_attention_heads, G, per_group, valid_head_counts(G, per_group)));
+    return fmt::format("layer {}: num_attention_heads {} is invalid with {} KV groups kept (the "
+                       "parent has {} query heads per group); valid counts: {}",
+                       i, t.num_attention_heads, G, per_group, valid_head_counts(G, per_group));
+  return "";
 }
 
-void validate_ffn(size_t i, const LayerConfig& p, const LayerConfig& t) {
-  if (!t.has_ffn()) return;
-  if (!p.has_ffn()) bad(fmt::format("layer {}: has an FFN but the parent's has none", i));
+std::string ffn_problem(size_t i, const LayerConfig& p, const LayerConfig& t) {
+  if (!t.has_ffn()) return "";
+  if (!p.has_ffn()) return fmt::format("layer {}: has an FFN but the parent's has none", i);
   if (t.intermediate_size > p.intermediate_size)
-    bad(fmt::format("layer {}: intermediate_size {} exceeds the parent's {}", i,
-                    t.intermediate_size, p.intermediate_size));
+    return fmt::format("layer {}: intermediate_size {} exceeds the parent's {}", i,
+                       t.intermediate_size, p.intermediate_size);
+  return "";
 }
 
 // Query-head indices [H'] (ascending) kept in a layer: the top H'/G' heads of each kept group.
@@ -125,7 +126,11 @@ at::Tensor mask_of(int64_t n, const at::Tensor& kept) {
 
 }  // namespace
 
-void validate_target(const ModelConfig& parent, const ModelConfig& target) {
+void validate_target(const ModelConfig& parent, const ModelConfig& target,
+                     const std::string& target_name, const std::string& parent_name) {
+  auto bad = [&](const std::string& m) {
+    throw ConfigError(fmt::format("[prune] {}: {} (parent: {})", target_name, m, parent_name));
+  };
   if (target.num_layers() != parent.num_layers())
     bad(fmt::format("{} layers, expected the parent's {} (a removed block is attention_no_op "
                     "and ffn_no_op, not a missing layer)",
@@ -136,10 +141,10 @@ void validate_target(const ModelConfig& parent, const ModelConfig& target) {
   if (target.hidden_size <= 0 || target.hidden_size > parent.hidden_size)
     bad(fmt::format("hidden_size {}, expected 1..{} (the parent's)", target.hidden_size,
                     parent.hidden_size));
-  for (size_t i = 0; i < parent.layers.size(); ++i) {
-    validate_attention(i, parent.layers[i], target.layers[i]);
-    validate_ffn(i, parent.layers[i], target.layers[i]);
-  }
+  for (size_t i = 0; i < parent.layers.size(); ++i)
+    for (const std::string& p : {attention_problem(i, parent.layers[i], target.layers[i]),
+                                 ffn_problem(i, parent.layers[i], target.layers[i])})
+      if (!p.empty()) bad(p);
 }
 
 PrunePlan plan_pruning(const ModelConfig& parent, const Importance& imp,

@@ -44,8 +44,11 @@ struct PrunePlan {
 /// Throws ConfigError with every problem a caller can fix: a different layer count or vocab,
 /// hidden_size > the parent's, attention or FFN where the parent has none, another head_dim,
 /// more KV groups or query heads (per group) than the parent, H not a multiple of G (the message
-/// lists the valid num_attention_heads for that G), FFN wider than the parent's.
-void validate_target(const ModelConfig& parent, const ModelConfig& target);
+/// lists the valid num_attention_heads for that G), FFN wider than the parent's. The message
+/// names `target_name` (e.g. "--arch arch.json") and `parent_name` (e.g. "parent/config.json").
+void validate_target(const ModelConfig& parent, const ModelConfig& target,
+                     const std::string& target_name = "target",
+                     const std::string& parent_name = "the parent");
 
 /// Chooses the surviving channels (see the file header). Validates the target and that `imp`
 /// fits the parent (ConfigError otherwise).
