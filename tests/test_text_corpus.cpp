@@ -35,6 +35,7 @@
 #include "data/data_source.h"
 #include "data/text_corpus.h"
 #include "data/token_file.h"
+#include "eval/eval.h"
 #include "io/hf_tokenizer.h"
 #include "io/hf_unicode.h"
 #include "io/text_tokenizer.h"
@@ -684,4 +685,22 @@ TEST(DataSource, AnEmptySplitAndAMissingPathAreOneLineErrors) {
 }
 
 }  // namespace
+// An embedding padded past the tokenizer (Qwen2.5 / Qwen3 on the Hub: 151,669 tokens, vocab_size
+// 151,936): bits per byte still count each token's bytes, the padding ids none.
+TEST(LoadTokenizer, TokenBytesOfAnEmbeddingPaddedPastTheTokenizer) {
+  TempDir tmp;
+  write_byte_level(tmp.path);
+  const std::optional<TokenBytes> t = token_bytes_of_checkpoint(tmp.path, 270);  // 263 + 7
+  ASSERT_TRUE(t.has_value());
+  ASSERT_EQ(t->bytes.size(0), 270);
+  ASSERT_EQ(t->leading_space.size(0), 270);
+  EXPECT_EQ(t->bytes[104].item<int64_t>(), 1);  // "h"
+  EXPECT_EQ(t->bytes[259].item<int64_t>(), 5);  // "hello"
+  EXPECT_EQ(t->bytes.slice(0, 0, 263).sum().item<int64_t>(),
+            TokenBytes::from_tokenizer(*byte_level_tokenizer()).bytes.sum().item<int64_t>());
+  EXPECT_EQ(t->bytes.slice(0, 263).abs().sum().item<int64_t>(), 0);  // ids 263..269: none
+  // "hello" then a padding id: 5 bytes, the padding id none.
+  EXPECT_EQ(t->count(at::tensor({259, 265}, at::kLong), at::tensor({0, 259}, at::kLong)), 5);
+}
+
 }  // namespace ac

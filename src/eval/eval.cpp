@@ -51,7 +51,15 @@ int64_t TokenBytes::count(const at::Tensor& targets, const at::Tensor& prev) con
 
 std::optional<TokenBytes> token_bytes_of_checkpoint(const fs::path& dir, int64_t vocab_size) {
   if (!fs::exists(dir / "tokenizer.json") && !fs::exists(dir / "tokenizer.bin")) return std::nullopt;
-  return TokenBytes::from_tokenizer(*load_tokenizer(dir, vocab_size));
+  TokenBytes t = TokenBytes::from_tokenizer(*load_tokenizer(dir, vocab_size));
+  // Hub checkpoints pad the embedding past the tokenizer (Qwen2.5 / Qwen3: 151,669 tokens,
+  // vocab_size 151,936): the padding ids have no text, so they hold no bytes.
+  const int64_t pad = vocab_size - t.bytes.size(0);
+  if (pad > 0) {
+    t.bytes = at::cat({t.bytes, at::zeros({pad}, at::kLong)});
+    t.leading_space = at::cat({t.leading_space, at::zeros({pad}, at::kBool)});
+  }
+  return t;
 }
 
 namespace {
@@ -70,7 +78,8 @@ void check_options(const LlamaModel& model, const LlamaModel* teacher, const Eva
     throw ConfigError(msg(where, "top_k {} outside [1, {}] (the vocabulary)", opt.top_k,
                           model.config.vocab_size));
   if (opt.token_bytes && opt.token_bytes->bytes.size(0) != model.config.vocab_size)
-    throw ConfigError(msg(where, "the tokenizer has {} tokens, the model vocab_size {}",
+    throw ConfigError(msg(where, "the tokenizer has {} tokens, more than the model's vocab_size "
+                          "{}: the tokenizer belongs to another model",
                           opt.token_bytes->bytes.size(0), model.config.vocab_size));
 }
 

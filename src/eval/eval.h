@@ -39,8 +39,9 @@ struct TokenBytes {
   int64_t count(const at::Tensor& targets, const at::Tensor& prev) const;
 };
 
-/// TokenBytes of a checkpoint folder's tokenizer (io/text_tokenizer.h load_tokenizer); nullopt
-/// when the folder has neither tokenizer.json nor tokenizer.bin. Throws FormatError as
+/// TokenBytes of a checkpoint folder's tokenizer (io/text_tokenizer.h load_tokenizer), [vocab_size]:
+/// ids past the tokenizer's own (an embedding padded beyond it, as Qwen's are) hold 0 bytes;
+/// nullopt when the folder has neither tokenizer.json nor tokenizer.bin. Throws FormatError as
 /// load_tokenizer does.
 std::optional<TokenBytes> token_bytes_of_checkpoint(const fs::path& dir, int64_t vocab_size);
 

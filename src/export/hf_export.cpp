@@ -206,8 +206,10 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
 
   TensorShapes expected_tensors;
   if (opt.hf)
-    expected_tensors = expected_tensor_set(model_dir, m.config.tie_word_embeddings,
-                                           /*head_written=*/heterogeneous, r.notes);
+    expected_tensors = expected_tensor_set(
+        model_dir, m.config.tie_word_embeddings,
+        /*head_written=*/config_to_hf_json(hf_model.config)["model_type"] == "nemotron-nas",
+        r.notes);
   // Every tensor of the source, under its name; a widened one with its widened shape (noted).
   if (opt.hf && hf_model.config.layers != m.config.layers)
     for (const auto& [name, t] : to_tensor_map(hf_model.config, hf_model.weights))

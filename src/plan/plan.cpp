@@ -424,6 +424,8 @@ class Greedy {
   std::vector<int64_t> hidden_ladder_, ffn_ladder_;
 };
 
+std::string layers_text(size_t n) { return fmt::format("{} layer{}", n, n == 1 ? "" : "s"); }
+
 // What a per-layer architecture changed against its parent (same layer count).
 std::vector<std::string> layer_changes(const ModelConfig& p, const ModelConfig& c) {
   std::vector<std::string> out;
@@ -447,18 +449,18 @@ std::vector<std::string> layer_changes(const ModelConfig& p, const ModelConfig& 
     }
   }
   if (!attn_removed.empty())
-    out.push_back(fmt::format("attention removed in {} layers ({})", attn_removed.size(),
+    out.push_back(fmt::format("attention removed in {} ({})", layers_text(attn_removed.size()),
                               fmt::join(attn_removed, ", ")));
   if (!ffn_removed.empty())
-    out.push_back(fmt::format("FFN removed in {} layers ({})", ffn_removed.size(),
+    out.push_back(fmt::format("FFN removed in {} ({})", layers_text(ffn_removed.size()),
                               fmt::join(ffn_removed, ", ")));
   const LayerConfig& ref = reference_layer(p, "plan");
   if (!heads_cut.empty())
-    out.push_back(fmt::format("heads cut in {} layers (down to {}/{} query/KV from {}/{})",
-                              heads_cut.size(), min_h, min_g, ref.num_attention_heads,
+    out.push_back(fmt::format("heads cut in {} (down to {}/{} query/KV from {}/{})",
+                              layers_text(heads_cut.size()), min_h, min_g, ref.num_attention_heads,
                               ref.num_key_value_heads));
   if (!ffn_cut.empty())
-    out.push_back(fmt::format("FFN narrowed in {} layers (down to {} from {})", ffn_cut.size(),
+    out.push_back(fmt::format("FFN narrowed in {} (down to {} from {})", layers_text(ffn_cut.size()),
                               min_f, ref.intermediate_size));
   return out;
 }
@@ -698,7 +700,13 @@ std::string metric_label(const std::string& name) {
   return "throughput";
 }
 
-std::string params_text(int64_t n) { return fmt::format("{:.2f} B", double(n) / 1e9); }
+// Parameter counts as model cards write them: 8.03 B, 15.2 M, 87.5 K.
+std::string params_text(int64_t n) {
+  const double v = double(n);
+  if (v >= 1e9) return fmt::format("{:.2f} B", v / 1e9);
+  if (v >= 1e6) return fmt::format("{:.1f} M", v / 1e6);
+  return fmt::format("{:.1f} K", v / 1e3);
+}
 
 }  // namespace
 
