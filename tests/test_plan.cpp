@@ -226,6 +226,8 @@ TEST(Plan, RelativeLimitsResolveAgainstTheFullModel) {
   const ModelConfig mistral = published("mistral-7b");
   Plan plan = plan_of(mistral, s);
   EXPECT_DOUBLE_EQ(*plan.limits.tpot_ms, 0.7 * predict(mistral, s, nullptr).tpot_ms);
+  EXPECT_NE(plan.to_text().find("{\"tpot_ms\":{\"fraction_of_teacher\":0.7}}"),
+            std::string::npos) << plan.to_text();  // the table's absolute limit, explained
   EXPECT_EQ(plan.verdict, "fits_after_changes");
   ASSERT_TRUE(plan.per_layer);
   for (const auto& sug : plan.uniform) expect_meets_limits(sug, mistral, s);

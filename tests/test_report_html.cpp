@@ -231,6 +231,11 @@ TEST(RunReport, LlamaCppSectionShowsAnUncalibratedPredictionNowhere) {
   json l = {{"ran", true}, {"llama_cpp_release", "b1"}, {"threads", 2}, {"weight_dtype", "q8_0"},
             {"prompt_tokens", 16}, {"teacher", model}, {"compressed", model}};
   RunReport r = fixture_report();
+  // An architecture's '|' between layers is escaped inside the table cell.
+  r.compressed.config = "D=64 L=2 [H4/G2 F128 | H2/G1 no-ffn]";
+  EXPECT_NE(render_report_md(r).find("| structure | "), std::string::npos);
+  EXPECT_NE(render_report_md(r).find("[H4/G2 F128 \\| H2/G1 no-ffn] |"), std::string::npos)
+      << render_report_md(r);
   l["prediction"] = "the native engine's tables, not calibrated for llama.cpp";
   l["prediction_calibrated"] = false;
   r.llama_cpp = l;

@@ -745,6 +745,10 @@ std::string Plan::to_text() const {
     t += fmt::format("  active parameters {} a token (of {})\n",
                      params_text(config.num_active_parameters()), params_text(config.num_parameters()));
   }
+  if (scenario.limits.has_relative())
+    t += fmt::format("  limits as the scenario writes them: {}; a fraction of the teacher is "
+                     "resolved against this model's own predicted cost (the model is the "
+                     "teacher)\n", scenario.limits.to_json().dump());
   for (const auto& wrn : warnings) t += "  warning: " + wrn + "\n";
   if (!engine_violations.empty())
     t += fmt::format("  {} cannot load it with tensor_parallel {} (engines/{}.json \"structure\", "
