@@ -4,10 +4,7 @@
 // on one subcommand is named when it is missing.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <vector>
@@ -20,21 +17,8 @@ namespace {
 
 // stdout (and stderr with `merge`) of a shell command, and its exit status.
 std::pair<std::string, int> run(const std::string& cmd, bool merge = false) {
-  FILE* p = popen((cmd + (merge ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  if (!p) return {"", -1};
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
+  const ac::test::CommandOutput r = ac::test::run_command(cmd, merge);
+  return {r.out, r.status};
 }
 
 }  // namespace
@@ -43,12 +27,12 @@ TEST(CliReference, DocsCliMdIsWhatTheProgramPrints) {
   const auto [printed, status] = run(ac::test::cli_bin() + " cli-reference");
   ASSERT_EQ(status, 0);
   const fs::path doc = ac::test::source_dir() / "docs/cli.md";
-  EXPECT_EQ(slurp(doc), printed)
+  EXPECT_EQ(ac::read_file(doc), printed)
       << "docs/cli.md is stale: run `build/autocompress cli-reference > docs/cli.md`";
 }
 
 TEST(CliReference, EveryListedFlagIsInItsSubcommandsHelp) {
-  const std::string md = slurp(ac::test::source_dir() / "docs/cli.md");
+  const std::string md = ac::read_file(ac::test::source_dir() / "docs/cli.md");
   const std::regex section("^## ([a-z0-9 -]+)$");
   const std::regex flag_row("^\\| `(--[a-z0-9-]+|[A-Z_.]+)` \\|");
   std::istringstream lines(md);

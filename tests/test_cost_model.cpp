@@ -5,6 +5,7 @@
 
 #include "pipeline/limits.h"
 #include "common/error.h"
+#include "common/units.h"
 #include "hardware/cost_model.h"
 #include "hardware/data_dir.h"
 #include "hardware/expected_cost.h"
@@ -197,6 +198,11 @@ TEST(CostModel, LimitMessagesSayExpectedAndFound) {
   l.peak_memory_bytes = int64_t(23) << 29;
   EXPECT_EQ(check_limits(e, l), "peak_memory_bytes: expected <= 11.500 GiB, found 12.000 GiB "
                                 "(4.3% over)");
+  // Binary prefixes by hand (IEC 80000-13): the largest that keeps the value at or above 1.
+  EXPECT_EQ(bytes_text(500), "500 B");
+  EXPECT_EQ(bytes_text(1536), "1.500 KiB");
+  EXPECT_EQ(bytes_text(3 << 20), "3.000 MiB");
+  EXPECT_EQ(bytes_text(double(int64_t(12) << 30)), "12.000 GiB");
 }
 
 TEST(CostModel, RelativeLimitsResolveAgainstTheTeacher) {

@@ -33,13 +33,9 @@ std::string slurp(const fs::path& p) {
 
 /// Runs a shell command and returns its stdout; fails the test on a non-zero exit.
 std::string output_of(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << cmd;
-  return out;
+  const ac::test::CommandOutput r = ac::test::run_command(cmd);
+  EXPECT_EQ(r.status, 0) << cmd;
+  return r.out;
 }
 
 /// The opening of Moby Dick, at least `bytes` long and cut after a paragraph, written to `dir`.

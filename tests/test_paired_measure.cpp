@@ -77,7 +77,8 @@ TEST(PairedMeasure, EveryKindOfLimitAndItsDirection) {
   EXPECT_NEAR(v.limits[2].ratio, 0.75, 1e-12);
   EXPECT_NEAR(v.limits[2].conservative_slack().slack, 1 / 0.75 - 1, 1e-12);
   EXPECT_EQ(v.limits[2].status, MeasuredLimit::Status::holds);
-  EXPECT_NE(v.failures().find("peak_memory_bytes: expected <= 500"), std::string::npos) << v.failures();
+  EXPECT_NE(v.failures().find("peak_memory_bytes: expected <= 500 B, found 600 B"), std::string::npos)
+      << v.failures();
   EXPECT_EQ(v.failures().find("ttft"), std::string::npos);
   // Two rounds: too few to resample, nothing is certain.
   PairedRounds one;

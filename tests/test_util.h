@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -50,6 +53,23 @@ inline TokenDataset random_text(int64_t n, int64_t vocab, uint64_t seed) {
 inline void run_or_fail(const std::string& cmd) {
   int rc = std::system(cmd.c_str());
   ASSERT_EQ(rc, 0) << "command failed: " << cmd;
+}
+
+/// What a shell command printed on stdout (and stderr with `merge_stderr`; else stderr goes to
+/// the test's log) and its exit status (-1 when it did not exit normally).
+struct CommandOutput {
+  std::string out;
+  int status = -1;
+};
+inline CommandOutput run_command(const std::string& cmd, bool merge_stderr = false) {
+  CommandOutput r;
+  FILE* p = popen((cmd + (merge_stderr ? " 2>&1" : "")).c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 /// The autocompress CLI under test: $AC_BIN (set by ctest), else the build's.

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/runtime.h"
+#include "common/units.h"
 #include "hardware/mamba2_cost.h"
 #include "hardware/moe_cost.h"
 #include "hardware/roofline.h"
@@ -485,15 +486,10 @@ std::string check_limits(const CostEstimate& e, const Limits& l) {
   for (const auto& s : limit_slack(e, l)) {
     if (s.holds()) continue;
     bool minimum = s.name == "min_throughput_tokens_per_s";
-    // Bytes read with a binary prefix, the unit of every printout (docs/cli.md).
-    auto value = [&](double v) {
-      return s.name == "peak_memory_bytes" ? fmt::format("{:.3f} GiB", v / double(1ll << 30))
-                                           : fmt::format("{:.6g}", v);
-    };
     std::string clause =
         fmt::format("{}: expected {} {}, found {} ({:.1f}% {})", s.name, minimum ? ">=" : "<=",
-                    value(s.limit), value(s.value), std::fabs(s.slack) * 100,
-                    minimum ? "under" : "over");
+                    limit_value_text(s.name, s.limit), limit_value_text(s.name, s.value),
+                    std::fabs(s.slack) * 100, minimum ? "under" : "over");
     out += (out.empty() ? "" : "; ") + clause;
   }
   return out;

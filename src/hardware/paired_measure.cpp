@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/progress.h"
+#include "common/units.h"
 
 namespace ac {
 
@@ -179,8 +180,8 @@ std::string PairedVerdict::failures() const {
                                ? fmt::format("95% CI {:.3f}-{:.3f}", l.ratio_low, l.ratio_high)
                                : std::string("no interval from one round");
     const std::string clause = fmt::format(
-        "{}: expected {} {:.6g}, found {:.6g} ({}ratio {:.3f}, {} over {} rounds)", l.name,
-        minimum ? ">=" : "<=", l.limit, l.value,
+        "{}: expected {} {}, found {} ({}ratio {:.3f}, {} over {} rounds)", l.name,
+        minimum ? ">=" : "<=", limit_value_text(l.name, l.limit), limit_value_text(l.name, l.value),
         l.status == MeasuredLimit::Status::uncertain ? "not yet certain: " : "", l.ratio, ci,
         l.rounds);
     out += (out.empty() ? "" : "; ") + clause;
