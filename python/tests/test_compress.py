@@ -95,7 +95,16 @@ def recorded_stages(out):
         return [s["stage"] for s in json.load(f)["stages"]]
 
 
-def test_ctrl_c_leaves_a_resumable_run(stories15m, cpu_profile, tmp_path):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler for the test: a process started in the background by a
+    non-interactive shell inherits SIGINT ignored (POSIX), and Python then leaves it ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_leaves_a_resumable_run(stories15m, cpu_profile, tmp_path, ctrl_c_raises):
     out = tmp_path / "run"
     # Ctrl-C while importance runs: Python's own KeyboardInterrupt, raised at the next event.
     with pytest.raises(KeyboardInterrupt) as e:
