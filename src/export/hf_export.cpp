@@ -86,12 +86,6 @@ json write_hf(const fs::path& dir, const LlamaModel& m, const fs::path& src,
   return written;
 }
 
-int64_t max_heads(const ModelConfig& c) {
-  int64_t H = 0;
-  for (const auto& l : c.layers) H = std::max(H, l.has_attention() ? l.num_attention_heads : 0);
-  return H;
-}
-
 // `m` widened with zero heads and zero FFN channels where DeciLM cannot state its shapes
 // (export/zero_padding.h), with a note of what was added; `m` itself when nothing is needed or
 // when its head_dims differ or it has q/k norms (check_decilm_loadable then says why).
@@ -117,7 +111,7 @@ LlamaModel widen_for_decilm(const LlamaModel& m, ExportReport& r) {
       "HF files: the model widened with zeros to what DeciLM can state ({}{}): the same function "
       "(logits within {:.1e}), {} more parameters ({:.1f}%); engines that load these files run "
       "the wider layers. model.gguf, if written, keeps the searched shapes",
-      heads_added > 0 ? fmt::format("every attention layer {} query heads", max_heads(out.config)) : "",
+      heads_added > 0 ? fmt::format("every attention layer {} query heads", max_query_heads(out.config)) : "",
       ffn_added > 0 ? fmt::format("{}FFN widths in zero channels to multiples of {}",
                                   heads_added > 0 ? "; " : "", multiple) : "",
       diff, heads_added + ffn_added,

@@ -26,13 +26,6 @@ void require_multiple(int64_t multiple) {
     throw ConfigError(fmt::format("[pad_ffn_widths] multiple: expected >= 1, found {}", multiple));
 }
 
-int64_t max_query_heads(const ModelConfig& c) {
-  int64_t H = 0;
-  for (const auto& l : c.layers)
-    if (l.has_attention()) H = std::max(H, l.num_attention_heads);
-  return H;
-}
-
 // The KV heads a layer of r query heads per KV head gets beside H query heads.
 int64_t padded_kv_heads(int64_t H, int64_t r) { return H % r == 0 ? H / r : H; }
 
@@ -54,6 +47,13 @@ at::Tensor pad_rows(const at::Tensor& t, int64_t extra) {
 }
 
 }  // namespace
+
+int64_t max_query_heads(const ModelConfig& c) {
+  int64_t H = 0;
+  for (const auto& l : c.layers)
+    if (l.has_attention()) H = std::max(H, l.num_attention_heads);
+  return H;
+}
 
 int64_t ffn_padding_parameters(const ModelConfig& c, int64_t multiple) {
   require_multiple(multiple);

@@ -22,6 +22,9 @@ LlamaModel pad_ffn_widths(const LlamaModel& m, int64_t multiple);
 /// The parameters `pad_ffn_widths(m, multiple)` adds (0 when every width is already a multiple).
 int64_t ffn_padding_parameters(const ModelConfig& c, int64_t multiple);
 
+/// The largest num_attention_heads of the layers with attention (0 when none has any).
+int64_t max_query_heads(const ModelConfig& c);
+
 /// `m` with every attention layer's query heads widened to H = the largest count of any layer.
 /// A layer of H_l query heads over G_l KV heads (r = H_l / G_l each) becomes H query heads over
 /// G' KV heads: G' = H / r when r divides H (the real groups first, then groups of zero heads),
