@@ -8,6 +8,7 @@
 #include "distill/bld.h"
 #include "distill/hidden_loss.h"
 #include "distill/loss.h"
+#include "pipeline/compress.h"
 #include "test_util.h"
 
 namespace ac {
@@ -174,4 +175,23 @@ TEST(Bld, LeavesAnUnchangedStudentAloneAndRefusesABudgetBelowOneStep) {
 }
 
 }  // namespace
+}  // namespace ac
+
+namespace ac {
+// compress's blockwise start follows the distillation budget unless given: a run asked for
+// 4 096 distillation tokens must not spend 8 192 on the start alone.
+TEST(Bld, CompressDefaultIsASixteenthOfTheDistillationBudget) {
+  CompressOptions o;
+  EXPECT_EQ(o.search.autocompress_bld_tokens, -1);
+  EXPECT_EQ(o.distill.tokens, 131072);
+  EXPECT_EQ(autocompress_bld_tokens(o), 8192);
+  o.distill.tokens = 65536;
+  EXPECT_EQ(autocompress_bld_tokens(o), 4096);
+  o.distill.tokens = 4096;  // a sixteenth is 256, below one step of 2 x seq_len tokens
+  EXPECT_EQ(autocompress_bld_tokens(o), 2 * o.data.seq_len);
+  o.search.autocompress_bld_tokens = 0;  // off
+  EXPECT_EQ(autocompress_bld_tokens(o), 0);
+  o.search.autocompress_bld_tokens = 1000;  // as given
+  EXPECT_EQ(autocompress_bld_tokens(o), 1000);
+}
 }  // namespace ac

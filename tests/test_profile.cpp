@@ -97,6 +97,26 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
             (std::vector<int64_t>{384, 504, 512, 520, 760, 768, 776, 1000, 2040, 2048, 2056}));
   EXPECT_EQ(p.table("gemm").entries.size(), 2u * 3 * 3);  // M in {1, 8}
   EXPECT_EQ(p.table("lm_head").entries.size(), 1u);      // K <= D = 16
+  // Passes that disagree are named at profile time, with the widths and their spread.
+  Profile noisy;
+  noisy.passes = 3;
+  noisy.width_repeatability = {{288, 0.02, 0.03}, {160, 0.05, 0.247}};
+  EXPECT_EQ(repeatability_warning(noisy, 0.25), "");
+  const std::string warning = repeatability_warning(noisy, 0.10);
+  EXPECT_NE(warning.find("more than 10% apart: 160 (24.7%). A search"), std::string::npos) << warning;
+  EXPECT_EQ(warning.find("288"), std::string::npos) << warning;
+  // The profiled model lies inside its own tables; one 8x wider, or with another vocabulary,
+  // is extrapolated, and the profile names which dimension.
+  EXPECT_TRUE(p.extrapolated_dimensions(c).empty())
+      << fmt::format("{}", fmt::join(p.extrapolated_dimensions(c), "; "));
+  ModelConfig wide = c;
+  wide.hidden_size *= 8;
+  wide.vocab_size *= 4;
+  const std::vector<std::string> ext = p.extrapolated_dimensions(wide);
+  ASSERT_EQ(ext.size(), 2u) << fmt::format("{}", fmt::join(ext, "; "));
+  EXPECT_EQ(ext[0].rfind(fmt::format("hidden size {}: the profile timed GEMM widths", wide.hidden_size), 0), 0u) << ext[0];
+  EXPECT_EQ(ext[1].rfind(fmt::format("vocabulary {}: the profile timed heads of {}..{}", wide.vocab_size,
+                                     c.vocab_size, c.vocab_size), 0), 0u) << ext[1];
   // (H, G) with G | H, H <= 4: (1,1) (2,1) (2,2) (3,1) (3,3) (4,1) (4,2) (4,4): 8 shapes,
   // decode at contexts 9, 10, 12.
   EXPECT_EQ(p.table("attention_prefill").entries.size(), 8u);

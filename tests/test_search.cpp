@@ -344,6 +344,10 @@ TEST(Search, ImpossibleBudgetNamesTheSmallestReachableCost) {
   } catch (const InfeasibleError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find(fmt::format("smallest reachable {:.6g} ms", tpot)), std::string::npos) << what;
+    // ... and what the space held, so that the user sees which bound to widen.
+    EXPECT_NE(what.find("The space searched: hidden sizes "), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("of {} layers removed whole (--max-removed-layers)",
+                                    m.config.num_layers())), std::string::npos) << what;
   }
 }
 

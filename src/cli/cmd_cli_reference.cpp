@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "common/markdown.h"
 
 namespace {
 
@@ -22,15 +23,6 @@ bool listed(const CLI::Option* o) {
   if (o->get_group().empty()) return false;  // hidden: an old spelling
   if (o->get_lnames().empty()) return o->get_positional();
   return o->get_lnames().front() != "help" && o->get_lnames().front() != "help-all";
-}
-
-// Table cells hold no '|' and no line breaks.
-std::string cell(std::string s) {
-  for (char& ch : s)
-    if (ch == '\n') ch = ' ';
-  std::string out;
-  for (char ch : s) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
-  return out;
 }
 
 std::string value_kind(const CLI::Option* o) {
@@ -78,8 +70,8 @@ std::string reference(const CLI::App& app) {
     md += "| flag | value | default | meaning |\n|---|---|---|---|\n";
     for (const CLI::Option* o : s->get_options()) {
       if (!listed(o)) continue;
-      md += fmt::format("| `{}` | {} | {} | {} |\n", flag_name(o), cell(value_kind(o)),
-                        cell(default_of(o)), cell(o->get_description()));
+      md += fmt::format("| `{}` | {} | {} | {} |\n", flag_name(o), ac::markdown_cell(value_kind(o)),
+                        ac::markdown_cell(default_of(o)), ac::markdown_cell(o->get_description()));
       if (!o->get_lnames().empty()) shared[flag_name(o)].emplace_back(name, default_of(o));
     }
     md += "\n";

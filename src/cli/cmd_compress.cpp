@@ -1,6 +1,7 @@
 // `autocompress compress`: the whole pipeline (pipeline/compress.h), or `--resume OUT` to
 // continue an interrupted run from its last complete stage.
 #include <cstdio>
+#include <limits>
 
 #include "cli/command.h"
 #include "cli/device_options.h"
@@ -44,7 +45,8 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
   s->add_option("--autocompress-retrain-top-k", se.autocompress_retrain.top_k, "autocompress: its best distinct proposals (by KL after pruning) each distilled briefly before the final pick (0 = the ranking after pruning decides)")->capture_default_str();
   s->add_option("--autocompress-retrain-tokens", se.autocompress_retrain.tokens, "autocompress: distillation tokens per retrained proposal, counted as search tokens (0 = distill-tokens / 8)")->capture_default_str();
   s->add_option("--autocompress-retrain-schedule", se.autocompress_retrain.final_schedule, "autocompress: each retraining is a short run with its own warm-up and decay (own), or the first tokens of the final distillation's schedule (final)")->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"own", false}, {"final", true}}))->default_str("final");
-  s->add_option("--autocompress-bld-tokens", se.autocompress_bld_tokens, "autocompress: each retrained proposal, and the final distillation, start with a blockwise local distillation of this many tokens (Puzzle: each changed block trained alone on the teacher's residual stream), counted twice as search tokens (0 = off)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  s->add_option("--autocompress-bld-tokens", se.autocompress_bld_tokens, "autocompress: each retrained proposal, and the final distillation, start with a blockwise local distillation of this many tokens (Puzzle: each changed block trained alone on the teacher's residual stream), counted twice as search tokens (0 = off; -1 = --distill-tokens / 16, at least one step)")->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()))->capture_default_str();
+  s->add_option("--max-removed-layers", se.max_removed_layers, "autocompress: whole layers the search may remove, at most (-1: a third of the layers, as Minitron's depth pruning)")->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()))->capture_default_str();
   s->add_option("--max-attention-free-layers", se.attention_caps, "autocompress: one search per value, each offering \"attention removed\" in at most that many layers, those of lowest block influence (-1: any); every search's pick is a finalist of the retraining (default: -1 and a third of the layers)")->delimiter(',');
   s->add_option("--safety-margin", se.safety_margin, "search against limits x (1 - margin)")->check(CLI::Range(0.0, 0.99))->capture_default_str();
   s->add_option("--fit-attempts", me.fit_attempts, "searches at most, while the searched architecture measured beside the teacher (before distillation) breaks a limit: each next one under the limit tightened by the measured overshoot (1 = measure once, 0 = skip)")->check(CLI::Range(0, 10))->capture_default_str();

@@ -51,6 +51,7 @@ void run(const CostArgs& a) {
     return;
   }
   print_text(r.config, s, r.estimate);
+  for (const std::string& w : r.warnings) std::printf("  warning: %s\n", w.c_str());
   if (!r.unresolved.empty())
     std::printf("  %s\n", r.unresolved.c_str());
   else if (!r.limits.to_json().empty())

@@ -1,5 +1,6 @@
 // `autocompress search`: chooses an architecture that meets the scenario's limits (search/).
 #include <cstdio>
+#include <limits>
 
 #include "pipeline/limits.h"
 #include "cli/command.h"
@@ -50,6 +51,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
   s->add_option("--train-data", a->train_data, "training data of the retraining (required with --minitron-retrain-top-k or --autocompress-retrain-top-k): a token file or text, read as --data is (--text-field, --split)");
   s->add_option("--safety-margin", a->safety_margin, "meet limits x (1 - margin) by the model")->capture_default_str();
   s->add_option("--width-granularity", d.space.width_granularity, "widths are multiples of this (both methods; default: the profile's derived granularity, else the device's)");
+  s->add_option("--max-removed-layers", d.space.max_blocks_removed, "autocompress: whole layers the search may remove, at most (-1: a third of the layers, as Minitron's depth pruning)")->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()))->capture_default_str();
   s->add_option("--max-attention-free-layers", st.autocompress_attention_caps, "autocompress: one search per value, each offering \"attention removed\" in at most that many layers, those of lowest block influence (-1: any); every search's pick is a finalist of the retraining (default: -1 and a third of the layers)")->delimiter(',');
   s->add_option("--steps", d.steps, "autocompress: optimisation steps at most")->capture_default_str();
   s->add_option("--search-batch", st.autocompress_batch_size, "autocompress: windows per step")->capture_default_str();

@@ -65,11 +65,32 @@ const char* gemm_backend_name(GemmBackend b) {
   return b == GemmBackend::OneDnn ? "onednn" : "openblas";
 }
 
+namespace {
+// "oneDNN 2.50x faster" for one class of shapes; "no shapes" where none was timed.
+std::string faster_text(double onednn_ms, double openblas_ms) {
+  if (onednn_ms <= 0 || openblas_ms <= 0) return "no shapes";
+  return onednn_ms <= openblas_ms ? fmt::format("oneDNN {:.2f}x faster", openblas_ms / onednn_ms)
+                                  : fmt::format("OpenBLAS {:.2f}x faster", onednn_ms / openblas_ms);
+}
+}  // namespace
+
+GemmBackend pick_gemm_backend(const GemmChoice& c) {
+  auto ratio = [](double onednn_ms, double openblas_ms) {  // OpenBLAS's speed-up; 1 = a tie
+    return onednn_ms > 0 && openblas_ms > 0 ? onednn_ms / openblas_ms : 1.0;
+  };
+  return ratio(c.onednn_small_ms, c.openblas_small_ms) * ratio(c.onednn_large_ms, c.openblas_large_ms) > 1.0
+             ? GemmBackend::OpenBlas
+             : GemmBackend::OneDnn;
+}
+
 std::string GemmChoice::to_string() const {
   if (forced) return fmt::format("{} (AC_GEMM, or the only one in this build)", gemm_backend_name(backend));
-  return fmt::format("{} (measured, decode / larger shapes: oneDNN {:.2f} / {:.1f} ms, OpenBLAS "
-                     "{:.2f} / {:.1f} ms)", gemm_backend_name(backend), onednn_small_ms,
-                     onednn_large_ms, openblas_small_ms, openblas_large_ms);
+  return fmt::format("{} (measured; decode shapes: oneDNN {:.2f} ms, OpenBLAS {:.2f} ms, {}; larger "
+                     "shapes: oneDNN {:.1f} ms, OpenBLAS {:.1f} ms, {}; the product of the two "
+                     "speed-ups decides)",
+                     gemm_backend_name(backend), onednn_small_ms, openblas_small_ms,
+                     faster_text(onednn_small_ms, openblas_small_ms), onednn_large_ms,
+                     openblas_large_ms, faster_text(onednn_large_ms, openblas_large_ms));
 }
 
 GemmChoice choose_gemm_backend(const std::vector<GemmShape>& shapes, int rounds) {
@@ -117,9 +138,7 @@ GemmChoice choose_gemm_backend(const std::vector<GemmShape>& shapes, int rounds)
       *best[k][1] = std::min(*best[k][1], time_ms(*classes[k], GemmBackend::OpenBlas));
     }
   }
-  const bool openblas_small = small.empty() || c.openblas_small_ms < c.onednn_small_ms;
-  const bool openblas_large = large.empty() || c.openblas_large_ms < c.onednn_large_ms;
-  c.backend = openblas_small && openblas_large ? GemmBackend::OpenBlas : GemmBackend::OneDnn;
+  c.backend = pick_gemm_backend(c);
   set_gemm_backend(c.backend);
   return c;
 }

@@ -44,20 +44,29 @@ struct GemmChoice {
   // M <= kGemmSmallM rows (a decode step's) and with more (prefill, training).
   double onednn_small_ms = 0, openblas_small_ms = 0, onednn_large_ms = 0, openblas_large_ms = 0;
   bool forced = false;  // AC_GEMM named the backend: nothing was timed
-  /// e.g. "onednn (measured, decode / training shapes: oneDNN 1.2 / 41.2 ms, OpenBLAS 3.0 / 40.1 ms)"
+  /// e.g. "onednn (measured; decode shapes: oneDNN 1.2 ms, OpenBLAS 3.0 ms, oneDNN 2.50x faster;
+  /// larger shapes: oneDNN 41.2 ms, OpenBLAS 40.1 ms, OpenBLAS 1.03x faster; the product of the
+  /// two speed-ups decides)"
   std::string to_string() const;
 };
 
 /// Rows at or below which a product counts as a decode step's (M = batch) in choose_gemm_backend.
 constexpr int64_t kGemmSmallM = 16;
 
+/// The backend a timing favours: OpenBLAS when the product of its speed-ups over oneDNN on the two
+/// classes of shapes exceeds 1 (onednn_small / openblas_small × onednn_large / openblas_large),
+/// else oneDNN; a class with no shapes (times 0) counts as a tie. One library serves the whole
+/// process, decode and prefill alike, so neither class may be ignored; the product weighs a
+/// large advantage on one class above a small disadvantage on the other (a backend 5× faster on
+/// decode and 1.5× slower on prefill wins), and is symmetric in the two libraries. Reads only the
+/// four times of `c`.
+GemmBackend pick_gemm_backend(const GemmChoice& c);
+
 /// Times both backends on `shapes` (fp32, random operands, `rounds` alternating rounds after
 /// one warm-up, the best round of each; a shape with M <= kGemmSmallM is run 32 times per round
-/// to be measurable) and makes the process's backend (set_gemm_backend) OpenBLAS only when it is
-/// faster on both classes of shapes present (decode and larger), else oneDNN: one library serves
-/// the whole process, and a choice that sped up training but slowed decode would break the
-/// latency the deployment is promised. With AC_GEMM set, times nothing and returns that backend
-/// with forced = true. In a build without oneDNN, returns OpenBLAS (forced). Throws ConfigError
+/// to be measurable), picks one with pick_gemm_backend and makes it the process's backend
+/// (set_gemm_backend). With AC_GEMM set, times nothing and returns that backend with
+/// forced = true. In a build without oneDNN, returns OpenBLAS (forced). Throws ConfigError
 /// when `shapes` is empty or rounds < 1.
 GemmChoice choose_gemm_backend(const std::vector<GemmShape>& shapes, int rounds = 3);
 

@@ -489,6 +489,23 @@ static std::vector<WidthRepeatability> width_repeatability(const Profile& p, con
   return out;
 }
 
+// The search's default safety margin (CompressSearchOptions::safety_margin): widths whose passes
+// moved more than twice it are left out of the search, and the profile says so when it is taken.
+constexpr double kDefaultSafetyMarginForWarning = 0.05;
+
+std::string repeatability_warning(const Profile& p, double max_spread) {
+  std::vector<std::string> noisy;
+  for (const WidthRepeatability& r : p.width_repeatability)
+    if (std::max(r.tpot_spread, r.ttft_spread) > max_spread)
+      noisy.push_back(fmt::format("{} ({:.1f}%)", r.hidden_size,
+                                  100 * std::max(r.tpot_spread, r.ttft_spread)));
+  if (noisy.empty()) return "";
+  return fmt::format("[profile] the {} passes predicted these hidden sizes more than {:.0f}% "
+                     "apart: {}. A search with the default safety margin leaves them out; "
+                     "profile again with nothing else running on this machine",
+                     p.passes, 100 * max_spread, fmt::join(noisy, ", "));
+}
+
 Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& workload,
                     const ProfileOptions& opt) {
   if (shapes.empty()) throw ConfigError(msg("run_profile", "no model shapes given"));
@@ -584,7 +601,12 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
     p.tables.erase("gemm_width_scan");
   }
   p.passes = opt.passes;
-  if (opt.passes >= 2) p.width_repeatability = width_repeatability(p, rec, opt.passes, shapes.front());
+  if (opt.passes >= 2) {
+    p.width_repeatability = width_repeatability(p, rec, opt.passes, shapes.front());
+    // Said now, not first in the search that leaves these widths out.
+    const std::string w = repeatability_warning(p, 2 * kDefaultSafetyMarginForWarning);
+    if (!w.empty()) log_warn(w);
+  }
   if (opt.calibrate) p.correction = calibrate_correction(p, shapes, workload, opt);
   p.elapsed_s = now_s() - t0;
   return p;

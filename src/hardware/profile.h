@@ -149,6 +149,12 @@ struct Profile {
   /// MiB streamed at M rows; ascending in W. Empty without the table, or when the cold pool was
   /// not slower than the warm one.
   std::vector<std::pair<double, double>> residency_curve(int64_t M) const;
+  /// Where `c` lies outside the shapes this profile timed, one line each, e.g. "hidden size
+  /// 3584: the profile timed GEMM widths 32..776" (a GEMM width, vocabulary, head_dim or
+  /// query-head count more than 10% beyond the range of its table's entries): the tables are
+  /// then extrapolated, and the predictions are not measurements of such a model. Empty when
+  /// every dimension is covered, or for a table the profile lacks.
+  std::vector<std::string> extrapolated_dimensions(const ModelConfig& c) const;
   /// The width_repeatability entry nearest `hidden_size` (tpot_spread and ttft_spread 0 when
   /// the profile has none).
   WidthRepeatability repeatability_at(int64_t hidden_size) const;
@@ -206,6 +212,12 @@ std::vector<int64_t> reduction_ladder(const std::vector<int64_t>& widths);
 /// Piecewise-linear interpolation of a residency curve (Profile::residency_curve) at `w` bytes,
 /// constant beyond its ends; 0 for an empty curve.
 double residency_at(const std::vector<std::pair<double, double>>& curve, double w);
+
+/// The warning a profile deserves when its passes disagree: the hidden sizes of
+/// p.width_repeatability whose TTFT or TPOT prediction moved more than `max_spread` (a fraction)
+/// between passes, with the advice to profile again on a quiet machine; "" when none did. The
+/// search leaves such widths out at twice its safety margin (search_space.h max_width_spread).
+std::string repeatability_warning(const Profile& p, double max_spread);
 
 /// Measures every table at the shapes of interest (GEMM widths of each model and a ladder
 /// between them; attention at each model's heads, KV heads and head_dim and their prunes;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 
 #include "common/error.h"
 #include "common/json_io.h"
@@ -109,6 +110,44 @@ double residency_at(const std::vector<std::pair<double, double>>& curve, double 
       return h0 + (w - x0) / (x1 - x0) * (h1 - h0);
     }
   return curve.back().second;
+}
+
+std::vector<std::string> Profile::extrapolated_dimensions(const ModelConfig& c) const {
+  std::vector<std::string> out;
+  // The [lo, hi] of the named dimensions over a table's entries; hi = 0 when there is none.
+  auto range = [&](const std::string& table_name, std::initializer_list<const char*> dims,
+                   int64_t& lo, int64_t& hi) {
+    lo = std::numeric_limits<int64_t>::max(), hi = 0;
+    const auto it = tables.find(table_name);
+    if (it == tables.end()) return;
+    const OpTable& t = it->second;
+    for (const char* dim : dims) {
+      const auto d = std::find(t.dim_names.begin(), t.dim_names.end(), std::string(dim));
+      if (d == t.dim_names.end()) continue;
+      const size_t k = size_t(d - t.dim_names.begin());
+      for (const OpTiming& e : t.entries)
+        if (k < e.dims.size()) lo = std::min(lo, e.dims[k]), hi = std::max(hi, e.dims[k]);
+    }
+  };
+  auto check = [&](const std::string& what, int64_t v, const std::string& table_name,
+                   std::initializer_list<const char*> dims, const std::string& timed) {
+    int64_t lo, hi;
+    range(table_name, dims, lo, hi);
+    if (hi == 0 || v <= 0) return;
+    if (double(v) > 1.1 * double(hi) || double(v) < 0.9 * double(lo))
+      out.push_back(fmt::format("{} {}: the profile timed {} {}..{}", what, v, timed, lo, hi));
+  };
+  int64_t F = 0, H = 0, Hd = 0;
+  for (const LayerConfig& l : c.layers) {
+    F = std::max(F, l.intermediate_size);
+    if (l.has_attention()) H = std::max(H, l.num_attention_heads), Hd = std::max(Hd, l.head_dim);
+  }
+  check("hidden size", c.hidden_size, "gemm", {"N", "K"}, "GEMM widths");
+  check("FFN width", F, "gemm", {"N", "K"}, "GEMM widths");
+  check("vocabulary", c.vocab_size, "lm_head", {"N"}, "heads of");
+  check("head_dim", Hd, "attention_decode", {"Hd"}, "head_dim");
+  check("query heads", H, "attention_decode", {"H"}, "query heads");
+  return out;
 }
 
 WidthRepeatability Profile::repeatability_at(int64_t hidden_size) const {

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
 #include "common/accelerator.h"
+#include "distill/bld.h"
 #include "hardware/cost_model.h"
 #include "model/stage_memory.h"
 #include "pipeline/report.h"
@@ -34,13 +37,21 @@ json CompressOptions::to_json() const {
                    {search.autocompress_retrain.top_k, search.autocompress_retrain.tokens,
                     search.autocompress_retrain.final_schedule}},
                   {"attention_caps", search.attention_caps},
-                  {"autocompress_bld_tokens", search.autocompress_bld_tokens}}},
+                  {"autocompress_bld_tokens", search.autocompress_bld_tokens},
+                  {"max_removed_layers", search.max_removed_layers}}},
       {"distill", {{"tokens", distill.tokens}, {"batch", distill.batch}, {"lr", distill.lr},
                    {"hidden_loss_weight", distill.hidden_loss_weight}}},
       {"measure", {{"min_rounds", measure.rounds.min_rounds},
                    {"max_rounds", measure.rounds.max_rounds},
                    {"max_half_width", measure.rounds.max_half_width},
                    {"fit_attempts", measure.fit_attempts}, {"fit_margin", measure.fit_margin}}}};
+}
+
+int64_t autocompress_bld_tokens(const CompressOptions& o) {
+  if (o.search.autocompress_bld_tokens >= 0) return o.search.autocompress_bld_tokens;
+  if (o.distill.tokens <= 0) return 0;
+  // At least one step of the blockwise start, which refuses less.
+  return std::max(o.distill.tokens / 16, BldOptions{}.batch_size * o.data.seq_len);
 }
 
 CompressOptions CompressOptions::from_json(const json& j, const std::string& where) {
@@ -80,6 +91,8 @@ CompressOptions CompressOptions::from_json(const json& j, const std::string& whe
       o.search.attention_caps = j["search"]["attention_caps"].get<std::vector<int64_t>>();
     if (j["search"].contains("autocompress_bld_tokens"))  // recorded since BLD exists
       o.search.autocompress_bld_tokens = j["search"]["autocompress_bld_tokens"].get<int64_t>();
+    if (j["search"].contains("max_removed_layers"))  // recorded since the flag exists
+      o.search.max_removed_layers = j["search"]["max_removed_layers"].get<int64_t>();
     o.distill.tokens = at("distill", "tokens").get<int64_t>();
     o.distill.batch = at("distill", "batch").get<int64_t>();
     o.distill.lr = at("distill", "lr").get<double>();

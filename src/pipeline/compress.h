@@ -88,8 +88,14 @@ struct CompressSearchOptions {
   // ranks them worse.
   RetrainChoice autocompress_retrain{2, 0, /*final_schedule=*/true};
   /// > 0: every AutoCompress finalist, and its final distillation, starts with a blockwise
-  /// local distillation (distill/bld.h) of this many tokens, counted as search tokens; 0 = off.
-  int64_t autocompress_bld_tokens = 8192;
+  /// local distillation (distill/bld.h) of this many tokens, counted as search tokens; 0 = off;
+  /// -1 (the default): a sixteenth of the distillation budget (8 192 tokens at the default
+  /// 131 072), so that a small --distill-tokens shrinks it too. Read it through
+  /// autocompress_bld_tokens(const CompressOptions&).
+  int64_t autocompress_bld_tokens = -1;
+  /// Whole layers AutoCompress's search may remove, at most; < 0 (the default): a third of the
+  /// layers (SearchSpaceOptions::max_blocks_removed, after Minitron's depth pruning).
+  int64_t max_removed_layers = -1;
   /// The differentiable search once per cap of attention-free layers (SearchSettings::
   /// autocompress_attention_caps); empty = default_attention_caps of the teacher.
   std::vector<int64_t> attention_caps;
@@ -136,6 +142,11 @@ struct CompressOptions {
   /// missing or of the wrong type.
   static CompressOptions from_json(const nlohmann::json& j, const std::string& where);
 };
+
+/// The blockwise start's token budget of `o`: o.search.autocompress_bld_tokens when >= 0, else
+/// o.distill.tokens / 16 but at least one step of it (BldOptions::batch_size x o.data.seq_len),
+/// and 0 when o.distill.tokens is 0.
+int64_t autocompress_bld_tokens(const CompressOptions& o);
 
 /// Runs the pipeline. Returns the report. Throws on bad input (nothing is left behind),
 /// InfeasibleError when no architecture meets the limits. A run that fails or is killed after

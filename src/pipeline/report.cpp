@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/fs.h"
+#include "common/markdown.h"
 #include "pipeline/story_tasks.h"
 
 namespace ac {
@@ -13,14 +14,6 @@ using json = nlohmann::json;
 double num(const json& j, const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; }
 
 std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1 << 20)); }
-
-// Text inside a Markdown table cell: an architecture's layers are written "[A | B]", and a bare
-// '|' would end the cell.
-std::string md_cell(const std::string& text) {
-  std::string out;
-  for (char ch : text) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
-  return out;
-}
 
 }  // namespace
 
@@ -130,7 +123,7 @@ std::string render_fit_md(const RunReport::Fit& fit) {
     }
     const json& lim = a["limits"];
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", i + 1,
-                      limits_text(a["search_limits"]), md_cell(a["config"].get<std::string>()),
+                      limits_text(a["search_limits"]), markdown_cell(a["config"].get<std::string>()),
                       limited_values(a["predicted"], lim), limited_values(a["teacher_measured"], lim),
                       limited_values(a["measured"], lim), limits_text(lim), verdict(a["broken"]));
   }
@@ -249,7 +242,7 @@ std::string render_comparison_md(const std::vector<ComparisonRow>& rows,
     md += "\n";
   };
   using Row = ComparisonRow;
-  line("structure", [](const Row& r) { return md_cell(r.config); });
+  line("structure", [](const Row& r) { return markdown_cell(r.config); });
   line("parameters", [](const Row& r) { return std::to_string(r.parameters); });
   line("search tokens", [](const Row& r) { return std::to_string(r.search_tokens); });
   line("search seconds", [](const Row& r) { return fmt::format("{:.1f}", r.search_seconds); });
@@ -321,7 +314,7 @@ std::string render_report_md(const RunReport& r) {
                     "teacher's prediction, so that predictions are compared with predictions).\n\n",
                     s.limits_for_search.dump());
   md += "## Architecture\n\n| | teacher | compressed |\n|---|---|---|\n";
-  md += fmt::format("| structure | {} | {} |\n", md_cell(t.config), md_cell(c.config));
+  md += fmt::format("| structure | {} | {} |\n", markdown_cell(t.config), markdown_cell(c.config));
   md += fmt::format("| parameters | {} | {} ({:.1f}%) |\n\n", t.parameters, c.parameters,
                     100.0 * double(c.parameters) / double(t.parameters));
 

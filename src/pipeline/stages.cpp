@@ -190,8 +190,9 @@ SearchSettings search_settings(const Run& run) {
   s.autocompress_retrain = opt.search.autocompress_retrain.top_k > 0;
   if (s.autocompress_retrain) {
     s.autocompress_retrain_options = retrain_options(run, opt.search.autocompress_retrain);
-    s.autocompress_retrain_options.bld_tokens = opt.search.autocompress_bld_tokens;
+    s.autocompress_retrain_options.bld_tokens = autocompress_bld_tokens(opt);
   }
+  s.autocompress.space.max_blocks_removed = opt.search.max_removed_layers;
   // The seed of the run also seeds the differentiable search's Gumbel noise.
   s.autocompress.seed = opt.data.seed;
   s.autocompress_attention_caps = opt.search.attention_caps.empty()
@@ -571,8 +572,8 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
   // starts the same way, so that the retraining was this run's beginning. A resumed run's state
   // already holds the student after it.
   int64_t bld_tokens = 0;
-  if (m.method == "autocompress" && run.opt.search.autocompress_bld_tokens > 0) {
-    const BldOptions bo = bld_options_for(dopt, run.opt.search.autocompress_bld_tokens);
+  if (m.method == "autocompress" && autocompress_bld_tokens(run.opt) > 0) {
+    const BldOptions bo = bld_options_for(dopt, autocompress_bld_tokens(run.opt));
     const int64_t per_step = bo.batch_size * bo.seq_len;
     bld_tokens = bo.token_budget / per_step * per_step;
     if (!fs::exists(dopt.state_dir / kDistillStateFile)) {

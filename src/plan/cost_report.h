@@ -4,6 +4,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,11 +25,19 @@ struct CostReport {
   std::optional<bool> limits_hold;  // nullopt: relative limits and no teacher to resolve them
   std::string limits_broken;       // check_limits(): "" when they hold
   std::string unresolved;          // why the limits are not checked ("" when they are)
+  std::vector<std::string> warnings;  // dimensions the profile did not time (Profile::
+                                      // extrapolated_dimensions): predictions extrapolated
 
   /// estimate.to_json() with "architecture" (describe), "scenario" (name), "limits",
-  /// "limits_hold" (null when unresolved) and "limits_broken" (only when broken).
+  /// "limits_hold" (null when unresolved), "limits_broken" (only when broken) and "warnings" (only
+  /// when there are some).
   nlohmann::json to_json() const;
 };
+
+/// One warning per dimension of `config` that `profile` did not time (Profile::
+/// extrapolated_dimensions), with the command that profiles it; empty for a null profile.
+std::vector<std::string> extrapolation_warnings(const Profile* profile, const ModelConfig& config,
+                                                const std::string& scenario_name);
 
 /// The cost of `config` in `scenario`; `profile` may be null (a GPU's spec roofline; a CPU needs
 /// one). `teacher_path` (may be empty; hardware/validate.h read_architecture: a config.json, a

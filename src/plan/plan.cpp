@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "hardware/granularity.h"
 #include "pipeline/limits.h"
+#include "plan/cost_report.h"
 #include "plan/hybrid_plan.h"
 #include "search/candidates.h"
 #include "search/ladders.h"
@@ -588,6 +589,8 @@ Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profil
     plan.broken = plan.broken.empty() ? why : plan.broken + "; " + why;
   }
   plan.warnings = context_warnings(config, scenario.workload);
+  for (std::string& w : extrapolation_warnings(profile, config, scenario.name))
+    plan.warnings.push_back(std::move(w));
   if (plan.broken.empty()) {
     plan.verdict = "fits";
     return plan;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/units.h"
 
 namespace ac {
 
@@ -127,8 +128,9 @@ std::string smallest_reachable_message(const ReachableCost& e, const Limits& lim
     parts.push_back(fmt::format("TPOT limit {:.6g} ms, smallest reachable {:.6g} ms",
                                 *limits.tpot_ms, e.tpot_ms));
   if (limits.peak_memory_bytes)
-    parts.push_back(fmt::format("memory limit {} bytes, smallest reachable {} bytes",
-                                *limits.peak_memory_bytes, e.peak_memory_bytes));
+    parts.push_back(fmt::format("memory limit {}, smallest reachable {}",
+                                bytes_text(double(*limits.peak_memory_bytes)),
+                                bytes_text(double(e.peak_memory_bytes))));
   if (limits.min_throughput_tokens_per_s)
     parts.push_back(fmt::format("throughput limit {:.6g} tokens/s, largest reachable {:.6g} tokens/s",
                                 *limits.min_throughput_tokens_per_s, e.throughput_tokens_per_s));
@@ -174,6 +176,30 @@ ReachableCost smallest_reachable(const SearchSpace& s, const CostFn& cost) {
   return out;
 }
 
+std::string search_space_summary(const SearchSpace& s) {
+  std::vector<std::string> kept;
+  for (int64_t D : s.hidden_sizes) kept.push_back(std::to_string(D));
+  std::string hidden = fmt::format("hidden sizes {}", fmt::join(kept, ", "));
+  if (!s.widths_left_out.empty())
+    hidden += fmt::format(" ({} left out: the profile's passes disagreed there by more than twice "
+                          "the safety margin; profile again with nothing else running)",
+                          fmt::join(s.widths_left_out, ", "));
+  // The narrowest kept query-head count and FFN width of any layer, against that layer's parent.
+  double heads = 1, ffn = 1;
+  for (int64_t l = 0; l < s.num_layers(); ++l) {
+    const LayerConfig& p = s.parent.layers[size_t(l)];
+    for (const LayerConfig& o : s.attention[size_t(l)])
+      if (o.has_attention() && p.num_attention_heads > 0)
+        heads = std::min(heads, double(o.num_attention_heads) / double(p.num_attention_heads));
+    for (const LayerConfig& o : s.ffn[size_t(l)])
+      if (o.has_ffn() && p.intermediate_size > 0)
+        ffn = std::min(ffn, double(o.intermediate_size) / double(p.intermediate_size));
+  }
+  return fmt::format("{}; query heads down to {:.0f}% and FFN widths down to {:.0f}% of the "
+                     "parent's; at most {} of {} layers removed whole (--max-removed-layers)",
+                     hidden, 100 * heads, 100 * ffn, s.max_blocks_removed, s.num_layers());
+}
+
 void check_reachable(const SearchSpace& s, const ReachableCost& r, const Limits& limits) {
   const bool broken = (limits.ttft_ms && r.ttft_ms > *limits.ttft_ms) ||
                       (limits.tpot_ms && r.tpot_ms > *limits.tpot_ms) ||
@@ -182,11 +208,9 @@ void check_reachable(const SearchSpace& s, const ReachableCost& r, const Limits&
                        r.throughput_tokens_per_s < *limits.min_throughput_tokens_per_s);
   if (broken)
     throw InfeasibleError(fmt::format(
-        "[search] no architecture meets the limits of the scenario (with the safety margin): {} "
-        "(hidden sizes down to {}, widths down to {:.0f}% of the parent's, at most {} blocks "
-        "removed)",
-        smallest_reachable_message(r, limits), s.hidden_sizes.back(),
-        100 * double(s.hidden_sizes.back()) / double(s.parent.hidden_size), s.max_blocks_removed));
+        "[search] no architecture meets the limits of the scenario (with the safety margin): {}. "
+        "The space searched: {}. Widen the space, loosen the limit or choose a faster deployment",
+        smallest_reachable_message(r, limits), search_space_summary(s)));
 }
 
 }  // namespace ac

@@ -56,6 +56,11 @@ std::vector<LayerState> smallest_states(const SearchSpace& s, int64_t l);
 /// Every value is the true `cost` of a witness (the best over the witnesses and smallest_choice).
 ReachableCost smallest_reachable(const SearchSpace& s, const CostFn& cost);
 
+/// What the space offers, for messages: "hidden sizes 288, 256 (224 left out: ...); query heads
+/// down to 40% and FFN widths down to 40% of the parent's; at most 2 of 6 layers removed whole
+/// (--max-removed-layers)".
+std::string search_space_summary(const SearchSpace& s);
+
 /// Throws InfeasibleError naming the smallest reachable cost of every limit when one of them
 /// lies beyond its limit (no architecture of the space can meet it). `limits`: what the search
 /// holds predictions to (the safety margin included, pipeline/limits.h).
