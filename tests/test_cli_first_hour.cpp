@@ -1,0 +1,82 @@
+// A new user's first hour (issue 44), through the CLI on tiny random models with a llama2.c
+// tokenizer.bin built in memory:
+//
+//   MistypedSubcommandSuggestsTheNearest: `prun` is "unknown subcommand 'prun' (did you mean
+//     prune?)" with the list, not "A subcommand is required";
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/fs.h"
+#include "common/json_io.h"
+#include "common/runtime.h"
+#include "data/data_source.h"
+#include "data/token_file.h"
+#include "hardware/profile.h"
+#include "io/checkpoint.h"
+#include "test_util.h"
+#include "tokenizer_fixture.h"
+
+namespace ac {
+namespace {
+
+using test::TempDir;
+
+/// What a command printed (stdout and stderr apart) and its exit status.
+struct CliRun {
+  int rc = 0;
+  std::string out, err;
+};
+
+/// Runs `autocompress ARGS` with its logs on (no AC_QUIET: some checks read the log lines).
+CliRun run_cli(const std::string& args, const fs::path& logs) {
+  const fs::path out = logs / "stdout.txt", err = logs / "stderr.txt";
+  const std::string cmd = fmt::format("env -u AC_QUIET {} {} > '{}' 2> '{}'", test::cli_bin(),
+                                      args, out.string(), err.string());
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
+
+bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+/// D 32, 2 layers, vocab 300 (the tokenizer's 3 specials, 256 bytes, " " and fillers), 256
+/// positions, saved in `dir` with tokenizer.bin `tokenizer`.
+void save_tiny_model(const fs::path& dir, const std::string& tokenizer, uint64_t seed = 7) {
+  ModelConfig c = ModelConfig::uniform(300, 32, 2, LayerConfig{4, 2, 8, 48});
+  c.max_position_embeddings = 256;
+  fs::create_directories(dir);
+  save_checkpoint(dir, LlamaModel{c, random_weights(c, seed, 0.3)});
+  write_file_atomic(dir / "tokenizer.bin", tokenizer);
+}
+
+/// The tokenizer of save_tiny_model, and one of the same size whose filler 260 is another piece.
+std::string tokenizer_a() { return test::tokenizer_bytes(300); }
+std::string tokenizer_b() {
+  std::string b = test::tokenizer_bytes(300);
+  const size_t at = b.find("p260");
+  b[at] = 'q';
+  return b;
+}
+
+TEST(CliFirstHour, MistypedSubcommandSuggestsTheNearest) {
+  TempDir logs;
+  CliRun r = run_cli("prun --model x", logs.path);
+  EXPECT_NE(r.rc, 0);
+  EXPECT_TRUE(has(r.err, "unknown subcommand 'prun' (did you mean prune?)")) << r.err;
+  EXPECT_FALSE(has(r.err, "A subcommand is required")) << r.err;
+  for (const char* name : {"sample", "importance", "search", "prune", "distill", "eval"})
+    EXPECT_TRUE(has(r.err, std::string("\n  ") + name + " ")) << name << " not listed:\n" << r.err;
+  r = run_cli("import llam2c model.bin tokenizer.bin --out x", logs.path);
+  EXPECT_TRUE(has(r.err, "unknown subcommand 'import llam2c' (did you mean import llama2c?)"))
+      << r.err;
+  r = run_cli("frobnicate", logs.path);  // nothing near it: the list alone
+  EXPECT_TRUE(has(r.err, "unknown subcommand 'frobnicate'\nsubcommands:")) << r.err;
+}
+
+}  // namespace
+}  // namespace ac
