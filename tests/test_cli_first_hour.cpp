@@ -3,6 +3,8 @@
 //
 //   MistypedSubcommandSuggestsTheNearest: `prun` is "unknown subcommand 'prun' (did you mean
 //     prune?)" with the list, not "A subcommand is required";
+//   UnwritableOutputsAreRefusedFirst: an output flag whose folder is missing (or a file) is
+//     refused naming the flag and the path, before the inputs are even read;
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -76,6 +78,57 @@ TEST(CliFirstHour, MistypedSubcommandSuggestsTheNearest) {
       << r.err;
   r = run_cli("frobnicate", logs.path);  // nothing near it: the list alone
   EXPECT_TRUE(has(r.err, "unknown subcommand 'frobnicate'\nsubcommands:")) << r.err;
+}
+
+TEST(CliFirstHour, UnwritableOutputsAreRefusedFirst) {
+  TempDir d, logs;
+  write_file_atomic(d.path / "file.txt", "x");
+  // Inputs that do not exist: the output check must come first to be the error seen.
+  const std::string m = (d.path / "no-model").string(), data = (d.path / "no.tokens").string();
+  const std::string gone = (d.path / "missing-dir").string();
+  const std::string not_dir = (d.path / "file.txt").string();
+  struct Case {
+    std::string args, flag, path, what;
+  };
+  const std::string missing = "the folder " + gone + " does not exist";
+  const std::string file_parent = not_dir + " is not a folder";
+  const std::vector<Case> cases = {
+      {fmt::format("sample --model {} --count 2 --seed 1 --out {}/x.tokens", m, gone), "--out",
+       gone + "/x.tokens", missing},
+      {fmt::format("sample --model {} --count 2 --seed 1 --out {}/x.tokens --text-out {}/x.txt",
+                   m, d.path.string(), gone),
+       "--text-out", gone + "/x.txt", missing},
+      {fmt::format("eval --model {} --data {} --out {}/r.json", m, data, gone), "--out",
+       gone + "/r.json", missing},
+      {fmt::format("eval --model {} --data {} --tasks t.jsonl --samples-out {}/s.jsonl", m, data,
+                   gone),
+       "--samples-out", gone + "/s.jsonl", missing},
+      {fmt::format("importance --model {} --data {} --out {}/i.safetensors", m, data, gone),
+       "--out", gone + "/i.safetensors", missing},
+      {fmt::format("calibrate --profile {}/p.json --out {}/p2.json", d.path.string(), gone),
+       "--out", gone + "/p2.json", missing},
+      {fmt::format("plan --config {} --scenario cpu-local --out {}/plan.json", m, gone), "--out",
+       gone + "/plan.json", missing},
+      {fmt::format("make-tasks --model {} --data {} --seed 1 --out {}/tasks", m, data, not_dir),
+       "--out", not_dir + "/tasks", file_parent},
+      {fmt::format("export --model {} --out {}/hf", m, not_dir), "--out", not_dir + "/hf",
+       file_parent},
+      {fmt::format("prune --model {} --importance i --arch a --out {}/p", m, not_dir), "--out",
+       not_dir + "/p", file_parent},
+      {fmt::format("distill --teacher {} --student {} --data {} --tokens 10 --out {}/s", m, m,
+                   data, not_dir),
+       "--out", not_dir + "/s", file_parent},
+      {fmt::format("compress --model {} --scenario stories15m-serving --out {}/run", m, not_dir),
+       "--out", not_dir + "/run", file_parent},
+      {fmt::format("export --model {} --out {}", m, not_dir), "--out", not_dir, "is a file"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = run_cli(c.args, logs.path);
+    EXPECT_NE(r.rc, 0) << c.args;
+    EXPECT_TRUE(has(r.err, c.flag + " " + c.path + ": ") && has(r.err, c.what))
+        << c.args << "\nstderr: " << r.err << "\nexpected: " << c.flag << " " << c.path << ": "
+        << c.what;
+  }
 }
 
 }  // namespace

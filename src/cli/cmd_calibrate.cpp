@@ -31,6 +31,8 @@ void run_llamacpp(const CalibrateArgs& a) {
                                   "and weight type) and --tokenizer (a checkpoint folder whose "
                                   "tokenizer goes into the GGUFs)"));
   ac::check_not_overwriting_inputs({a.profile, a.tokenizer}, a.out, "calibrate");
+  ac::cli::check_output_flag("calibrate", "--out", a.out);
+  ac::cli::check_output_flag("calibrate", "--samples", a.samples);
   ac::Profile p = ac::cli::load_profile_flag(a.profile, "calibrate");
   ac::check_profile_is_this_machine(p);
   ac::Scenario s = ac::find_scenario(a.scenario);
@@ -59,6 +61,8 @@ void run(const CalibrateArgs& a) {
                                   "engines that run on this CPU)", a.engine));
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.out, "calibrate");
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.samples, "calibrate");
+  ac::cli::check_output_flag("calibrate", "--out", a.out);
+  ac::cli::check_output_flag("calibrate", "--samples", a.samples);
   ac::Profile p = ac::cli::load_profile_flag(a.profile, "calibrate");
   ac::use_profile_gemm_backend(p);  // the GEMM library its tables were timed with
   ac::check_profile_is_this_machine(p);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "cli/data_options.h"
 #include "common/error.h"
 #include "common/fs.h"
@@ -25,6 +26,7 @@ struct MakeTasksArgs {
 
 void run(const MakeTasksArgs& a) {
   check_not_overwriting_inputs({a.model, a.data.path}, a.out, "make-tasks");
+  check_output_flag("make-tasks", "--out", a.out, OutputKind::kFolder);
   const fs::path config_path = fs::path(a.model) / "config.json";
   ModelConfig config = config_from_hf_json(read_json_file(config_path), config_path.string());
   const std::unique_ptr<TextTokenizer> tok = load_tokenizer(a.model, config.vocab_size);

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/runtime.h"
 #include "hardware/profile.h"
@@ -21,6 +22,7 @@ struct ProfileArgs {
 void run(const ProfileArgs& a) {
   ac::check_not_overwriting_inputs(std::vector<ac::fs::path>(a.models.begin(), a.models.end()),
                                    a.out, "profile");
+  ac::cli::check_output_flag("profile", "--out", a.out);
   ac::Scenario s = ac::find_scenario(a.scenario);
   // --device cuda: the scenario's GPU, whichever it is; else the device's own name.
   const bool any_gpu = a.device == "cuda" && s.device_spec.kind == "cuda";

@@ -35,6 +35,8 @@ void write_text(const SampleArgs& a, const LlamaModel& m, const std::vector<int3
 void run(const SampleArgs& a) {
   check_not_overwriting_inputs({a.model, a.exclude}, a.out, "sample");
   check_not_overwriting_inputs({a.model, a.exclude, a.out}, a.text_out, "sample");
+  check_output_flag("sample", "--out", a.out);
+  check_output_flag("sample", "--text-out", a.text_out);
   const c10::Device device = a.compute.resolve();
   LlamaModel m = load_checkpoint(a.model);
   m.weights = to_device(m.config, m.weights, device);
