@@ -5,6 +5,8 @@
 //     prune?)" with the list, not "A subcommand is required";
 //   UnwritableOutputsAreRefusedFirst: an output flag whose folder is missing (or a file) is
 //     refused naming the flag and the path, before the inputs are even read;
+//   CalibratePrintsASummaryNotTheJson: calibrate prints the errors of the fit in a few lines and
+//     where the profile went, the fit itself only in the file;
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -129,6 +131,38 @@ TEST(CliFirstHour, UnwritableOutputsAreRefusedFirst) {
         << c.args << "\nstderr: " << r.err << "\nexpected: " << c.flag << " " << c.path << ": "
         << c.what;
   }
+}
+
+TEST(CliFirstHour, CalibratePrintsASummaryNotTheJson) {
+  init_torch_threads();
+  TempDir d, logs;
+  LayerConfig l{4, 2, 8, 24};
+  ModelConfig c = ModelConfig::uniform(50, 16, 1, l);
+  fs::create_directories(d.path / "base");
+  save_checkpoint(d.path / "base", LlamaModel{c, random_weights(c, 3, 0.2)});
+  Workload w;
+  w.prompt_tokens = 8;
+  w.output_tokens = 4;
+  ProfileOptions o;
+  o.warmup = 1;
+  o.min_repeats = o.max_repeats = 2;
+  o.min_time_ms = 0;
+  o.rotation_bytes = 1 << 20;
+  o.min_width = 8;
+  o.progress = false;
+  save_profile(d.path / "p.json", run_profile({c}, w, o));
+  const std::string out = (d.path / "p2.json").string();
+  const CliRun r = run_cli(fmt::format("calibrate --profile {} --base {} --count 2 --repeats 1 --out "
+                                    "{}", (d.path / "p.json").string(),
+                                    (d.path / "base").string(), out),
+                        logs.path);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(has(r.out, "{")) << "the fit's JSON on stdout:\n" << r.out;
+  EXPECT_LE(std::count(r.out.begin(), r.out.end(), '\n'), 6) << r.out;
+  for (const char* needle : {"uncorrected", "corrected", "leave-one-out", "TTFT", "TPOT"})
+    EXPECT_TRUE(has(r.out, needle)) << needle << "\n" << r.out;
+  EXPECT_TRUE(has(r.out, "written to " + out)) << r.out;
+  EXPECT_TRUE(load_profile(out).correction.fitted);
 }
 
 }  // namespace

@@ -53,14 +53,7 @@ void run(const ProfileArgs& a) {
               a.out.c_str());
   if (p.width_granularity > 0)
     std::printf("width granularity %lld (hardware/granularity.h)\n", (long long)p.width_granularity);
-  if (p.correction.fitted) {
-    const ac::CorrectionFit& f = p.correction.fit;
-    std::printf("correction fitted on %d calibration architectures (seed %llu, %.1f s): MAPE "
-                "TTFT %.2f%% (leave-one-out %.2f%%, uncorrected %.2f%%), TPOT %.2f%% "
-                "(leave-one-out %.2f%%, uncorrected %.2f%%)\n",
-                f.models, (unsigned long long)f.seed, f.elapsed_s, f.mape_ttft, f.loo_mape_ttft,
-                f.uncorrected_mape_ttft, f.mape_tpot, f.loo_mape_tpot, f.uncorrected_mape_tpot);
-  }
+  if (p.correction.fitted) std::printf("%s", ac::describe_fit(p.correction.fit).c_str());
   if (!p.residency_curve(p.workload.batch_size).empty())
     std::printf("cache residency: last-level cache %.0f MiB; the first model's weights %.0f%% "
                 "cache-resident in a decode step\n",
