@@ -7,6 +7,8 @@
 //     refused naming the flag and the path, before the inputs are even read;
 //   CalibratePrintsASummaryNotTheJson: calibrate prints the errors of the fit in a few lines and
 //     where the profile went, the fit itself only in the file;
+//   TokenFileOfAnotherTokenizerIsRefused: a token file records its tokenizer; a model with
+//     another of the same size refuses it, its own accepts it, a version-1 file is not checked.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -163,6 +165,62 @@ TEST(CliFirstHour, CalibratePrintsASummaryNotTheJson) {
     EXPECT_TRUE(has(r.out, needle)) << needle << "\n" << r.out;
   EXPECT_TRUE(has(r.out, "written to " + out)) << r.out;
   EXPECT_TRUE(load_profile(out).correction.fitted);
+}
+
+TEST(CliFirstHour, TokenFileOfAnotherTokenizerIsRefused) {
+  TempDir d, logs;
+  const fs::path a = d.path / "a", b = d.path / "b";
+  save_tiny_model(a, tokenizer_a());
+  save_tiny_model(b, tokenizer_b(), /*seed=*/8);
+  const TokenizerFingerprint fa = model_tokenizer_fingerprint(a, 300);
+  const TokenizerFingerprint fb = model_tokenizer_fingerprint(b, 300);
+  ASSERT_TRUE(fa.known() && fb.known());
+  EXPECT_EQ(fa.vocab_size, 300);
+  EXPECT_EQ(fb.vocab_size, 300);
+  EXPECT_NE(fa.hash, fb.hash);
+
+  // sample records the tokenizer it sampled with.
+  const fs::path tokens = d.path / "a.tokens";
+  CliRun r = run_cli(fmt::format("sample --model {} --count 8 --seq-len 32 --seed 1 --out {}",
+                              a.string(), tokens.string()),
+                  logs.path);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const TokenFile f = read_token_file(tokens);
+  EXPECT_EQ(f.version, 2);
+  EXPECT_EQ(f.tokenizer, fa);
+
+  const std::vector<std::string> needles = {
+      "--data " + tokens.string() + " was written with a tokenizer of 300 tokens (vocabulary "
+      "hash " + fmt::format("{:016x}", fa.hash),
+      "the model " + b.string() + " has a tokenizer of 300 tokens (vocabulary hash " +
+      fmt::format("{:016x}", fb.hash)};
+  const std::string t = tokens.string(), out = (d.path / "out").string();
+  for (const std::string& args :
+       {fmt::format("eval --model {} --data {} --seq-len 16", b.string(), t),
+        fmt::format("importance --model {} --data {} --seq-len 16 --out {}", b.string(), t, out),
+        fmt::format("distill --teacher {} --student {} --data {} --tokens 32 --seq-len 16 --out {}",
+                    b.string(), b.string(), t, out)}) {
+    r = run_cli(args, logs.path);
+    EXPECT_NE(r.rc, 0) << args;
+    for (const std::string& n : needles) EXPECT_TRUE(has(r.err, n)) << args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(out)) << args;
+  }
+  // The model it was sampled from reads it.
+  r = run_cli(fmt::format("eval --model {} --data {} --seq-len 16", a.string(), t), logs.path);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  // A version-1 file (no tokenizer recorded) is read as before, unchecked.
+  std::string v1 = read_file(tokens);
+  v1.erase(24, 16);
+  v1[5] = '1';
+  write_file_atomic(d.path / "v1.tokens", v1);
+  const TokenFile old = read_token_file(d.path / "v1.tokens");
+  EXPECT_EQ(old.version, 1);
+  EXPECT_FALSE(old.tokenizer.known());
+  EXPECT_EQ(old.ids, f.ids);
+  r = run_cli(fmt::format("eval --model {} --data {} --seq-len 16", b.string(),
+                          (d.path / "v1.tokens").string()),
+              logs.path);
+  EXPECT_EQ(r.rc, 0) << r.err;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/runtime.h"
+#include "data/data_source.h"
 #include "data/dataset.h"
 #include "data/token_file.h"
 #include "eval/make_tasks.h"
@@ -50,7 +51,9 @@ void run(const SampleArgs& a) {
     log_info(fmt::format("[sample] dropped {} documents that also occur in {}", removed,
                          a.exclude));
   }
-  write_token_file(a.out, ids, m.config.vocab_size);
+  // The tokenizer recorded in the file, so that a model of another tokenizer refuses it.
+  write_token_file(a.out, ids, m.config.vocab_size,
+                   model_tokenizer_fingerprint(a.model, m.config.vocab_size));
   if (!a.text_out.empty()) write_text(a, m, ids);
   log_info(fmt::format("[sample] {} documents, {} tokens -> {}",
                        split_documents(ids, bos).size(), ids.size(), a.out));

@@ -236,7 +236,8 @@ class CorpusWriter {
  public:
   CorpusWriter(const TextTokenizer& tok, const fs::path& train, const fs::path& heldout,
                int64_t vocab_size, int64_t every, bool split_by_document)
-      : tok_(tok), train_(train, vocab_size), heldout_(heldout, vocab_size), every_(every),
+      : tok_(tok), train_(train, vocab_size, tokenizer_fingerprint(tok)),
+        heldout_(heldout, vocab_size, tokenizer_fingerprint(tok)), every_(every),
         by_document_(split_by_document) {
     summary_.split_by_document = split_by_document;
     summary_.heldout_every = every;
