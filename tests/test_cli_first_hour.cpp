@@ -7,6 +7,8 @@
 //     refused naming the flag and the path, before the inputs are even read;
 //   CalibratePrintsASummaryNotTheJson: calibrate prints the errors of the fit in a few lines and
 //     where the profile went, the fit itself only in the file;
+//   PlainTextIsOneDocumentAndJsonlMany: sample --text-out NAME.jsonl is one document per story;
+//     a plain text file is one, its log line and make-tasks's error say how to give several;
 //   TokenFileOfAnotherTokenizerIsRefused: a token file records its tokenizer; a model with
 //     another of the same size refuses it, its own accepts it, a version-1 file is not checked.
 #include <gtest/gtest.h>
@@ -165,6 +167,62 @@ TEST(CliFirstHour, CalibratePrintsASummaryNotTheJson) {
     EXPECT_TRUE(has(r.out, needle)) << needle << "\n" << r.out;
   EXPECT_TRUE(has(r.out, "written to " + out)) << r.out;
   EXPECT_TRUE(load_profile(out).correction.fitted);
+}
+
+TEST(CliFirstHour, PlainTextIsOneDocumentAndJsonlMany) {
+  TempDir d, logs;
+  const fs::path model = d.path / "model";
+  save_tiny_model(model, tokenizer_a());
+  // (a) sample --text-out NAME.jsonl: one {"text": ...} line per story, read back as as many
+  // documents.
+  const fs::path jsonl = d.path / "s.jsonl";
+  CliRun r = run_cli(fmt::format("sample --model {} --count 6 --seq-len 12 --seed 1 --out {} "
+                              "--text-out {}", model.string(), (d.path / "s.tokens").string(),
+                              jsonl.string()),
+                  logs.path);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  int64_t lines = 0;
+  std::istringstream text(read_file(jsonl));
+  for (std::string line; std::getline(text, line);) {
+    if (line.empty()) continue;
+    ++lines;
+    EXPECT_TRUE(json::parse(line).at("text").is_string()) << line;
+  }
+  EXPECT_GT(lines, 1);
+  EXPECT_EQ(tokenize_text_data(jsonl, model, 300, "text", 0).summary.documents, lines);
+
+  // Stories of several sentences: as JSONL, make-tasks finds its items; the same stories as
+  // plain text are one document, which the log line and the error say, with what to do.
+  std::string plain;
+  std::string lines_out;
+  const char* names[] = {"Tom", "Sue", "Max", "Lily", "Ben"};
+  for (int i = 0; i < 40; ++i) {
+    const std::string name = names[i % 5];
+    const std::string story = fmt::format(
+        "{} had a red ball number {}. {} liked to play with the ball in the park. One day the "
+        "ball rolled away. {} ran after it and found it under a big tree. {} was happy again.",
+        name, i, name, name, name);
+    plain += story + "\n\n";
+    lines_out += json{{"text", story}}.dump() + "\n";
+  }
+  write_file_atomic(d.path / "stories.txt", plain);
+  write_file_atomic(d.path / "stories.jsonl", lines_out);
+  r = run_cli(fmt::format("make-tasks --model {} --data {} --seed 1 --out {}", model.string(),
+                          (d.path / "stories.jsonl").string(), (d.path / "tasks").string()),
+              logs.path);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_cli(fmt::format("make-tasks --model {} --data {} --seed 1 --out {}", model.string(),
+                          (d.path / "stories.txt").string(), (d.path / "tasks2").string()),
+              logs.path);
+  EXPECT_NE(r.rc, 0);
+  const std::string hint = "plain text is read as one document (blank lines are not document "
+                           "boundaries); for several documents give JSONL, one {\"text\": ...} "
+                           "per line";
+  EXPECT_TRUE(has(r.err, "[data] " + (d.path / "stories.txt").string() + ": " + hint)) << r.err;
+  EXPECT_TRUE(has(r.err, "stories give") &&
+              has(r.err, "--data " + (d.path / "stories.txt").string() + ": " + hint))
+      << r.err;
+  EXPECT_FALSE(fs::exists(d.path / "tasks2"));
 }
 
 TEST(CliFirstHour, TokenFileOfAnotherTokenizerIsRefused) {

@@ -10,6 +10,7 @@
 #include "common/json_io.h"
 #include "common/runtime.h"
 #include "data/data_source.h"
+#include "data/text_corpus.h"
 #include "eval/make_tasks.h"
 #include "model/config.h"
 #include "io/checkpoint.h"
@@ -36,7 +37,15 @@ void run(const MakeTasksArgs& a) {
     throw ConfigError(msg("make-tasks", "{} was written for vocab_size {}, the model {} has {}",
                           a.data.path, data.vocab_size, a.model, config.vocab_size));
   std::vector<std::string> stories = decode_documents(data.ids, *tok);
-  StoryTasks tasks = make_story_tasks(stories, a.opt);
+  StoryTasks tasks;
+  try {
+    tasks = make_story_tasks(stories, a.opt);
+  } catch (const ConfigError& e) {
+    // Too few stories from one plain-text file: it was read as one story, not several.
+    if (stories.size() > 1 || !is_plain_text_input(a.data.path)) throw;
+    throw ConfigError(fmt::format("{}; --data {}: {}", e.what(), a.data.path,
+                                  several_documents_hint(a.data.text_field)));
+  }
   nlohmann::json meta = {{"generator", "autocompress make-tasks"},
                          {"source", fs::path(a.data.path).filename().string()},
                          {"data_source", data.source},

@@ -105,6 +105,8 @@ TextData tokenize_text_data(const fs::path& input, const fs::path& model_dir, in
   d.heldout = read_token_file(scratch.path() / "heldout.tokens").ids;
   d.tokenizer = tok->kind();
   log_info(fmt::format("[data] {}: {}", input.string(), describe(d.summary)));
+  if (is_plain_text_input(input))  // a first-hour surprise: blank lines do not split stories
+    log_info(fmt::format("[data] {}: {}", input.string(), several_documents_hint(text_field)));
   return d;
 }
 

@@ -410,6 +410,18 @@ TextCorpusSummary write_text_corpus(const fs::path& input, const TextTokenizer& 
   return s;
 }
 
+bool is_plain_text_input(const fs::path& input) {
+  std::error_code ec;
+  return fs::is_regular_file(input, ec) && !is_jsonl(input);
+}
+
+std::string several_documents_hint(const std::string& text_field) {
+  return fmt::format("plain text is read as one document (blank lines are not document "
+                     "boundaries); for several documents give JSONL, one {{\"{}\": ...}} per "
+                     "line (`sample --text-out NAME.jsonl` writes it), or a folder of .txt files",
+                     text_field);
+}
+
 std::string describe(const TextCorpusSummary& s) {
   auto docs = [](int64_t n) { return fmt::format("{} document{}", n, n == 1 ? "" : "s"); };
   const std::string rule = s.heldout_every == 0 ? "nothing held out"
