@@ -299,9 +299,10 @@ LatencyCorrection LatencyCorrection::from_json(const json& j, const std::string&
 
 std::string describe_fit(const CorrectionFit& f) {
   std::string out = fmt::format("correction fitted on {} calibration architectures (seed {}, "
-                                "{:.1f} s); mean absolute error of the predictions:\n",
+                                "{:.1f} s); mean absolute percentage error of the predictions:\n",
                                 f.models, f.seed, f.elapsed_s);
-  out += fmt::format("        {:>11}  {:>9}  {:>13}\n", "uncorrected", "corrected", "leave-one-out");
+  out += fmt::format("        {:>11}  {:>9}  {:>13}\n", "uncorrected", "corrected",
+                     "leave-one-out");
   out += fmt::format("  TTFT  {:>10.2f}%  {:>8.2f}%  {:>12.2f}%\n", f.uncorrected_mape_ttft,
                      f.mape_ttft, f.loo_mape_ttft);
   out += fmt::format("  TPOT  {:>10.2f}%  {:>8.2f}%  {:>12.2f}%\n", f.uncorrected_mape_tpot,
