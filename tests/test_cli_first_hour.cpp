@@ -156,10 +156,10 @@ TEST(CliFirstHour, CalibratePrintsASummaryNotTheJson) {
   o.progress = false;
   save_profile(d.path / "p.json", run_profile({c}, w, o));
   const std::string out = (d.path / "p2.json").string();
-  const CliRun r = run_cli(fmt::format("calibrate --profile {} --base {} --count 2 --repeats 1 --out "
-                                    "{}", (d.path / "p.json").string(),
-                                    (d.path / "base").string(), out),
-                        logs.path);
+  const CliRun r = run_cli(fmt::format("calibrate --profile {} --base {} --count 2 --repeats 1 "
+                                       "--out {}", (d.path / "p.json").string(),
+                                       (d.path / "base").string(), out),
+                           logs.path);
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_FALSE(has(r.out, "{")) << "the fit's JSON on stdout:\n" << r.out;
   EXPECT_LE(std::count(r.out.begin(), r.out.end(), '\n'), 6) << r.out;

@@ -110,8 +110,8 @@ class TokenFileWriter {
 };
 
 /// Reads and validates a token file (version 2 or 1). Throws FormatError naming the file and
-/// what is wrong: wrong magic ("not a token file"), a size that disagrees with the count (truncated or
-/// trailing bytes), or an id outside [0, vocab_size).
+/// what is wrong: wrong magic ("not a token file"), a size that disagrees with the count
+/// (truncated or trailing bytes), or an id outside [0, vocab_size).
 TokenFile read_token_file(const fs::path& path);
 
 /// The same from the file's bytes already in memory; `file` names errors.
