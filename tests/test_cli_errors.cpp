@@ -118,7 +118,7 @@ TEST(CliErrors, ImportanceOfAnotherModel) {
   search_needles[0] = "[search] --importance " + imp;
   expect_refused(fx, fmt::format("search --model {} --importance {} --scenario stories15m-serving "
                                  "--data {} --out {}", fx.path("parent"), imp,
-                                 fx.path("train.tokens"), fx.path("arch/arch.json")),
+                                 fx.path("train.tokens"), fx.path("searched.json")),
                  search_needles);
   // The parent's own importance passes the same check (the refusal is the importance's).
   const CliResult ok = fx.run(fmt::format("prune --model {} --importance {} --arch {} --out {}",
@@ -179,7 +179,7 @@ TEST(CliErrors, MissingProfile) {
   expect_refused(fx, fmt::format("search --model {} --importance {} --scenario cpu-local "
                                  "--profile {} --data {} --out {}", fx.path("parent"),
                                  fx.path("parent.importance.safetensors"), nope,
-                                 fx.path("train.tokens"), fx.path("arch/arch.json")),
+                                 fx.path("train.tokens"), fx.path("searched.json")),
                  needles);
   expect_refused(fx, fmt::format("compress --model {} --scenario cpu-local --profile {} --out {}",
                                  fx.path("parent"), nope, fx.path("run")),
@@ -188,7 +188,7 @@ TEST(CliErrors, MissingProfile) {
   expect_refused(fx, fmt::format("search --model {} --importance {} --scenario cpu-local "
                                  "--data {} --out {}", fx.path("parent"),
                                  fx.path("parent.importance.safetensors"), fx.path("train.tokens"),
-                                 fx.path("arch/arch.json")),
+                                 fx.path("searched.json")),
                  {"scenario 'cpu-local' targets a CPU", "--profile",
                   "expected a profile, found none"});
 }
@@ -214,7 +214,7 @@ TEST(CliErrors, SeqLenBeyondTheModelsContext) {
   expect_refused(fx, fmt::format("search --model {} --importance {} --scenario stories15m-serving "
                                  "--data {} --out {} --seq-len 257", m,
                                  fx.path("parent.importance.safetensors"), data,
-                                 fx.path("arch/arch.json")),
+                                 fx.path("searched.json")),
                  needles);
   // At the model's context it runs.
   const CliResult ok = fx.run(fmt::format("eval --model {} --data {} --seq-len 256 "

@@ -50,10 +50,25 @@ TEST(TokenFile, RoundTripsAndRecordsVocab) {
   TokenFile f = read_token_file(d.path / "t.bin");
   EXPECT_EQ(f.ids, ids);
   EXPECT_EQ(f.vocab_size, 32);
-  // Layout: 24-byte header then int32 ids.
+  EXPECT_EQ(f.version, 2);
+  EXPECT_FALSE(f.tokenizer.known());  // none given
+  // Layout: 40-byte header then int32 ids.
   std::string b = bytes_of(d.path / "t.bin");
-  EXPECT_EQ(b.size(), 24u + 4 * ids.size());
-  EXPECT_EQ(b.substr(0, 6), "ACTOK1");
+  EXPECT_EQ(b.size(), 40u + 4 * ids.size());
+  EXPECT_EQ(b.substr(0, 6), "ACTOK2");
+  // The tokenizer given is recorded at bytes [24, 40).
+  const TokenizerFingerprint tok{300, 0x0123456789abcdefULL};
+  write_token_file(d.path / "tok.bin", ids, 32, tok);
+  EXPECT_EQ(read_token_file(d.path / "tok.bin").tokenizer, tok);
+  // Version 1 (24-byte header, no tokenizer) is still read.
+  std::string v1 = b.substr(0, 24) + b.substr(40);
+  v1[5] = '1';
+  put_bytes(d.path / "v1.bin", v1);
+  const TokenFile old = read_token_file(d.path / "v1.bin");
+  EXPECT_EQ(old.version, 1);
+  EXPECT_EQ(old.ids, ids);
+  EXPECT_EQ(old.vocab_size, 32);
+  EXPECT_FALSE(old.tokenizer.known());
   write_token_file(d.path / "empty.bin", {}, 0);
   EXPECT_TRUE(read_token_file(d.path / "empty.bin").ids.empty());
 }
@@ -79,7 +94,7 @@ TEST(TokenFile, CorruptFilesThrowClearErrors) {
             std::string::npos);
   std::string bad_id = good;
   int32_t big = 10;  // == vocab_size: out of range
-  std::memcpy(bad_id.data() + 24 + 8, &big, 4);
+  std::memcpy(bad_id.data() + kTokenFileHeaderBytes + 8, &big, 4);
   put_bytes(p, bad_id);
   e = error_of<FormatError>([&] { read_token_file(p); });
   EXPECT_NE(e.find("token id 10 at index 2 is outside [0, 10)"), std::string::npos) << e;

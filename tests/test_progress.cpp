@@ -3,7 +3,10 @@
 // scopes restore the previous callback; an exception thrown by the callback leaves the caller.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <functional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/progress.h"
@@ -59,4 +62,36 @@ TEST(Progress, EachCompleteStageOfARunFolderIsAnEvent) {
   EXPECT_EQ(events[1].message, "data");
   EXPECT_EQ(events[1].done, 2);
   EXPECT_EQ(events[1].unit, "stages");
+}
+
+// In a log (stderr not a terminal), the line at 100% is printed once: update(total) followed by
+// finish(), as every stage ends, printed it twice ("[sample] 100.0% 8/8 seq" two times). An end
+// not yet shown, or shown with another message, is printed by finish().
+TEST(Progress, TheEndIsShownOnceInALog) {
+  const char* quiet = std::getenv("AC_QUIET");
+  const std::string saved = quiet ? quiet : "";
+  unsetenv("AC_QUIET");
+  auto count_ends = [](const std::function<void(Progress&)>& work) {
+    testing::internal::CaptureStderr();
+    Progress bar("sample", 8, "seq");
+    work(bar);
+    const std::string err = testing::internal::GetCapturedStderr();
+    size_t n = 0;
+    for (size_t at = err.find("100.0%"); at != std::string::npos; at = err.find("100.0%", at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count_ends([](Progress& p) {
+              for (int i = 1; i <= 8; ++i) p.update(i);
+              p.finish();
+            }), 1u);
+  EXPECT_EQ(count_ends([](Progress& p) {
+              p.update(7);
+              p.finish();
+            }), 1u);
+  EXPECT_EQ(count_ends([](Progress& p) {
+              p.update(8, "loss 2.5");
+              p.finish("loss 2.4");  // new information: shown
+            }), 2u);
+  if (quiet) setenv("AC_QUIET", saved.c_str(), 1);
 }

@@ -367,7 +367,8 @@ TEST(TextCorpus, MemoryStaysFlatOnALargeFile) {
   const auto [large_peak, large] = peak_of_run(24);
   // 24 MiB of text is ~25M ids: 100 MB as int32 had they been kept, 24 MiB had the text been.
   EXPECT_GT(large.train_tokens + large.heldout_tokens, int64_t(24) << 20);
-  EXPECT_EQ(int64_t(fs::file_size(tmp.path / "train.tok")), 24 + 4 * large.train_tokens);
+  EXPECT_EQ(int64_t(fs::file_size(tmp.path / "train.tok")),
+            kTokenFileHeaderBytes + 4 * large.train_tokens);
   std::printf("[memory] peak RSS %.1f MiB on 2 MiB of text (%lld ids), %.1f MiB on 24 MiB (%lld ids)\n",
               small_peak / 1048576.0, (long long)(small.train_tokens + small.heldout_tokens),
               large_peak / 1048576.0, (long long)(large.train_tokens + large.heldout_tokens));

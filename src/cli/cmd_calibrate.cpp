@@ -23,6 +23,16 @@ struct CalibrateArgs {
   bool no_shapes = false;
 };
 
+// Where the fit went: the profile of --out (its JSON under `key`), and --samples. The fit itself
+// is too long for a terminal; without --out it is not kept, which the user should know.
+void print_where_written(const CalibrateArgs& a, const char* key) {
+  if (a.out.empty())
+    std::printf("not saved: give --out PATH to write the profile with this correction\n");
+  else
+    std::printf("profile with the correction (%s) written to %s\n", key, a.out.c_str());
+  if (!a.samples.empty()) std::printf("measurements written to %s\n", a.samples.c_str());
+}
+
 // llama.cpp measured at the scenario's threads and weight type; its calibration is added to
 // the profile (replacing one of the same threads and types).
 void run_llamacpp(const CalibrateArgs& a) {
@@ -31,6 +41,8 @@ void run_llamacpp(const CalibrateArgs& a) {
                                   "and weight type) and --tokenizer (a checkpoint folder whose "
                                   "tokenizer goes into the GGUFs)"));
   ac::check_not_overwriting_inputs({a.profile, a.tokenizer}, a.out, "calibrate");
+  ac::cli::check_output_flag("calibrate", "--out", a.out);
+  ac::cli::check_output_flag("calibrate", "--samples", a.samples);
   ac::Profile p = ac::cli::load_profile_flag(a.profile, "calibrate");
   ac::check_profile_is_this_machine(p);
   ac::Scenario s = ac::find_scenario(a.scenario);
@@ -45,11 +57,14 @@ void run_llamacpp(const CalibrateArgs& a) {
                              : ac::fs::path(a.out + ".gguf-scratch"));
   const ac::EngineCalibration ec = ac::calibrate_llamacpp(
       p, base, ac::vocab_from_checkpoint(a.tokenizer, base.vocab_size), s, o);
-  std::printf("%s\n", ec.to_json().dump(1).c_str());
+  std::printf("llama.cpp %s, %d threads, %s weights: ", ec.release.c_str(), ec.threads,
+              ec.weight_dtype.c_str());
+  std::printf("%s", ac::describe_fit(ec.correction.fit).c_str());
   if (!a.out.empty()) {
     p.set_engine_calibration(ec);
     ac::save_profile(a.out, p);
   }
+  print_where_written(a, "\"engines\"");
 }
 
 void run(const CalibrateArgs& a) {
@@ -59,6 +74,8 @@ void run(const CalibrateArgs& a) {
                                   "engines that run on this CPU)", a.engine));
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.out, "calibrate");
   ac::check_not_overwriting_inputs({a.profile, a.base}, a.samples, "calibrate");
+  ac::cli::check_output_flag("calibrate", "--out", a.out);
+  ac::cli::check_output_flag("calibrate", "--samples", a.samples);
   ac::Profile p = ac::cli::load_profile_flag(a.profile, "calibrate");
   ac::use_profile_gemm_backend(p);  // the GEMM library its tables were timed with
   ac::check_profile_is_this_machine(p);
@@ -73,17 +90,12 @@ void run(const CalibrateArgs& a) {
   c.fit.seed = a.seed;
   c.fit.repeats = a.repeats;
   c.fit.elapsed_s = ac::now_s() - t0;
-  std::printf("correction fitted on %d architectures (seed %llu, %.1f s): MAPE TTFT %.2f%% (leave-"
-              "one-out %.2f%%, uncorrected %.2f%%), TPOT %.2f%% (leave-one-out %.2f%%, "
-              "uncorrected %.2f%%)\n",
-              c.fit.models, (unsigned long long)a.seed, c.fit.elapsed_s, c.fit.mape_ttft,
-              c.fit.loo_mape_ttft, c.fit.uncorrected_mape_ttft, c.fit.mape_tpot,
-              c.fit.loo_mape_tpot, c.fit.uncorrected_mape_tpot);
-  std::printf("%s\n", c.to_json().dump(1).c_str());
+  std::printf("%s", ac::describe_fit(c.fit).c_str());
   if (!a.out.empty()) {
     p.correction = c;
     ac::save_profile(a.out, p);
   }
+  print_where_written(a, "\"correction\"");
 }
 
 ac::cli::RegisterCommand reg(33, [](CLI::App& app) {

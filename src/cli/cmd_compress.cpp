@@ -73,6 +73,7 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
       if (req->count() == 0)
         throw ac::ConfigError(ac::msg("compress", "{} is required (or --resume OUT to continue "
                                       "an interrupted run)", req->get_name()));
+    ac::cli::check_output_flag("compress", "--out", *out, ac::cli::OutputKind::kFolder);
     o->in.model_dir = *model;
     o->in.out_dir = *out;
     if (!profile->empty()) ac::cli::load_profile_flag(*profile, "compress");  // before any output

@@ -200,6 +200,7 @@ class StateDirGuard {
 void run(DistillArgs& a) {
   check_not_overwriting_inputs({a.teacher, a.student, a.data.path, a.eval_data}, a.out,
                                "distill");
+  check_output_flag("distill", "--out", a.out, OutputKind::kFolder);
   a.opt.device = rank_device(a);
   a.opt.precision = a.compute.resolve_precision(a.opt.device);
   LlamaModel teacher = load_checkpoint(a.teacher);

@@ -162,6 +162,8 @@ void run(const EvalArgs& a) {
   inputs.insert(inputs.end(), a.tasks.begin(), a.tasks.end());
   check_not_overwriting_inputs(inputs, a.json_out, "eval");
   check_not_overwriting_inputs(inputs, a.samples_out, "eval");
+  check_output_flag("eval", "--out", a.json_out);
+  check_output_flag("eval", "--samples-out", a.samples_out);
   if (!a.samples_out.empty() && a.tasks.empty())
     throw ConfigError("[eval] --samples-out writes the tasks' items: give --tasks too");
   a.compute.resolve();  // a bad --device is refused before any model loads

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "export/engine_loaders.h"
 #include "export/hf_export.h"
@@ -64,6 +65,7 @@ ac::cli::RegisterCommand reg(85, [](CLI::App& app) {
                 "would refuse; fails if any refuses")
       ->delimiter(',');
   s->callback([o] {
+    ac::cli::check_output_flag("export", "--out", o->out, ac::cli::OutputKind::kFolder);
     ac::ExportOptions opt;
     opt.hf = o->format != "gguf";
     opt.gguf = o->format != "hf";

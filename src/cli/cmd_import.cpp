@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
 #include "io/checkpoint.h"
@@ -26,6 +27,7 @@ void setup_llama2c(CLI::App& import) {
   s->add_option("tokenizer", o->tokenizer_bin, "llama2.c tokenizer.bin")->required();
   s->add_option("--out", o->out, "output checkpoint folder (written atomically)")->required();
   s->callback([o] {
+    check_output_flag("import llama2c", "--out", o->out, OutputKind::kFolder);
     import_llama2c(o->model_bin, o->tokenizer_bin, o->out);
     std::printf("%s\n", o->out.c_str());
   });
@@ -41,6 +43,7 @@ void setup_gguf(CLI::App& import) {
   s->add_option("model", o->gguf, "model.gguf")->required();
   s->add_option("--out", o->out, "output checkpoint folder (written atomically)")->required();
   s->callback([o] {
+    check_output_flag("import gguf", "--out", o->out, OutputKind::kFolder);
     import_gguf(o->gguf, o->out);
     std::printf("%s\n", o->out.c_str());
   });
@@ -67,6 +70,7 @@ void setup_random(CLI::App& import) {
   s->add_option("--out", o->out, "output checkpoint folder (written atomically)")->required();
   s->callback([o] {
     check_not_overwriting_inputs({o->config, o->tokenizer_from}, o->out, "import");
+    check_output_flag("import random", "--out", o->out, OutputKind::kFolder);
     const ModelConfig c = config_from_hf_json(read_json_file(o->config), o->config);
     if (!o->tokenizer_from.empty()) load_tokenizer(o->tokenizer_from, c.vocab_size);
     save_checkpoint_atomic(o->out, LlamaModel{c, random_weights(c, o->seed, o->std)},

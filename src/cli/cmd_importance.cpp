@@ -31,6 +31,7 @@ void run(const ImportanceArgs& a) {
     throw ConfigError(fmt::format("[importance] --aggregation: expected mean or batch_l2, found "
                                   "'{}'", a.aggregation));
   check_not_overwriting_inputs({a.model, a.data.path}, a.out, "importance");
+  check_output_flag("importance", "--out", a.out);
   const c10::Device device = a.compute.resolve();
   LlamaModel m = load_checkpoint(a.model);
   if (!a.allow_nonfinite) require_finite(m, a.model, "importance", /*allow=*/false);

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "cli/data_options.h"
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/json_io.h"
 #include "common/runtime.h"
 #include "data/data_source.h"
+#include "data/text_corpus.h"
 #include "eval/make_tasks.h"
 #include "model/config.h"
 #include "io/checkpoint.h"
@@ -25,6 +27,7 @@ struct MakeTasksArgs {
 
 void run(const MakeTasksArgs& a) {
   check_not_overwriting_inputs({a.model, a.data.path}, a.out, "make-tasks");
+  check_output_flag("make-tasks", "--out", a.out, OutputKind::kFolder);
   const fs::path config_path = fs::path(a.model) / "config.json";
   ModelConfig config = config_from_hf_json(read_json_file(config_path), config_path.string());
   const std::unique_ptr<TextTokenizer> tok = load_tokenizer(a.model, config.vocab_size);
@@ -34,7 +37,15 @@ void run(const MakeTasksArgs& a) {
     throw ConfigError(msg("make-tasks", "{} was written for vocab_size {}, the model {} has {}",
                           a.data.path, data.vocab_size, a.model, config.vocab_size));
   std::vector<std::string> stories = decode_documents(data.ids, *tok);
-  StoryTasks tasks = make_story_tasks(stories, a.opt);
+  StoryTasks tasks;
+  try {
+    tasks = make_story_tasks(stories, a.opt);
+  } catch (const ConfigError& e) {
+    // Too few stories from one plain-text file: it was read as one story, not several.
+    if (stories.size() > 1 || !is_plain_text_input(a.data.path)) throw;
+    throw ConfigError(fmt::format("{}; --data {}: {}", e.what(), a.data.path,
+                                  several_documents_hint(a.data.text_field)));
+  }
   nlohmann::json meta = {{"generator", "autocompress make-tasks"},
                          {"source", fs::path(a.data.path).filename().string()},
                          {"data_source", data.source},

@@ -17,6 +17,7 @@ struct PlanArgs {
 
 void run(const PlanArgs& a) {
   ac::check_not_overwriting_inputs({a.config, a.scenario, a.profile}, a.out, "plan");
+  ac::cli::check_output_flag("plan", "--out", a.out);
   const ac::ModelConfig c = ac::read_architecture(a.config);
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile prof;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/flag_checks.h"
 #include "common/error.h"
 #include "common/runtime.h"
 #include "hardware/profile.h"
@@ -21,6 +22,7 @@ struct ProfileArgs {
 void run(const ProfileArgs& a) {
   ac::check_not_overwriting_inputs(std::vector<ac::fs::path>(a.models.begin(), a.models.end()),
                                    a.out, "profile");
+  ac::cli::check_output_flag("profile", "--out", a.out);
   ac::Scenario s = ac::find_scenario(a.scenario);
   // --device cuda: the scenario's GPU, whichever it is; else the device's own name.
   const bool any_gpu = a.device == "cuda" && s.device_spec.kind == "cuda";
@@ -51,14 +53,7 @@ void run(const ProfileArgs& a) {
               a.out.c_str());
   if (p.width_granularity > 0)
     std::printf("width granularity %lld (hardware/granularity.h)\n", (long long)p.width_granularity);
-  if (p.correction.fitted) {
-    const ac::CorrectionFit& f = p.correction.fit;
-    std::printf("correction fitted on %d calibration architectures (seed %llu, %.1f s): MAPE "
-                "TTFT %.2f%% (leave-one-out %.2f%%, uncorrected %.2f%%), TPOT %.2f%% "
-                "(leave-one-out %.2f%%, uncorrected %.2f%%)\n",
-                f.models, (unsigned long long)f.seed, f.elapsed_s, f.mape_ttft, f.loo_mape_ttft,
-                f.uncorrected_mape_ttft, f.mape_tpot, f.loo_mape_tpot, f.uncorrected_mape_tpot);
-  }
+  if (p.correction.fitted) std::printf("%s", ac::describe_fit(p.correction.fit).c_str());
   if (!p.residency_curve(p.workload.batch_size).empty())
     std::printf("cache residency: last-level cache %.0f MiB; the first model's weights %.0f%% "
                 "cache-resident in a decode step\n",

@@ -24,6 +24,7 @@ struct PruneArgs {
 
 void run(const PruneArgs& a) {
   check_not_overwriting_input(a.model, a.out, "prune");
+  check_output_flag("prune", "--out", a.out, OutputKind::kFolder);
   const c10::Device device = a.compute.resolve();
   LlamaModel m = load_checkpoint(a.model);
   m.weights = to_device(m.config, m.weights, device);  // the slicing runs there

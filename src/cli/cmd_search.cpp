@@ -74,6 +74,7 @@ ac::cli::RegisterCommand reg(50, [](CLI::App& app) {
     a->settings.precision = a->compute.resolve_precision(a->settings.device);
     ac::check_not_overwriting_inputs({a->model, a->importance, a->profile, a->data.path, a->train_data},
                                      a->out, "search");
+    ac::cli::check_output_flag("search", "--out", a->out);
     a->settings.minitron_batches = a->batches;
     if (a->retrain_top_k > 0) {
       if (a->train_data.empty())

@@ -26,6 +26,7 @@ void run(const ValidateArgs& a) {
   std::vector<ac::fs::path> inputs{a.profile, a.base};
   inputs.insert(inputs.end(), a.models.begin(), a.models.end());
   ac::check_not_overwriting_inputs(inputs, a.out, "validate");
+  ac::cli::check_output_flag("validate", "--out", a.out);
   ac::Scenario s = ac::find_scenario(a.scenario);
   ac::Profile p = ac::cli::load_profile_flag(a.profile, "validate");
   ac::use_profile_gemm_backend(p);  // the GEMM library its tables were timed with

@@ -27,8 +27,9 @@ inline CLI::Option* add_data_options(CLI::App* s, DataArgs& a, const std::string
                                      DataSplit default_split) {
   CLI::Option* data = s->add_option(
       "--data", a.path,
-      what + ": a token file, or text tokenized with the model's tokenizer: a UTF-8 file, JSONL "
-             "(--text-field) or a folder of .txt/.jsonl files");
+      what + ": a token file, or text tokenized with the model's tokenizer: a UTF-8 file (one "
+             "document), JSONL (--text-field; one document a line) or a folder of .txt/.jsonl "
+             "files");
   s->add_option("--text-field", a.text_field, "JSONL: the field holding each document's text")
       ->capture_default_str();
   s->add_option("--split", a.split,

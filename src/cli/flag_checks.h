@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 
@@ -61,6 +63,45 @@ inline void check_seq_len_fits(int64_t seq_len, const ModelConfig& c, const std:
   throw ConfigError(msg(where, "--seq-len {}: expected at most max_position_embeddings {} of "
                         "{}: past it the positions are ones the model was never trained on{}",
                         seq_len, c.max_position_embeddings, file, hint));
+}
+
+/// What an output flag names: a file written whole, or a folder built and renamed into place
+/// (StagingDir, which creates missing parent folders).
+enum class OutputKind { kFile, kFolder };
+
+/// Refuses, before anything is read or computed, an output `path` given by `flag` that cannot be
+/// written: a file whose folder does not exist, is not a folder or is not writable, or that
+/// names an existing folder; a folder whose nearest existing parent is not a writable folder, or
+/// that names an existing file. Without it a stage would run for minutes and fail only when it
+/// writes. Nothing to check when `path` is empty (the flag was not given). Throws ConfigError
+/// "[where] --out PATH: the folder DIR does not exist (create it first)" and the like.
+inline void check_output_flag(const char* where, const std::string& flag, const std::string& path,
+                              OutputKind kind = OutputKind::kFile) {
+  if (path.empty()) return;
+  std::error_code ec;
+  const fs::path p(path);
+  auto fail = [&](const std::string& what) {
+    throw ConfigError(msg(where, "{} {}: {}", flag, path, what));
+  };
+  auto writable = [](const fs::path& dir) { return ::access(dir.c_str(), W_OK | X_OK) == 0; };
+  if (kind == OutputKind::kFile) {
+    if (!p.has_filename() || fs::is_directory(p, ec))
+      fail("is a folder; expected a file name");
+    const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+    if (!fs::exists(dir, ec)) fail(fmt::format("the folder {} does not exist (create it first)",
+                                               dir.string()));
+    if (!fs::is_directory(dir, ec)) fail(fmt::format("{} is not a folder", dir.string()));
+    if (!writable(dir)) fail(fmt::format("the folder {} is not writable", dir.string()));
+    return;
+  }
+  if (fs::exists(p, ec) && !fs::is_directory(p, ec))
+    fail("is a file; expected a folder to write (or a path that does not exist yet)");
+  // The nearest existing parent: StagingDir creates the folders below it.
+  fs::path dir = fs::absolute(p, ec).parent_path();
+  while (!dir.empty() && !fs::exists(dir, ec) && dir != dir.root_path()) dir = dir.parent_path();
+  if (!fs::is_directory(dir, ec))
+    fail(fmt::format("{} is not a folder, so no folder can be created in it", dir.string()));
+  if (!writable(dir)) fail(fmt::format("the folder {} is not writable", dir.string()));
 }
 
 }  // namespace ac::cli

@@ -50,17 +50,25 @@ void Progress::update(int64_t done, const std::string& extra) {
     std::fprintf(stderr, "\r\033[K%s", line.c_str());
   } else {
     int decile = int(pct / 10);
-    if (decile == last_decile_) return;
+    if (decile == last_decile_ && !force_line_) return;
     last_decile_ = decile;
     std::fprintf(stderr, "%s\n", line.c_str());
   }
+  shown_done_ = done;
+  shown_extra_ = extra;
 }
 
 void Progress::finish(const std::string& extra) {
   if (finished_) return;
   finished_ = true;
-  last_decile_ = -1;
-  update(total_, extra);
+  // The last update may already have shown the end (update(total) then finish(), as most
+  // stages do): a plain log would print the 100% line twice.
+  if (shown_done_ != total_ || (!extra.empty() && extra != shown_extra_)) {
+    force_line_ = true;  // the end is shown even when its decile was (e.g. 99% then 100%+)
+    update(total_, extra);
+  } else {
+    report_progress({stage_, total_, total_, unit_, extra});
+  }
   if (tty_ && !std::getenv("AC_QUIET")) std::fprintf(stderr, "\n");
 }
 

@@ -46,7 +46,10 @@ void report_progress(const ProgressEvent& event);
 class Progress {
  public:
   Progress(std::string stage, int64_t total, std::string unit);
+  /// Shows `done` of the total (a line at most every 10% in a log, 5 redraws/s on a terminal).
   void update(int64_t done, const std::string& extra = "");
+  /// Shows the end once: nothing more when the last update already showed `done == total`
+  /// with the same `extra` (an empty `extra` keeps the shown one). Later calls do nothing.
   void finish(const std::string& extra = "");
 
  private:
@@ -54,7 +57,9 @@ class Progress {
   int64_t total_;
   double t0_, last_draw_ = 0;
   int last_decile_ = -1;
-  bool tty_, finished_ = false;
+  int64_t shown_done_ = -1;  // what the last line shown held
+  std::string shown_extra_;
+  bool tty_, finished_ = false, force_line_ = false;
 };
 
 }  // namespace ac

@@ -61,7 +61,31 @@ bool is_token_file(const fs::path& path) {
   char head[sizeof(kTokenFileMagic)] = {};
   f.read(head, sizeof head);
   return f.gcount() == std::streamsize(sizeof head) &&
-         std::memcmp(head, kTokenFileMagic, sizeof head) == 0;
+         (std::memcmp(head, kTokenFileMagic, sizeof head) == 0 ||
+          std::memcmp(head, kTokenFileMagicV1, sizeof head) == 0);
+}
+
+TokenizerFingerprint model_tokenizer_fingerprint(const fs::path& model_dir, int64_t vocab_size) {
+  std::error_code ec;
+  if (!fs::exists(model_dir / "tokenizer.json", ec) && !fs::exists(model_dir / "tokenizer.bin", ec))
+    return {};
+  try {
+    return tokenizer_fingerprint(*load_tokenizer(model_dir, vocab_size));
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+void check_token_file_tokenizer(const TokenizerFingerprint& written_with, const fs::path& file,
+                                const fs::path& model_dir, int64_t vocab_size, const char* where,
+                                const std::string& flag) {
+  if (!written_with.known()) return;
+  const TokenizerFingerprint model = model_tokenizer_fingerprint(model_dir, vocab_size);
+  if (!model.known() || model == written_with) return;
+  throw ConfigError(msg(where, "{} {} was written with {}; the model {} has {}: its ids would "
+                        "stand for other text (sample the data from this model, or give text "
+                        "to tokenize with its tokenizer)", flag, file.string(),
+                        written_with.describe(), model_dir.string(), model.describe()));
 }
 
 TextData tokenize_text_data(const fs::path& input, const fs::path& model_dir, int64_t vocab_size,
@@ -81,6 +105,8 @@ TextData tokenize_text_data(const fs::path& input, const fs::path& model_dir, in
   d.heldout = read_token_file(scratch.path() / "heldout.tokens").ids;
   d.tokenizer = tok->kind();
   log_info(fmt::format("[data] {}: {}", input.string(), describe(d.summary)));
+  if (is_plain_text_input(input))  // a first-hour surprise: blank lines do not split stories
+    log_info(fmt::format("[data] {}: {}", input.string(), several_documents_hint(text_field)));
   return d;
 }
 
@@ -93,6 +119,7 @@ LoadedData load_data(const DataSpec& spec, const fs::path& model_dir, int64_t vo
   LoadedData out;
   if (is_token_file(spec.path)) {
     TokenFile f = read_token_file(spec.path);
+    check_token_file_tokenizer(f.tokenizer, spec.path, model_dir, vocab_size, where);
     out.ids = std::move(f.ids);
     out.vocab_size = f.vocab_size;
     out.source = {{"path", spec.path.string()}, {"format", "tokens"},

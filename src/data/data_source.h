@@ -3,8 +3,8 @@
 // checkpoint's own tokenizer.
 //
 // What `--data PATH` may name (the same flag, the same rules, on every subcommand):
-//   a token file (data/token_file.h; recognized by its magic "ACTOK1", whatever its name): its ids,
-//     used whole;
+//   a token file (data/token_file.h; recognized by its magic "ACTOK2" or "ACTOK1", whatever its
+//     name): its ids, used whole; refused when it records a tokenizer other than the model's;
 //   anything else: text as data/text_corpus.h reads it: a UTF-8 text file, a JSONL file (one JSON
 //     object per line, the text in `--text-field`, default "text", as Hugging Face datasets'
 //     to_json writes it) or a folder of .txt / .jsonl files. It is tokenized with the model's
@@ -30,6 +30,7 @@
 #include "common/fs.h"
 #include "common/json_io.h"
 #include "data/text_corpus.h"
+#include "data/token_file.h"
 
 namespace ac {
 
@@ -75,10 +76,25 @@ struct TextData {
 TextData tokenize_text_data(const fs::path& input, const fs::path& model_dir, int64_t vocab_size,
                             const std::string& text_field, int64_t heldout_every = 20);
 
+/// The fingerprint (data/token_file.h) of the tokenizer in `model_dir` for a model of
+/// `vocab_size` ids; unknown when the folder has no tokenizer file or it cannot be read (the
+/// stages that need the tokenizer say why themselves; a check of data must not refuse more).
+TokenizerFingerprint model_tokenizer_fingerprint(const fs::path& model_dir, int64_t vocab_size);
+
+/// Refuses ids written with another tokenizer than `model_dir`'s, when both are known: such
+/// ids fit the vocabulary, so no other check catches them, and they mean other text. Throws
+/// ConfigError "[where] FLAG FILE was written with a tokenizer of 32000 tokens (vocabulary hash
+/// ...); the model DIR's tokenizer (tokenizer.json (byte-level BPE)) has 151669 tokens (...):
+/// ...". Nothing to check when `written_with` is unknown (a version-1 file).
+void check_token_file_tokenizer(const TokenizerFingerprint& written_with, const fs::path& file,
+                                const fs::path& model_dir, int64_t vocab_size, const char* where,
+                                const std::string& flag = "--data");
+
 /// Reads `spec` for the model in `model_dir` (config.json vocab_size `vocab_size`): a token file
 /// whole, or the `spec.split` part of a text input (above). `where` names the stage in errors.
-/// Throws ConfigError when the path does not exist or the part read has no ids (e.g. the
-/// held-out part of a text too short to hold anything out), FormatError from the readers.
+/// Throws ConfigError when the path does not exist, the part read has no ids (e.g. the
+/// held-out part of a text too short to hold anything out) or a token file was written with
+/// another tokenizer (check_token_file_tokenizer), FormatError from the readers.
 LoadedData load_data(const DataSpec& spec, const fs::path& model_dir, int64_t vocab_size,
                      const char* where);
 

@@ -236,7 +236,8 @@ class CorpusWriter {
  public:
   CorpusWriter(const TextTokenizer& tok, const fs::path& train, const fs::path& heldout,
                int64_t vocab_size, int64_t every, bool split_by_document)
-      : tok_(tok), train_(train, vocab_size), heldout_(heldout, vocab_size), every_(every),
+      : tok_(tok), train_(train, vocab_size, tokenizer_fingerprint(tok)),
+        heldout_(heldout, vocab_size, tokenizer_fingerprint(tok)), every_(every),
         by_document_(split_by_document) {
     summary_.split_by_document = split_by_document;
     summary_.heldout_every = every;
@@ -407,6 +408,18 @@ TextCorpusSummary write_text_corpus(const fs::path& input, const TextTokenizer& 
   TextCorpusSummary s = out.commit();
   s.files = int64_t(files.size());
   return s;
+}
+
+bool is_plain_text_input(const fs::path& input) {
+  std::error_code ec;
+  return fs::is_regular_file(input, ec) && !is_jsonl(input);
+}
+
+std::string several_documents_hint(const std::string& text_field) {
+  return fmt::format("plain text is read as one document (blank lines are not document "
+                     "boundaries); for several documents give JSONL, one {{\"{}\": ...}} per "
+                     "line (`sample --text-out NAME.jsonl` writes it), or a folder of .txt files",
+                     text_field);
 }
 
 std::string describe(const TextCorpusSummary& s) {

@@ -90,6 +90,16 @@ TextCorpusSummary write_text_corpus(const fs::path& input, const TextTokenizer& 
 /// held-out 2 documents (every 20th document), 380 tokens".
 std::string describe(const TextCorpusSummary& summary);
 
+/// True when `input` is a single file read as plain text (not .jsonl / .json): ONE document,
+/// whatever blank lines it holds, so it is held out by its last 1/N and gives one story.
+bool is_plain_text_input(const fs::path& input);
+
+/// How to give several documents instead of one plain-text file, for logs and errors: "plain
+/// text is read as one document (blank lines are not document boundaries); for several
+/// documents give JSONL, one {"text": ...} per line (`sample --text-out NAME.jsonl` writes it),
+/// or a folder of .txt files" (`text_field` in place of "text").
+std::string several_documents_hint(const std::string& text_field = "text");
+
 /// A document cut into the paragraphs it is encoded in (rule above): their concatenation is
 /// `text`. Paragraphs view `text`.
 std::vector<std::string_view> split_paragraphs(std::string_view text,

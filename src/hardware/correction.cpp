@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 #include "common/json_io.h"
 
@@ -293,6 +295,19 @@ LatencyCorrection LatencyCorrection::from_json(const json& j, const std::string&
   pair("leave_one_out_mape_percent", c.fit.loo_mape_ttft, c.fit.loo_mape_tpot);
   pair("uncorrected_mape_percent", c.fit.uncorrected_mape_ttft, c.fit.uncorrected_mape_tpot);
   return c;
+}
+
+std::string describe_fit(const CorrectionFit& f) {
+  std::string out = fmt::format("correction fitted on {} calibration architectures (seed {}, "
+                                "{:.1f} s); mean absolute percentage error of the predictions:\n",
+                                f.models, f.seed, f.elapsed_s);
+  out += fmt::format("        {:>11}  {:>9}  {:>13}\n", "uncorrected", "corrected",
+                     "leave-one-out");
+  out += fmt::format("  TTFT  {:>10.2f}%  {:>8.2f}%  {:>12.2f}%\n", f.uncorrected_mape_ttft,
+                     f.mape_ttft, f.loo_mape_ttft);
+  out += fmt::format("  TPOT  {:>10.2f}%  {:>8.2f}%  {:>12.2f}%\n", f.uncorrected_mape_tpot,
+                     f.mape_tpot, f.loo_mape_tpot);
+  return out;
 }
 
 }  // namespace ac

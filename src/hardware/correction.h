@@ -80,6 +80,12 @@ struct LatencyCorrection {
   static LatencyCorrection from_json(const json& j, const std::string& where);
 };
 
+/// A few lines for a person: how many architectures the fit saw, and the mean absolute
+/// percentage error of the predicted TTFT and TPOT without the correction, with it (in-sample)
+/// and leave-one-out. The full fit (coefficients, architectures) is LatencyCorrection::to_json,
+/// which belongs in the profile file rather than on a terminal.
+std::string describe_fit(const CorrectionFit& fit);
+
 /// Bounds of the fitted coefficients (in the order of PhaseCorrection::coefficients(); +-inf:
 /// unbounded). Each must hold the prior (factors 1, constants 0).
 struct CorrectionBounds {

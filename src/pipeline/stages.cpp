@@ -81,14 +81,19 @@ void check_data_dir(const fs::path& from) {
                                         "earlier compress run)", from.string(), name));
 }
 
-// The three token files in `dir`, checked against the teacher's vocabulary.
-Corpus read_token_files(const LlamaModel& teacher, const fs::path& dir) {
+// The three token files in `dir`, checked against the teacher's vocabulary and, where both are
+// recorded, its tokenizer (the teacher in `teacher_dir`).
+Corpus read_token_files(const LlamaModel& teacher, const fs::path& teacher_dir,
+                        const fs::path& dir) {
   const int32_t bos = int32_t(teacher.config.bos_token_id);
   Corpus c;
   TokenDataset* sets[] = {&c.calibration, &c.train, &c.heldout};
   for (int i = 0; i < 3; ++i) {
     const fs::path f = dir / kDataFiles[i];
-    *sets[i] = TokenDataset::load(f, bos);
+    TokenFile file = read_token_file(f);
+    check_token_file_tokenizer(file.tokenizer, f, teacher_dir, teacher.config.vocab_size,
+                               "compress");
+    *sets[i] = TokenDataset(std::move(file.ids), file.vocab_size, bos);
     if (sets[i]->vocab_size() > teacher.config.vocab_size)
       throw ConfigError(msg("compress", "{}: vocab_size {}, the teacher's is {}", f.string(),
                             sets[i]->vocab_size(), teacher.config.vocab_size));
@@ -96,10 +101,12 @@ Corpus read_token_files(const LlamaModel& teacher, const fs::path& dir) {
   return c;
 }
 
-void write_token_files(const Corpus& c, int64_t vocab_size, const fs::path& dir) {
+void write_token_files(const Corpus& c, int64_t vocab_size, const TokenizerFingerprint& tokenizer,
+                       const fs::path& dir) {
   fs::create_directories(dir);
   const TokenDataset* sets[] = {&c.calibration, &c.train, &c.heldout};
-  for (int i = 0; i < 3; ++i) write_token_file(dir / kDataFiles[i], sets[i]->ids(), vocab_size);
+  for (int i = 0; i < 3; ++i)
+    write_token_file(dir / kDataFiles[i], sets[i]->ids(), vocab_size, tokenizer);
 }
 
 // Teacher-sampled stories (distinct seeds; held-out documents that also occur in training are
@@ -417,7 +424,7 @@ Corpus stage_data(Run& run) {
   const fs::path dir = run.folder.path() / "data";
   const int64_t V = run.teacher.config.vocab_size;
   if (std::optional<json> done = run.folder.completed("data")) {
-    Corpus c = read_token_files(run.teacher, dir);
+    Corpus c = read_token_files(run.teacher, run.opt.in.model_dir, dir);
     c.source = field(*done, "source", "stages.json data");
     c.overlap_removed = field(*done, "overlap_removed", "stages.json data").get<int64_t>();
     return c;
@@ -426,12 +433,12 @@ Corpus stage_data(Run& run) {
   if (!run.opt.in.data_text.empty()) {
     c = text_data(run.teacher, run.opt);
   } else if (!run.opt.in.data_dir.empty()) {
-    c = read_token_files(run.teacher, run.opt.in.data_dir);
+    c = read_token_files(run.teacher, run.opt.in.model_dir, run.opt.in.data_dir);
     c.source = {{"source", "token files"}, {"path", run.opt.in.data_dir.string()}};
   } else {
     c = sample_data(run.teacher, run.opt.data, run.device);
   }
-  write_token_files(c, V, dir);
+  write_token_files(c, V, model_tokenizer_fingerprint(run.opt.in.model_dir, V), dir);
   run.folder.complete("data", {"data"},
                       {{"source", c.source}, {"overlap_removed", c.overlap_removed}}, since(t0));
   return c;

@@ -1,6 +1,7 @@
 // Perplexity of a GGUF in llama.cpp (node-llama-cpp 3.21.1, prebuilt CPU binaries, never built
 // here) over the windows `autocompress eval` scores (src/eval/eval.h): a token file
-// (src/data/token_file.h: magic "ACTOK1\0\0", uint64 count, uint64 vocab_size, int32 ids) cut
+// (src/data/token_file.h: magic "ACTOK2\0\0", uint64 count, uint64 vocab_size, uint64
+// tokenizer size and hash, int32 ids; version 1, "ACTOK1\0\0", has no tokenizer fields) cut
 // into packed windows of SEQ_LEN tokens, the tail dropped (TokenDataset::sequential_batches).
 // Each window is evaluated from an empty context; at every position t < SEQ_LEN - 1 llama.cpp's
 // probability of the next token x_{t+1} is read (controlledEvaluate with
@@ -35,13 +36,16 @@ const threads = threadsText && Number(threadsText) > 0 ? Number(threadsText)
 /** The ids of a token file (src/data/token_file.h), checked against its header. */
 function readTokenFile(path) {
     const b = fs.readFileSync(path);
-    if (b.length < 24 || b.toString("latin1", 0, 8) !== "ACTOK1\0\0")
-        throw new Error(`${path}: not a token file (magic "ACTOK1\\0\\0" expected)`);
+    const magic = b.length >= 24 ? b.toString("latin1", 0, 8) : "";
+    // Version 2 adds the tokenizer's size and hash (16 bytes) before the ids.
+    const header = magic === "ACTOK2\0\0" ? 40 : magic === "ACTOK1\0\0" ? 24 : 0;
+    if (header === 0 || b.length < header)
+        throw new Error(`${path}: not a token file (magic "ACTOK2\\0\\0" or "ACTOK1\\0\\0" expected)`);
     const count = Number(b.readBigUInt64LE(8));
-    if (b.length !== 24 + 4 * count)
-        throw new Error(`${path}: header says ${count} ids (${24 + 4 * count} bytes), the file has ${b.length} bytes`);
+    if (b.length !== header + 4 * count)
+        throw new Error(`${path}: header says ${count} ids (${header + 4 * count} bytes), the file has ${b.length} bytes`);
     const ids = new Array(count);
-    for (let i = 0; i < count; ++i) ids[i] = b.readInt32LE(24 + 4 * i);
+    for (let i = 0; i < count; ++i) ids[i] = b.readInt32LE(header + 4 * i);
     return ids;
 }
 
