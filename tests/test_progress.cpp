@@ -95,3 +95,31 @@ TEST(Progress, TheEndIsShownOnceInALog) {
             }), 2u);
   if (quiet) setenv("AC_QUIET", saved.c_str(), 1);
 }
+
+// The first line of a log has no ETA ("--"): the first unit carries the stage's warm-up, and an
+// ETA from it once read "1h12m" for a 90-second profile. Later lines have one.
+TEST(Progress, TheFirstLineHasNoEtaAndLaterOnesDo) {
+  const char* quiet = std::getenv("AC_QUIET");
+  const std::string saved = quiet ? quiet : "";
+  unsetenv("AC_QUIET");
+  testing::internal::CaptureStderr();
+  {
+    Progress bar("profile", 20, "shapes");
+    bar.update(1);  // 5%: the first line
+    bar.update(3);  // 15%: the next decile, a second line
+    bar.finish();
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  if (quiet) setenv("AC_QUIET", saved.c_str(), 1);
+  const size_t first_end = err.find('\n');
+  ASSERT_NE(first_end, std::string::npos) << err;
+  const std::string first = err.substr(0, first_end);
+  EXPECT_NE(first.find("1/20 shapes"), std::string::npos) << err;
+  EXPECT_NE(first.find("ETA --"), std::string::npos) << err;
+  const size_t second_end = err.find('\n', first_end + 1);
+  ASSERT_NE(second_end, std::string::npos) << err;
+  const std::string second = err.substr(first_end + 1, second_end - first_end - 1);
+  EXPECT_NE(second.find("3/20 shapes"), std::string::npos) << err;
+  EXPECT_EQ(second.find("ETA --"), std::string::npos) << err;
+  EXPECT_NE(second.find("ETA 0m"), std::string::npos) << err;  // microseconds a unit
+}

@@ -38,11 +38,20 @@ Progress::Progress(std::string stage, int64_t total, std::string unit)
 void Progress::update(int64_t done, const std::string& extra) {
   report_progress({stage_, done, total_, unit_, extra});
   if (std::getenv("AC_QUIET")) return;
-  double t = now_s() - t0_, rate = done / std::max(t, 1e-9);
+  const double now = now_s(), t = now - t0_, rate = done / std::max(t, 1e-9);
   double pct = 100.0 * double(done) / double(total_);
+  // The ETA follows the rate since the first update: the first units carry the stage's set-up
+  // and warm-up (a profile's first shape once read "ETA 1h12m" for a stage of 90 s). Until a
+  // second update there is no such rate.
+  if (first_update_s_ < 0) first_update_s_ = now, first_update_done_ = done;
+  const double since_s = now - first_update_s_;
+  const int64_t since_done = done - first_update_done_;
+  const std::string eta = done >= total_ ? fmt_eta(0)
+                          : since_done > 0 && since_s > 0
+                              ? fmt_eta(double(total_ - done) * since_s / double(since_done))
+                              : std::string("--");
   std::string line = fmt::format("[{}] {:5.1f}% {}/{} {} | {:.1f} {}/s | ETA {}{}{}", stage_,
-                                 pct, done, total_, unit_, rate, unit_,
-                                 fmt_eta((total_ - done) / std::max(rate, 1e-9)),
+                                 pct, done, total_, unit_, rate, unit_, eta,
                                  extra.empty() ? "" : " | ", extra);
   if (tty_) {
     if (now_s() - last_draw_ < 0.2 && done < total_) return;

@@ -56,6 +56,8 @@ class Progress {
   std::string stage_, unit_;
   int64_t total_;
   double t0_, last_draw_ = 0;
+  double first_update_s_ = -1;     // when the first update came (the ETA's rate starts there)
+  int64_t first_update_done_ = 0;  // and its `done`
   int last_decile_ = -1;
   int64_t shown_done_ = -1;  // what the last line shown held
   std::string shown_extra_;
