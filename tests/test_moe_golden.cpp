@@ -12,6 +12,7 @@
 //     untied heads, fp32 and bf16 in shards;
 //   PrefillMatchesTransformers, KvCacheDecodeMatchesTransformers: as tests/test_hf_golden.cpp;
 //   NormTopkProbChangesTheLogits: the goldens tell a renormalized top-k from a raw one;
+//   SlidingWindowIsRefusedPastItsLength: Qwen3-MoE's window (tests/golden/hf-moe-refused/);
 //   FusedExpertsLoadTheSame: transformers 5's in-memory layout (experts.gate_up_proj,
 //     experts.down_proj) loads to the same logits as the per-expert tensors on disk;
 //   refusals: the dense loader, a field changing the computation, a missing expert.
@@ -23,6 +24,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -216,6 +218,29 @@ TEST(MoeGolden, NormTopkProbChangesTheLogits) {
   m.norm_topk_prob = true;
   EXPECT_GT(relative_diff(m.forward(read_tokens(dir)), read_logits(dir, "prefill"),
                           "qwen3moe-top3 renormalized (wrong)"),
+            1e3 * kTolerance);
+}
+
+// Qwen3-MoE with use_sliding_window slides every layer (no layer_types or max_window_layers,
+// unlike Qwen3): window 6 over rows of 10, the first 6 positions match transformers and more are
+// refused rather than computed with full attention.
+TEST(MoeGolden, SlidingWindowIsRefusedPastItsLength) {
+  at::NoGradGuard no_grad;
+  const fs::path dir = ac::test::source_dir() / "tests/golden/hf-moe-refused/qwen3moe-sliding-window";
+  const MoeModel m = load_moe_checkpoint(dir);
+  ASSERT_EQ(m.config.sliding_window, std::optional<int64_t>(6));
+  const at::Tensor tokens = read_tokens(dir), theirs = read_logits(dir, "prefill");
+  EXPECT_LE(relative_diff(m.forward(tokens.narrow(1, 0, 6)), theirs.narrow(1, 0, 6),
+                          "qwen3moe-sliding-window first 6"),
+            kTolerance);
+  ac::test::expect_error<ConfigError>(
+      [&] { m.forward(tokens); },
+      {"config.json sliding_window 6", "model_type qwen3_moe",
+       "expected at most 6 positions, found 10"});
+  MoeModel unwindowed = m;
+  unwindowed.config.sliding_window.reset();
+  EXPECT_GT(relative_diff(unwindowed.forward(tokens).narrow(1, 6, 4), theirs.narrow(1, 6, 4),
+                          "qwen3moe-sliding-window past 6, no window"),
             1e3 * kTolerance);
 }
 

@@ -13,6 +13,8 @@ transformers' logits, in the layout of tests/golden/hf_golden.py (whose helpers 
     tokens.json                     the input ids, B rows of T: [[id, ...], ...]
     logits.safetensors              F32 tensors prefill [B, T, V], decode [B, N, V] and
                                     decode_positions [N] I64, as hf_golden.py describes them
+  tests/golden/hf-moe-refused/<name>/  variants autocompress refuses past a point (the REFUSED
+                                    table), with the same files
 
 Every parameter is drawn again after construction, with hf_golden.py's laws; the experts'
 [E, out, in] tensors (transformers 5 keeps them fused: experts.gate_up_proj [E, 2 Fe, D],
@@ -104,6 +106,20 @@ FIXTURES = {
 }
 
 
+# Variants autocompress refuses past a point, written to tests/golden/hf-moe-refused/ with the
+# same files.
+REFUSED = {
+    # A sliding window shorter than the rows: Qwen3-MoE slides every layer with
+    # use_sliding_window (no layer_types or max_window_layers, unlike Qwen2 / Qwen3).
+    "qwen3moe-sliding-window": ("qwen3_moe", dict(
+        COMMON, vocab_size=97, hidden_size=16, intermediate_size=24, moe_intermediate_size=12,
+        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+        num_experts=4, num_experts_per_tok=2, norm_topk_prob=True, use_sliding_window=True,
+        sliding_window=6, tie_word_embeddings=False), torch.float32, None, 15),
+}
+OUT_REFUSED = ROOT / "hf-moe-refused"
+
+
 def draw_weights(model, seed):
     """Every parameter drawn again from `seed` with hf_golden.py's laws (see the docstring)."""
     g = torch.Generator().manual_seed(seed)
@@ -141,8 +157,8 @@ def smallest_router_gap(folder, tokens, k):
     return min(gaps)
 
 
-def write_fixture(name, family, args, dtype, shard, seed):
-    folder = OUT / name
+def write_fixture(root, name, family, args, dtype, shard, seed):
+    folder = root / name
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
@@ -173,11 +189,12 @@ def write_fixture(name, family, args, dtype, shard, seed):
 def main():
     check_versions()
     torch.set_num_threads(1)  # one summation order, so that a rerun writes the same bytes
-    OUT.mkdir(exist_ok=True)
-    for name, spec in FIXTURES.items():
-        folder, gap = write_fixture(name, *spec)
-        print(f"{folder.relative_to(ROOT.parent.parent)}: {size_of(folder) / 1024:.0f} KiB, "
-              f"smallest top-k router gap {gap:.2g}")
+    for root, table in ((OUT, FIXTURES), (OUT_REFUSED, REFUSED)):
+        root.mkdir(exist_ok=True)
+        for name, spec in table.items():
+            folder, gap = write_fixture(root, name, *spec)
+            print(f"{folder.relative_to(ROOT.parent.parent)}: {size_of(folder) / 1024:.0f} KiB, "
+                  f"smallest top-k router gap {gap:.2g}")
 
 
 if __name__ == "__main__":
