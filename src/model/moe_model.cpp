@@ -28,7 +28,8 @@ at::Tensor moe_block(const at::Tensor& h, const MoeLayerWeights& w, int64_t k, b
   at::Tensor out = at::zeros_like(h);                                    // [N, D]
   // As Qwen3MoeExperts.forward: each expert hit runs once on its rows, its weighted output
   // added back in place; an expert no token chose costs nothing.
-  const at::Tensor hit = std::get<0>(at::_unique(r.experts.flatten()));  // sorted
+  // The experts hit, read on the host (the loop runs there whatever the tensors' device).
+  const at::Tensor hit = std::get<0>(at::_unique(r.experts.flatten())).to(at::kCPU);  // sorted
   for (int64_t e : std::vector<int64_t>(hit.data_ptr<int64_t>(),
                                         hit.data_ptr<int64_t>() + hit.numel())) {
     const at::Tensor where = (r.experts == e).nonzero();  // [n, 2]: token row, rank
