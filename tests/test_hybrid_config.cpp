@@ -191,6 +191,29 @@ TEST(HybridConfig, MixtralEveryLayerMoeByHand) {
   EXPECT_EQ(config_from_hf_json(out, "out.json").layers, c.layers);
 }
 
+// transformers 5 maps num_experts to num_local_experts in both families (attribute_map), and its
+// save_pretrained writes Qwen3-MoE's count as num_local_experts: either name is read, written
+// back under the name it was read by, and two different values are refused.
+TEST(HybridConfig, ExpertCountUnderEitherName) {
+  json j = {{"model_type", "qwen3_moe"}, {"vocab_size", 50}, {"hidden_size", 8},
+            {"intermediate_size", 12}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
+            {"num_key_value_heads", 1}, {"head_dim", 4}, {"num_local_experts", 5},
+            {"num_experts_per_tok", 2}, {"moe_intermediate_size", 6}};
+  const ModelConfig c = config_from_hf_json(j, "qwen3_moe.json");
+  ASSERT_TRUE(c.layers[0].has_moe());
+  EXPECT_EQ(c.layers[0].moe->num_experts, 5);
+  const json out = config_to_hf_json(c);
+  EXPECT_EQ(out["num_local_experts"], 5);
+  EXPECT_FALSE(out.contains("num_experts"));
+  j["num_experts"] = 4;
+  expect_error<FormatError>([&] { config_from_hf_json(j, "qwen3_moe.json"); },
+                            {"qwen3_moe.json", "num_experts 4 and num_local_experts 5 differ"});
+  json m = {{"model_type", "mixtral"}, {"vocab_size", 50}, {"hidden_size", 8},
+            {"intermediate_size", 6}, {"num_hidden_layers", 1}, {"num_attention_heads", 2},
+            {"num_experts", 3}, {"num_experts_per_tok", 1}};
+  EXPECT_EQ(config_from_hf_json(m, "mixtral.json").layers[0].moe->num_experts, 3);
+}
+
 // The stages that compute a model take dense decoders only (issue 42 adds the hybrid forward).
 TEST(HybridConfig, DenseStagesRefuseHybrid) {
   const ModelConfig c = config_from_hf_json(tiny_nemotron_h(), "tiny.json");

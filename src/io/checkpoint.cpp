@@ -8,21 +8,39 @@
 
 namespace ac {
 
-LlamaModel load_checkpoint(const fs::path& dir) {
+namespace {
+
+// config.json of checkpoint folder `dir`, read; FormatError on a missing folder or file.
+ModelConfig read_checkpoint_config(const fs::path& dir) {
   if (!fs::is_directory(dir))
     throw FormatError(msg("load_checkpoint", "{}: no such checkpoint folder", dir.string()));
   const fs::path config_path = dir / "config.json";
   if (!fs::exists(config_path))
     throw FormatError(msg("load_checkpoint", "{}: missing config.json", config_path.string()));
+  return config_from_hf_json(read_json_file(config_path), config_path.string());
+}
+
+// The file errors about the weights name: the shards' index, or the one file.
+fs::path weights_file(const fs::path& dir) {
+  return fs::exists(dir / "model.safetensors.index.json") ? dir / "model.safetensors.index.json"
+                                                          : dir / "model.safetensors";
+}
+
+}  // namespace
+
+LlamaModel load_checkpoint(const fs::path& dir) {
   LlamaModel m;
-  m.config = config_from_hf_json(read_json_file(config_path), config_path.string());
+  m.config = read_checkpoint_config(dir);
   const TensorMap tensors = load_safetensors_dir(dir);
-  const fs::path weights_file = fs::exists(dir / "model.safetensors.index.json")
-                                    ? dir / "model.safetensors.index.json"
-                                    : dir / "model.safetensors";
-  m.weights = from_tensor_map(m.config, tensors, weights_file.string());
-  warn_nonfinite(find_nonfinite(m), weights_file.string());
+  const fs::path file = weights_file(dir);
+  m.weights = from_tensor_map(m.config, tensors, file.string());
+  warn_nonfinite(find_nonfinite(m), file.string());
   return m;
+}
+
+MoeModel load_moe_checkpoint(const fs::path& dir) {
+  const ModelConfig c = read_checkpoint_config(dir);
+  return moe_model_from_tensor_map(c, load_safetensors_dir(dir), weights_file(dir).string());
 }
 
 void save_checkpoint(const fs::path& dir, const LlamaModel& m, const fs::path& tokenizer_from) {

@@ -2,12 +2,19 @@
 #pragma once
 #include "common/fs.h"
 #include "model/llama.h"
+#include "model/moe_model.h"
 
 namespace ac {
 
 /// Loads config.json + weights (fp32 in memory) from a checkpoint folder.
 /// Throws FormatError naming the file, tensor or field (missing files, shape mismatch, ...).
 LlamaModel load_checkpoint(const fs::path& dir);
+
+/// Loads a Qwen3-MoE or Mixtral checkpoint folder (model/moe_model.h): config.json and
+/// model.safetensors, or shards with model.safetensors.index.json; fp32 in memory. Throws
+/// FormatError naming the file, tensor or field, and moe_model_from_tensor_map's ConfigError on
+/// what the MoE forward does not compute.
+MoeModel load_moe_checkpoint(const fs::path& dir);
 
 /// Writes config.json + model.safetensors (fp32) into `dir` (which must exist; callers use a
 /// StagingDir for atomicity). `tokenizer_from`: a checkpoint folder whose companion files

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/gemm.h"
+#include "model/attention.h"
 #include "model/kernels.h"
 
 namespace ac {
@@ -40,17 +41,6 @@ at::Tensor inv_freq(const ModelConfig& c, int64_t head_dim) {
   at::Tensor smoothed = (1.0 - smooth) * scaled / s.factor + smooth * scaled;
   at::Tensor medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
   return at::where(medium, smoothed, scaled);
-}
-
-void check_tokens(const ModelConfig& c, const at::Tensor& tokens) {
-  if (tokens.dim() != 2 || tokens.scalar_type() != at::kLong)
-    throw ConfigError(fmt::format("[forward] tokens must be int64 [B, T], found {} {}",
-                                  c10::toString(tokens.scalar_type()), tokens.sizes().vec()));
-  if (tokens.numel() == 0) throw ConfigError("[forward] tokens is empty");
-  int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
-  if (lo < 0 || hi >= c.vocab_size)
-    throw ConfigError(fmt::format("[forward] token id {} outside the vocabulary [0, {})",
-                                  lo < 0 ? lo : hi, c.vocab_size));
 }
 
 const at::Tensor kNone;
@@ -117,17 +107,8 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
   const ModelConfig& c = config;
   const ModelWeights& w = weights;
   check_tokens(c, tokens);
-  const int64_t B = tokens.size(0), T = tokens.size(1);
-  const int64_t pos0 = opt.cache ? opt.cache->length : 0, S = pos0 + T;  // S: keys visible
-  if (opt.cache && S > opt.cache->capacity)
-    throw ConfigError(fmt::format("[forward] KV cache holds {} positions, {} needed",
-                                  opt.cache->capacity, S));
-  // Up to the window, sliding attention is plain causal attention; past it, it is not ours.
-  if (c.sliding_window && S > *c.sliding_window)
-    throw ConfigError(fmt::format(
-        "[forward] config.json sliding_window {0} (model_type {1}): the model attends over the "
-        "last {0} positions only, this forward over all of them; expected at most {0} positions, "
-        "found {2}", *c.sliding_window, c.model_type, S));
+  AttentionSetup setup = attention_setup(c, tokens, opt.cache, opt.attention_mask);
+  const int64_t B = setup.B, T = setup.T, S = setup.S;
   // Masks may come from elsewhere (the search keeps its architecture logits on the CPU): they
   // join the forward on the tokens' device (differentiably; free when already there).
   const c10::Device dev = tokens.device();
@@ -143,21 +124,6 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
     if (opt.observer) opt.observer->on_embedding(x);
   }
 
-  // A block from position 0 without padding is causal: the fused kernel (causal_attention),
-  // which needs no mask. Otherwise allowed[t, s]: query t (absolute pos0 + t) may attend key s;
-  // decode of one token without padding sees every key (no mask).
-  const bool fused_causal = pos0 == 0 && T > 1 && !opt.attention_mask;
-  at::Tensor allowed;
-  if (!fused_causal && (T > 1 || opt.attention_mask)) {
-    allowed = causal_allowed(pos0, T, tokens.device());  // [T, S]
-    if (opt.attention_mask) {
-      at::Tensor keys = opt.attention_mask->to(dev, at::kBool);     // [B, S]
-      allowed = allowed.unsqueeze(0).logical_and(keys.view({B, 1, S}));  // [B, T, S]
-      allowed = allowed.view({B, 1, 1, T, S});
-    }
-  }
-  std::map<int64_t, std::pair<at::Tensor, at::Tensor>> rope;  // by head_dim
-
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const LayerConfig& lc = c.layers[size_t(i)];
     const LayerWeights& lw = w.layers[size_t(i)];
@@ -165,34 +131,10 @@ at::Tensor LlamaModel::hidden_states(const at::Tensor& tokens, const ForwardOpti
                                                                    : nullptr;
     at::Tensor block_in = x;
     if (lc.has_attention()) {
-      const int64_t H = lc.num_attention_heads, G = lc.num_key_value_heads, Hd = lc.head_dim;
+      const int64_t H = lc.num_attention_heads, Hd = lc.head_dim;
       at::Tensor h = rms_norm(x, lw.input_layernorm, c.rms_norm_eps, hmask);
       if (opt.observer) opt.observer->on_norm(i + opt.first_layer, 0, h);
-      auto it = rope.find(Hd);
-      if (it == rope.end())
-        it = rope.emplace(Hd, rope_tables(c, Hd, pos0, T, tokens.device())).first;
-      const auto& [cos, sin] = it->second;
-      at::Tensor q = ac::linear(h, lw.q_proj, lw.q_bias).view({B, T, H, Hd});
-      at::Tensor k = ac::linear(h, lw.k_proj, lw.k_bias).view({B, T, G, Hd});
-      if (c.qk_norm) {  // Qwen3: each head normalized over its Hd, before RoPE
-        q = ac::rms_norm(q, lw.q_norm, c.rms_norm_eps);
-        k = ac::rms_norm(k, lw.k_norm, c.rms_norm_eps);
-      }
-      // RoPE into the heads' layout (model/kernels.h): q [B, H, T, Hd], k [B, G, T, Hd].
-      q = rope_to_heads(q, cos, sin);
-      k = rope_to_heads(k, cos, sin);
-      at::Tensor v = ac::linear(h, lw.v_proj, lw.v_bias).view({B, T, G, Hd}).transpose(1, 2);
-      if (opt.cache) {
-        opt.cache->k[size_t(i)].narrow(2, pos0, T).copy_(k);
-        opt.cache->v[size_t(i)].narrow(2, pos0, T).copy_(v);
-        k = opt.cache->k[size_t(i)].narrow(2, 0, S);
-        v = opt.cache->v[size_t(i)].narrow(2, 0, S);
-      }
-      // GQA: query head h uses KV group h / (H/G), as HF repeat_kv; broadcast, no copy.
-      at::Tensor qg = q.reshape({B, G, H / G, T, Hd});
-      at::Tensor attn = fused_causal ? causal_attention(qg, k, v)
-                                     : grouped_attention(qg, k, v, allowed);
-      attn = attn.reshape({B, H, T, Hd}).transpose(1, 2);  // [B, T, H, Hd]
+      at::Tensor attn = attention_heads(c, i, lw, h, opt.cache, setup);  // [B, T, H, Hd]
       if (lm && lm->heads.defined()) attn = attn * on_dev(lm->heads).view({1, 1, H, 1});
       if (opt.observer) opt.observer->on_attn_heads(i + opt.first_layer, attn);
       at::Tensor out = ac::linear(attn.reshape({B, T, H * Hd}), lw.o_proj);  // [B, T, D]

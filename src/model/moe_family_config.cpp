@@ -17,16 +17,33 @@ bool is_moe_family_model_type(const std::string& t) { return t == "qwen3_moe" ||
 
 namespace {
 
+// The expert count under either of its names: transformers 5's Qwen3MoeConfig and MixtralConfig
+// both map num_experts to num_local_experts (attribute_map), so Qwen3-MoE's released configs
+// write num_experts and transformers 5's save_pretrained writes num_local_experts, for both
+// families. Two different values are refused.
+int64_t expert_count(const json& j, const ModelConfig& c, const std::string& file) {
+  const bool mixtral = c.model_type == "mixtral";
+  const char* own = mixtral ? "num_local_experts" : "num_experts";
+  const char* other = mixtral ? "num_experts" : "num_local_experts";
+  const bool has_own = j.contains(own) && !j[own].is_null();
+  const bool has_other = j.contains(other) && !j[other].is_null();
+  if (has_own && has_other && get<int64_t>(j, own, file) != get<int64_t>(j, other, file))
+    throw FormatError(fmt::format("[load_config] {}: num_experts {} and num_local_experts {} "
+                                  "differ (transformers reads them as one field)", file,
+                                  j["num_experts"].dump(), j["num_local_experts"].dump()));
+  const char* key = has_own || !has_other ? own : other;
+  return mixtral ? positive(j, key, file, 8) : get_or<int64_t>(j, key, 128, file);
+}
+
 MoeConfig family_moe(const json& j, const ModelConfig& c, const std::string& file) {
   MoeConfig m;
   m.gated = true;
   m.scoring_func = "softmax";
+  m.num_experts = expert_count(j, c, file);
   if (c.model_type == "mixtral") {
-    m.num_experts = positive(j, "num_local_experts", file, 8);
     m.num_experts_per_tok = positive(j, "num_experts_per_tok", file, 2);
     m.moe_intermediate_size = positive(j, "intermediate_size", file);
   } else {
-    m.num_experts = get_or<int64_t>(j, "num_experts", 128, file);
     m.num_experts_per_tok = positive(j, "num_experts_per_tok", file, 8);
     m.moe_intermediate_size = positive(j, "moe_intermediate_size", file, 768);
   }
@@ -149,14 +166,21 @@ json moe_family_config_to_hf_json(const ModelConfig& c) {
   j.erase("moe_block_configs");
   if (!first_moe) return j;
   j["num_experts_per_tok"] = first_moe->num_experts_per_tok;
+  // The expert count under the name it was read by (expert_count), the other dropped: a
+  // stale copy from `extra` would give transformers two values for one field.
+  const char* experts_key = c.extra.contains("num_local_experts") ? "num_local_experts"
+                            : c.extra.contains("num_experts")     ? "num_experts"
+                            : mixtral                             ? "num_local_experts"
+                                                                  : "num_experts";
+  j.erase("num_experts");
+  j.erase("num_local_experts");
+  j[experts_key] = first_moe->num_experts;
   if (mixtral) {
     if (!mlp_only.empty())
       throw ConfigError(fmt::format("[config_to_hf_json] {}: Mixtral has an MoE in every layer",
                                     describe(c)));
-    j["num_local_experts"] = first_moe->num_experts;
     j["intermediate_size"] = first_moe->moe_intermediate_size;
   } else {
-    j["num_experts"] = first_moe->num_experts;
     j["moe_intermediate_size"] = first_moe->moe_intermediate_size;
     j["intermediate_size"] = dense_width;
     j["decoder_sparse_step"] = 1;

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "model/families.h"
+#include "model/moe_family_config.h"
 #include "model/tensor_roles.h"
 
 namespace ac {
@@ -30,10 +31,9 @@ std::string hf_layer_name(int64_t layer, const std::string& role) {
   return hf_tensor_name(r, layer);
 }
 
-namespace {
-
-at::Tensor take(const TensorMap& m, const std::string& name, const std::vector<int64_t>& shape,
-                const char* field, const std::string& file) {
+at::Tensor take_tensor(const TensorMap& m, const std::string& name,
+                       const std::vector<int64_t>& shape, const char* field,
+                       const std::string& file) {
   auto it = m.find(name);
   if (it == m.end())
     throw FormatError(fmt::format("[load_checkpoint] {}: missing tensor '{}' (shape {} expected "
@@ -46,10 +46,12 @@ at::Tensor take(const TensorMap& m, const std::string& name, const std::vector<i
   return it->second.to(at::kFloat).contiguous().clone();
 }
 
+namespace {
+
 at::Tensor take_role(const TensorMap& m, const ModelConfig& c, const TensorRole& r,
                      int64_t layer, const std::string& file) {
   const LayerConfig* l = r.per_layer() ? &c.layers[size_t(layer)] : nullptr;
-  return take(m, hf_tensor_name(r, layer), role_shape(r, c, l), r.shape_field, file);
+  return take_tensor(m, hf_tensor_name(r, layer), role_shape(r, c, l), r.shape_field, file);
 }
 
 // What a known kind of unexpected tensor is, for the message ("" for the others).
@@ -72,12 +74,15 @@ std::string unexpected_hint(const std::vector<std::string>& names) {
   return "";
 }
 
+}  // namespace
+
 // A tensor the config has no role for is refused: the forward would run without it and give
 // other logits than the model's (a Qwen3's q/k norms read as another family, the o_proj and MLP
 // biases of a Llama with attention_bias / mlp_bias). RoPE's inv_freq buffer (older checkpoints)
 // is derived from config.json, and a tied head written out anyway is the embedding itself.
-void refuse_unexpected(const ModelConfig& c, const TensorMap& m, const std::string& file) {
-  std::set<std::string> expected;
+void refuse_unexpected_tensors(const ModelConfig& c, const TensorMap& m, const std::string& file,
+                               const std::set<std::string>& also_expected) {
+  std::set<std::string> expected = also_expected;
   for (const TensorRole& r : kModelRoles)
     if (role_present(r, c)) expected.insert(hf_tensor_name(r));
   for (int64_t i = 0; i < c.num_layers(); ++i)
@@ -107,10 +112,10 @@ void refuse_unexpected(const ModelConfig& c, const TensorMap& m, const std::stri
       unexpected.size() > shown ? fmt::format(" and {} more", unexpected.size() - shown) : "",
       unexpected.size() > 1 ? "have" : "has", c.model_type, c.architecture,
       unexpected.size() > 1 ? "them" : "it", unexpected_hint(unexpected),
-      fmt::join(dense_model_types(), ", ")));
+      is_moe_family_model_type(c.model_type)
+          ? std::string("qwen3_moe and mixtral (model/moe_model.h)")
+          : fmt::format("{}", fmt::join(dense_model_types(), ", "))));
 }
-
-}  // namespace
 
 TensorMap to_tensor_map(const ModelConfig& c, const ModelWeights& w) {
   TensorMap m;
@@ -126,6 +131,13 @@ TensorMap to_tensor_map(const ModelConfig& c, const ModelWeights& w) {
 // reported is the first tensor a reader of the file meets.
 ModelWeights from_tensor_map(const ModelConfig& c, const TensorMap& m, const std::string& file) {
   require_dense(c, "load_weights: " + file);
+  ModelWeights w = role_weights_from_tensor_map(c, m, file);
+  refuse_unexpected_tensors(c, m, file);
+  return w;
+}
+
+ModelWeights role_weights_from_tensor_map(const ModelConfig& c, const TensorMap& m,
+                                          const std::string& file) {
   ModelWeights w;
   w.embed_tokens = take_role(m, c, tensor_role("embed_tokens"), -1, file);
   for (int64_t i = 0; i < c.num_layers(); ++i) {
@@ -138,7 +150,6 @@ ModelWeights from_tensor_map(const ModelConfig& c, const TensorMap& m, const std
   w.norm = take_role(m, c, tensor_role("norm"), -1, file);
   const TensorRole& head = tensor_role("lm_head");
   w.lm_head = role_present(head, c) ? take_role(m, c, head, -1, file) : w.embed_tokens;
-  refuse_unexpected(c, m, file);
   return w;
 }
 

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,26 @@ TensorMap to_tensor_map(const ModelConfig& c, const ModelWeights& w);
 /// the model config.json describes". Tolerated: RoPE's `*.rotary_emb.inv_freq` buffers, and a
 /// tied head written out anyway when it equals the embedding.
 ModelWeights from_tensor_map(const ModelConfig& c, const TensorMap& m, const std::string& file);
+
+/// The tensor `name` of `m` as a contiguous fp32 copy. Throws FormatError "[load_checkpoint]
+/// FILE: missing tensor 'NAME' (shape [..] expected from config.json FIELD)" or "tensor 'NAME'
+/// has shape [a, b], expected [c, d] from config.json FIELD".
+at::Tensor take_tensor(const TensorMap& m, const std::string& name,
+                       const std::vector<int64_t>& shape, const char* field,
+                       const std::string& file);
+
+/// The tensors of every role of model/tensor_roles.h that `c` has (the attention, norms and
+/// dense FFN of each layer, the embedding and the head), checked as from_tensor_map does, for a
+/// model kind that adds tensors of its own (model/moe_model.h); from_tensor_map's check of
+/// hybrid configs and of unexpected tensors is left to the caller.
+ModelWeights role_weights_from_tensor_map(const ModelConfig& c, const TensorMap& m,
+                                          const std::string& file);
+
+/// Throws from_tensor_map's FormatError for the tensors of `m` that no role of `c` and no name
+/// of `also_expected` takes (RoPE's inv_freq buffers and a tied head equal to the embedding
+/// tolerated).
+void refuse_unexpected_tensors(const ModelConfig& c, const TensorMap& m, const std::string& file,
+                               const std::set<std::string>& also_expected = {});
 
 /// Random weights for tests: N(0, std) projections, norms near 1 (seeded, deterministic).
 ModelWeights random_weights(const ModelConfig& c, uint64_t seed, double std = 0.02);

@@ -150,11 +150,12 @@ def draw_weights(model, seed):
                 p.copy_(torch.randn(p.shape, generator=g) / p.shape[1] ** 0.5)
 
 
-def transformers_logits(folder, tokens):
+def transformers_logits(folder, tokens, **load_args):
     """prefill [B, T, V], decode [B, N, V] and decode_positions [N] from the saved checkpoint,
-    loaded as transformers loads it, in float32 on the CPU."""
+    loaded as transformers loads it, in float32 on the CPU (load_args: more from_pretrained
+    arguments, e.g. hf_golden_moe.py's experts_implementation)."""
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        folder, dtype=torch.float32, attn_implementation="eager")
+        folder, dtype=torch.float32, attn_implementation="eager", **load_args)
     model.eval()
     with torch.no_grad():
         prefill = model(tokens, use_cache=False).logits
