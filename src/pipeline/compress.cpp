@@ -119,7 +119,10 @@ ComparisonRow comparison_row(const Run& run, const SearchedMethod& s, const Fini
   row.config = describe(f.student.config);
   row.parameters = f.student.config.num_parameters();
   // The final run's blockwise distillation counts too (teacher and blocks: twice its tokens).
-  row.search_tokens = s.search_tokens + 2 * f.distill.value("bld_tokens", int64_t(0));
+  // A final run that continued the chosen finalist's retraining has those steps in its own
+  // budget: they are the distillation's tokens, not the search's (teacher and student: twice).
+  row.search_tokens = s.search_tokens + 2 * f.distill.value("bld_tokens", int64_t(0)) -
+                      2 * f.distill.value("continued_retraining_tokens", int64_t(0));
   row.search_seconds = s.search_seconds;
   row.model = f.model_path;
   const CostEstimate predicted = predict(f.student.config, run.scenario, run.scenario_profile);

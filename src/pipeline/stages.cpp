@@ -45,6 +45,10 @@ const json& field(const json& j, const char* key, const std::string& where) {
 }
 
 // The distillation options of the run (batch, T, lr schedule, seed, device) for a token budget.
+// Where AutoCompress's finalists keep their retraining states (RetrainOptions::state_root) in a
+// run folder until the final run continues the chosen one's.
+constexpr const char* kRetrainStateDir = ".retrain_state-autocompress";
+
 DistillOptions distill_options(const Run& run, int64_t budget) {
   const CompressOptions& opt = run.opt;
   DistillOptions d;
@@ -198,6 +202,11 @@ SearchSettings search_settings(const Run& run) {
   if (s.autocompress_retrain) {
     s.autocompress_retrain_options = retrain_options(run, opt.search.autocompress_retrain);
     s.autocompress_retrain_options.bld_tokens = autocompress_bld_tokens(opt);
+    // The chosen finalist's retraining is the final run's start (same schedule, data and seed):
+    // kept, the final run continues it. A hidden-state loss changes the final run's options
+    // (the retraining has none), so there it starts over.
+    if (opt.search.autocompress_retrain.final_schedule && opt.distill.hidden_loss_weight == 0)
+      s.autocompress_retrain_options.state_root = run.folder.path() / kRetrainStateDir;
   }
   s.autocompress.space.max_blocks_removed = opt.search.max_removed_layers;
   // The seed of the run also seeds the differentiable search's Gumbel noise.
@@ -575,11 +584,32 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
   // A run killed inside the distillation resumes from its last checkpoint.
   dopt.state_dir = dir / (".distill_state-" + m.method);
   dopt.resume = true;
-  // AutoCompress's finalists were retrained after a blockwise local distillation; its final run
-  // starts the same way, so that the retraining was this run's beginning. A resumed run's state
-  // already holds the student after it.
+  // AutoCompress's chosen finalist was retrained as this run's first steps, after a blockwise
+  // local distillation: its kept state is where this run continues (the same steps again would
+  // give the same model).
+  std::optional<RetrainedState> continued;
+  const fs::path continued_record = dopt.state_dir / "continued_retraining.json";
+  if (m.method == "autocompress") {
+    continued = adopt_retraining_state(dir / kRetrainStateDir, f.student.config,
+                                       dopt.token_budget, dopt.state_dir);
+    if (continued) {
+      write_json_file(continued_record, {{"distill_tokens", continued->distill_tokens},
+                                         {"bld_tokens", continued->bld_tokens}});
+    } else if (fs::exists(continued_record)) {  // a resumed run that had continued it
+      const json j = read_json_file(continued_record);
+      continued = RetrainedState{j.at("distill_tokens").get<int64_t>(),
+                                 j.at("bld_tokens").get<int64_t>()};
+    }
+  }
+  fs::remove_all(dir / kRetrainStateDir);
+  if (continued)
+    log_info(fmt::format("[compress] {}: the distillation continues the chosen finalist's "
+                         "retraining ({} tokens, after a blockwise start of {} tokens)",
+                         m.method, continued->distill_tokens, continued->bld_tokens));
+  // Without it, the final run starts as the finalists did: a blockwise local distillation, then
+  // the schedule from its first step. A resumed run's state already holds the student after it.
   int64_t bld_tokens = 0;
-  if (m.method == "autocompress" && autocompress_bld_tokens(run.opt) > 0) {
+  if (m.method == "autocompress" && !continued && autocompress_bld_tokens(run.opt) > 0) {
     const BldOptions bo = bld_options_for(dopt, autocompress_bld_tokens(run.opt));
     const int64_t per_step = bo.batch_size * bo.seq_len;
     bld_tokens = bo.token_budget / per_step * per_step;
@@ -596,6 +626,7 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
   fs::remove_all(dopt.state_dir);
   f.distill = {{"tokens", d.tokens}, {"steps", d.steps_done}, {"skipped_steps", d.skipped_steps},
                {"bld_tokens", bld_tokens},
+               {"continued_retraining_tokens", continued ? continued->distill_tokens : 0},
                {"wall_s", d.wall_s},
                {"first_loss", d.loss_curve.empty() ? 0.0 : d.loss_curve.front()},
                {"last_loss", d.loss_curve.empty() ? 0.0 : d.loss_curve.back()},

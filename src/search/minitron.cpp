@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/json_io.h"
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "distill/bld.h"
@@ -190,9 +191,18 @@ void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, Se
     dopt.token_budget = std::max(opt.schedule_tokens, opt.distill.token_budget);
     dopt.stop_after_steps = prefix_steps;
   }
-  size_t best = ranked.front();
+  // Each finalist's state is kept while the ranking is open; the chosen one's stays after it.
+  const bool keep_states = !opt.state_root.empty() && prefix_steps > 0;
+  if (keep_states) {
+    fs::remove_all(opt.state_root);
+    fs::create_directories(opt.state_root);
+  }
+  auto state_of = [&](size_t k) { return opt.state_root / fmt::format("candidate-{}", k); };
+  size_t best = ranked.front(), best_k = 0;
+  int64_t bld_done = 0;
   for (size_t k = 0; k < ranked.size(); ++k) {
     Candidate& c = r.candidates[ranked[k]];
+    if (keep_states) dopt.state_dir = state_of(k);
     const PrunePlan plan = plan_pruning(teacher.config, imp, c.target);
     LlamaModel student = drop_removed_blocks(apply_plan(teacher, plan));
     student.weights = clone(student.config, student.weights);  // own storage: it trains
@@ -202,6 +212,7 @@ void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, Se
           teacher, student, pruning_map_from_plan(teacher.config, plan, /*blocks_dropped=*/true),
           train, b);
       r.search_tokens += 2 * br.tokens;
+      bld_done = br.tokens;
     }
     DistillResult d = distill(teacher, student, train, dopt);
     // A prefix of the final schedule ends "interrupted" by its step count, not by a signal.
@@ -210,15 +221,49 @@ void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, Se
     r.search_tokens += 2 * d.tokens;  // teacher forward + student forward of every token
     c.loss_after_retrain = mean_kl(reference, student, calibration);
     for (const auto& b : calibration) r.search_tokens += b.numel();
-    if (c.loss_after_retrain < r.candidates[best].loss_after_retrain || k == 0) best = ranked[k];
+    if (c.loss_after_retrain < r.candidates[best].loss_after_retrain || k == 0)
+      best = ranked[k], best_k = k;
     log_info(fmt::format("[search] {} retraining {}/{}: {}: KL after pruning {:.4f}, after "
                          "{} tokens {:.4f}", r.method, k + 1, ranked.size(), describe(c.config),
                          c.loss_after_prune, d.tokens, c.loss_after_retrain));
+  }
+  if (keep_states) {
+    fs::rename(state_of(best_k), opt.state_root / "chosen");
+    for (size_t k = 0; k < ranked.size(); ++k) fs::remove_all(state_of(k));
+    write_json_file(opt.state_root / "chosen.json",
+                    {{"architecture", describe(r.candidates[best].config)},
+                     {"schedule_tokens", dopt.token_budget},
+                     {"distill_tokens", prefix_steps * dopt.batch_size * dopt.seq_len * dopt.grad_accum},
+                     {"bld_tokens", bld_done}});
   }
   for (auto& c : r.candidates) c.chosen = false;
   r.candidates[best].chosen = true;
   r.best = r.candidates[best];
   r.seconds += now_s() - t0;
+}
+
+std::optional<RetrainedState> adopt_retraining_state(const fs::path& state_root,
+                                                     const ModelConfig& config,
+                                                     int64_t final_token_budget,
+                                                     const fs::path& state_dir) {
+  const fs::path chosen = state_root / "chosen", record = state_root / "chosen.json";
+  if (!fs::exists(chosen / kDistillStateFile) || !fs::exists(record) ||
+      fs::exists(state_dir / kDistillStateFile))
+    return std::nullopt;
+  const nlohmann::json j = read_json_file(record);
+  try {
+    if (j.at("architecture").get<std::string>() != describe(config) ||
+        j.at("schedule_tokens").get<int64_t>() != final_token_budget)
+      return std::nullopt;
+    RetrainedState s{j.at("distill_tokens").get<int64_t>(), j.at("bld_tokens").get<int64_t>()};
+    fs::remove_all(state_dir);
+    if (state_dir.has_parent_path()) fs::create_directories(state_dir.parent_path());
+    fs::rename(chosen, state_dir);
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(msg("compress", "{}: not the record of a retraining ({})", record.string(),
+                          e.what()));
+  }
 }
 
 }  // namespace ac

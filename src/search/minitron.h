@@ -18,6 +18,7 @@
 #include <ATen/ATen.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,7 +74,30 @@ struct RetrainOptions {
   /// of `train`, as the final run then starts (counted twice as search tokens: the teacher's
   /// forward and the blocks'); 0 = off.
   int64_t bld_tokens = 0;
+  /// Not empty, with schedule_tokens > 0: each retraining's distillation state (student, AdamW
+  /// moments, step; distill/distill.h) is written under this folder, and the chosen candidate's
+  /// is kept as state_root/chosen with state_root/chosen.json, so that the final run continues
+  /// it (adopt_retraining_state) instead of running its first steps and its blockwise start
+  /// again: the same steps on the same data, so the same model. Emptied when retraining starts.
+  fs::path state_root;
 };
+
+/// What the chosen candidate's kept retraining (RetrainOptions::state_root) holds.
+struct RetrainedState {
+  int64_t distill_tokens = 0;  // the final schedule's first tokens, already trained
+  int64_t bld_tokens = 0;      // the blockwise start it began with (0: none)
+};
+
+/// Moves the chosen candidate's retraining state from `state_root` (RetrainOptions::state_root)
+/// to `state_dir` (a final run's DistillOptions::state_dir, to resume) when it was retrained as
+/// `config` (removed blocks dropped) with `final_token_budget` as its schedule's length; returns
+/// what it holds. nullopt, moving nothing, when there is no such state, it belongs to another
+/// architecture or schedule, or `state_dir` already holds a state. Throws FormatError on an
+/// unreadable state_root/chosen.json.
+std::optional<RetrainedState> adopt_retraining_state(const fs::path& state_root,
+                                                     const ModelConfig& config,
+                                                     int64_t final_token_budget,
+                                                     const fs::path& state_dir);
 
 /// Lightweight retraining (Minitron's last search step; also applied to the differentiable
 /// search's ranked proposals): the top_k ranked candidates of `r` (loss_after_prune >= 0, best
