@@ -4,7 +4,8 @@
 //
 //   NeverRoutedExpertScoresZero: a hand-made router that never picks expert 3 of layer 0 gives
 //     it share 0, output norm 0 and all-zero channel scores, ranks it last, and removing it
-//     leaves the logits unchanged; scores do not depend on how tokens are split into batches.
+//     leaves the logits unchanged; the routed experts' scores equal a recomputation in float64
+//     with plain ATen ops; scores do not depend on how tokens are split into batches.
 //   MaskedEqualsPruned: on every fixture, per-layer (heterogeneous) expert counts and widths,
 //     k clamped to the experts kept: the 0/1-masked full model gives the pruned model's logits.
 //   ExportReloadsToIdenticalLogits: a uniform pruning written in the HF layout and read back
@@ -126,6 +127,37 @@ TEST(MoePrune, NeverRoutedExpertScoresZero) {
   EXPECT_EQ(imp.num_tokens, tokens);
   at::Tensor slots = l0.routing_share * double(2 * tokens);
   EXPECT_TRUE(at::allclose(slots, slots.round(), 0, 1e-3)) << slots;
+
+  // Layer 0 by hand: its input is the embedding (o_proj 0), normed with weight 1; routing,
+  // shares, weighted output norms and channel magnitudes recomputed with plain ATen ops.
+  {
+    at::Tensor x = at::cat({at::embedding(m.weights.embed_tokens, batches[0]).reshape({-1, 24}),
+                            at::embedding(m.weights.embed_tokens, batches[1]).reshape({-1, 24}),
+                            at::embedding(m.weights.embed_tokens, batches[2]).reshape({-1, 24})})
+                       .to(at::kDouble);  // [N, D]
+    const at::Tensor h = x * at::rsqrt(x.pow(2).mean(-1, true) + m.config.rms_norm_eps);
+    const MoeLayerWeights w = m.moe[0];
+    auto [p, idx] = at::softmax(h.matmul(w.router.to(at::kDouble).t()), -1).topk(2, -1);
+    p = p / p.sum(-1, true);  // norm_topk_prob
+    const int64_t N = h.size(0);
+    int64_t checked = 0;
+    for (int64_t e = 0; e < 5; ++e) {
+      const at::Tensor hit = (idx == e);                    // [N, 2]
+      const at::Tensor rows = hit.any(1).nonzero().view(-1);  // a row picks e at most once
+      EXPECT_NEAR(l0.routing_share[e].item<double>(), hit.sum().item<double>() / (2.0 * N), 1e-7);
+      if (rows.numel() == 0) continue;
+      ++checked;
+      const at::Tensor he = h.index_select(0, rows);
+      const at::Tensor act = at::silu(he.matmul(w.gate_proj[e].to(at::kDouble).t())) *
+                             he.matmul(w.up_proj[e].to(at::kDouble).t());  // [n, Fe]
+      const at::Tensor g = (p * hit).sum(1).index_select(0, rows).unsqueeze(1);
+      const at::Tensor out = g * act.matmul(w.down_proj[e].to(at::kDouble).t());  // [n, D]
+      EXPECT_NEAR(l0.output_norm[e].item<double>(), out.norm(2, {1}).mean().item<double>(),
+                  1e-5 * l0.output_norm[e].item<double>());
+      EXPECT_TRUE(at::allclose(l0.expert_ffn[e].to(at::kDouble), act.abs().mean(0), 1e-4, 1e-7));
+    }
+    EXPECT_GE(checked, 2);  // k = 2 experts per row at least
+  }
 
   // The same tokens cut into other batches: the same scores (plain sums).
   std::vector<at::Tensor> rows;
