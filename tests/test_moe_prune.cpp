@@ -10,6 +10,8 @@
 //     k clamped to the experts kept: the 0/1-masked full model gives the pruned model's logits.
 //   ExportReloadsToIdenticalLogits: a uniform pruning written in the HF layout and read back
 //     by load_moe_checkpoint gives bit-identical logits, Qwen3-MoE and Mixtral.
+//   ImportanceFileRoundTripsAndRefusesOthers: save_moe_importance / load_moe_importance bit for
+//     bit; hand-made bad files (a dense importance file among them) refused naming the tensor.
 //   HeterogeneousExportIsRefused, bad targets and masks: one clear error each.
 //
 // Tolerance of masked vs pruned: relative 1e-5 (float32, same weights, other summation order).
@@ -23,6 +25,7 @@
 #include "importance/importance.h"
 #include "importance/moe_importance.h"
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "prune/moe_prune.h"
 #include "test_util.h"
 
@@ -269,4 +272,43 @@ TEST(MoePrune, BadTargetsAndMasksAreRefused) {
   ac::test::expect_error<ConfigError>([&] { m.forward(t, opt); }, {"removes every expert"});
   none.layers.resize(2);
   ac::test::expect_error<ConfigError>([&] { m.forward(t, opt); }, {"masks for 2 layers"});
+}
+
+TEST(MoePrune, ImportanceFileRoundTripsAndRefusesOthers) {
+  const MoeModel m = load_moe_checkpoint(fixture("qwen3moe-top3-step2-bf16-sharded"));
+  const MoeImportance imp =
+      compute_moe_importance(m, calibration(m, fixture("qwen3moe-top3-step2-bf16-sharded")));
+  TempDir tmp;
+  const fs::path path = tmp.path / "moe_importance.safetensors";
+  save_moe_importance(path, imp);
+  const MoeImportance back = load_moe_importance(path);
+  EXPECT_EQ(back.num_tokens, imp.num_tokens);
+  ASSERT_EQ(back.num_layers(), imp.num_layers());
+  for (size_t i = 0; i < imp.layers.size(); ++i) {
+    EXPECT_EQ(back.layers[i].experts.defined(), imp.layers[i].experts.defined()) << i;
+    if (!imp.layers[i].experts.defined()) continue;
+    EXPECT_TRUE(at::equal(back.layers[i].routing_share, imp.layers[i].routing_share)) << i;
+    EXPECT_TRUE(at::equal(back.layers[i].output_norm, imp.layers[i].output_norm)) << i;
+    EXPECT_TRUE(at::equal(back.layers[i].experts, imp.layers[i].experts)) << i;
+    EXPECT_TRUE(at::equal(back.layers[i].expert_ffn, imp.layers[i].expert_ffn)) << i;
+  }
+  check_moe_importance_matches(m.config, back, "test");  // no throw
+
+  // Hand-made bad files: a dense importance file, a layer out of range, a missing part, a
+  // tensor of the wrong rank.
+  const std::map<std::string, std::string> meta = {
+      {"format", "autocompress.moe_importance.v1"}, {"num_layers", "4"}, {"num_tokens", "9"}};
+  const fs::path bad = tmp.path / "bad.safetensors";
+  save_safetensors(bad, {{"hidden", at::ones({24})}}, {{"format", "autocompress.importance.v1"}});
+  ac::test::expect_error<FormatError>([&] { load_moe_importance(bad); },
+                                      {"bad.safetensors", "not an MoE importance file"});
+  save_safetensors(bad, {{"layers.4.experts", at::ones({5})}}, meta);
+  ac::test::expect_error<FormatError>([&] { load_moe_importance(bad); },
+                                      {"unexpected tensor 'layers.4.experts'", "4 layers"});
+  save_safetensors(bad, {{"layers.1.experts", at::ones({5})}}, meta);
+  ac::test::expect_error<FormatError>([&] { load_moe_importance(bad); },
+                                      {"layer 1 lacks tensor 'layers.1.routing_share'"});
+  save_safetensors(bad, {{"layers.1.expert_ffn", at::ones({5})}}, meta);
+  ac::test::expect_error<FormatError>([&] { load_moe_importance(bad); },
+                                      {"'layers.1.expert_ffn' must be a 2-D float tensor"});
 }

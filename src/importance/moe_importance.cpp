@@ -3,11 +3,18 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdio>
+#include <map>
+
 #include "common/error.h"
+#include "io/safetensors.h"
 
 namespace ac {
 
 namespace {
+
+const char* kFormat = "autocompress.moe_importance.v1";
+const char* const kParts[] = {"routing_share", "output_norm", "experts", "expert_ffn"};
 
 // Running fp32 sums of one sparse layer.
 struct LayerSums {
@@ -77,6 +84,102 @@ MoeImportance compute_moe_importance(const MoeModel& m, const std::vector<at::Te
   imp.layers.resize(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i)
     if (c.layers[i].has_moe()) imp.layers[i] = finish(sums.layers[i]);
+  return imp;
+}
+
+void save_moe_importance(const fs::path& path, const MoeImportance& imp) {
+  TensorMap t;
+  for (size_t i = 0; i < imp.layers.size(); ++i) {
+    const MoeLayerImportance& li = imp.layers[i];
+    if (!li.experts.defined()) continue;
+    const at::Tensor* parts[] = {&li.routing_share, &li.output_norm, &li.experts, &li.expert_ffn};
+    for (size_t j = 0; j < 4; ++j)
+      t[fmt::format("layers.{}.{}", i, kParts[j])] = parts[j]->to(at::kFloat).contiguous();
+  }
+  save_safetensors(path, t,
+                   {{"format", kFormat},
+                    {"num_layers", std::to_string(imp.layers.size())},
+                    {"num_tokens", std::to_string(imp.num_tokens)}});
+}
+
+namespace {
+
+int64_t meta_count(const std::map<std::string, std::string>& meta, const char* key,
+                   const std::string& file) {
+  const auto it = meta.find(key);
+  int64_t v = -1;
+  try {
+    if (it != meta.end()) v = std::stoll(it->second);
+  } catch (const std::exception&) {
+  }
+  if (v < 0)
+    throw FormatError(fmt::format("[load_moe_importance] {}: metadata '{}' must be a count, found "
+                                  "'{}'", file, key, it == meta.end() ? "nothing" : it->second));
+  return v;
+}
+
+// The tensor `name` as one of layer `li`'s four parts; FormatError on anything else.
+void take_part(const SafetensorsFile& f, const std::string& name, const std::string& file,
+               MoeLayerImportance& li, const std::string& part) {
+  at::Tensor* slot = part == "routing_share" ? &li.routing_share
+                     : part == "output_norm" ? &li.output_norm
+                     : part == "experts"     ? &li.experts
+                     : part == "expert_ffn"  ? &li.expert_ffn
+                                             : nullptr;
+  if (!slot) throw FormatError(fmt::format("[load_moe_importance] {}: unexpected tensor '{}'",
+                                           file, name));
+  at::Tensor t = f.get(name);
+  const int64_t rank = part == "expert_ffn" ? 2 : 1;
+  if (t.dim() != rank || !at::isFloatingType(t.scalar_type()))
+    throw FormatError(fmt::format("[load_moe_importance] {}: tensor '{}' must be a {}-D float "
+                                  "tensor, found {} {}", file, name, rank,
+                                  c10::toString(t.scalar_type()), t.sizes().vec()));
+  *slot = t.to(at::kFloat).clone();
+}
+
+void check_layer(const MoeLayerImportance& li, size_t i, const std::string& file) {
+  const at::Tensor* parts[] = {&li.routing_share, &li.output_norm, &li.experts, &li.expert_ffn};
+  for (size_t j = 0; j < 4; ++j)
+    if (!parts[j]->defined())
+      throw FormatError(fmt::format("[load_moe_importance] {}: layer {} lacks tensor "
+                                    "'layers.{}.{}'", file, i, i, kParts[j]));
+  const int64_t E = li.experts.size(0);
+  for (size_t j = 0; j < 4; ++j)
+    if (parts[j]->size(0) != E)
+      throw FormatError(fmt::format("[load_moe_importance] {}: tensor 'layers.{}.{}' has shape "
+                                    "{}, expected {} experts as 'layers.{}.experts'", file, i,
+                                    kParts[j], parts[j]->sizes().vec(), E, i));
+}
+
+}  // namespace
+
+MoeImportance load_moe_importance(const fs::path& path) {
+  SafetensorsFile f(path);
+  const std::string file = path.string();
+  const auto& meta = f.metadata();
+  const auto format = meta.find("format");
+  if (format == meta.end() || format->second != kFormat)
+    throw FormatError(fmt::format("[load_moe_importance] {}: format '{}', expected '{}': not an "
+                                  "MoE importance file?", file,
+                                  format == meta.end() ? "" : format->second, kFormat));
+  MoeImportance imp;
+  imp.layers.resize(size_t(meta_count(meta, "num_layers", file)));
+  imp.num_tokens = meta_count(meta, "num_tokens", file);
+  for (const std::string& name : f.names()) {
+    int64_t i = -1;
+    char part[16] = {0};
+    if (std::sscanf(name.c_str(), "layers.%ld.%15s", &i, part) != 2 || i < 0 ||
+        i >= imp.num_layers() || name != fmt::format("layers.{}.{}", i, part))
+      throw FormatError(fmt::format("[load_moe_importance] {}: unexpected tensor '{}' (the file "
+                                    "has {} layers)", file, name, imp.num_layers()));
+    take_part(f, name, file, imp.layers[size_t(i)], part);
+  }
+  for (size_t i = 0; i < imp.layers.size(); ++i) {
+    const MoeLayerImportance& li = imp.layers[i];
+    if (li.routing_share.defined() || li.output_norm.defined() || li.experts.defined() ||
+        li.expert_ffn.defined())
+      check_layer(li, i, file);
+  }
   return imp;
 }
 

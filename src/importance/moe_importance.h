@@ -33,6 +33,7 @@
 
 #include <vector>
 
+#include "common/fs.h"
 #include "model/moe_model.h"
 
 namespace ac {
@@ -59,6 +60,18 @@ struct MoeImportance {
 /// batch list or a batch that is not a non-empty integer [B, T], and the forward's ConfigError
 /// on a token id outside [0, V).
 MoeImportance compute_moe_importance(const MoeModel& m, const std::vector<at::Tensor>& batches);
+
+/// Writes moe_importance.safetensors atomically: per sparse layer i the tensors
+/// "layers.i.routing_share", "layers.i.output_norm", "layers.i.experts" [E] and
+/// "layers.i.expert_ffn" [E, Fe] (fp32), metadata format "autocompress.moe_importance.v1",
+/// num_layers, num_tokens.
+void save_moe_importance(const fs::path& path, const MoeImportance& imp);
+
+/// Reads a file written by save_moe_importance, bit for bit. Throws FormatError naming the file
+/// and the tensor or field: another format (a dense importance file among them), a layer index
+/// outside num_layers, an unknown tensor, a sparse layer missing one of its four tensors, a
+/// tensor of the wrong rank or of another expert count than the layer's `experts`.
+MoeImportance load_moe_importance(const fs::path& path);
 
 /// Throws ConfigError("[where] ...") unless `imp` has the layers of `c` and, in each sparse
 /// layer, experts [E] and expert_ffn [E, Fe] of its config ("computed for another model?").
