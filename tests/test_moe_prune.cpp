@@ -252,8 +252,9 @@ TEST(MoePrune, BadTargetsAndMasksAreRefused) {
   const MoeModel m = load_moe_checkpoint(fixture("qwen3moe-top2-fp32"));
   const MoeImportance imp = compute_moe_importance(m, {fixture_tokens(fixture("qwen3moe-top2-fp32"))});
   ac::test::expect_error<ConfigError>(
-      [&] { plan_moe_pruning(m.config, imp, target_with(m.config, {{6, 16, 2}, {5, 0, 2}})); },
-      {"[prune_moe]", "layer 0: num_experts 6, expected 1..5", "layer 2: moe_intermediate_size 0"});
+      [&] { plan_moe_pruning(m.config, imp, target_with(m.config, {{6, 16, 2}, {5, 0, 3}})); },
+      {"[prune_moe]", "layer 0: num_experts 6, expected 1..5", "layer 2: moe_intermediate_size 0",
+       "layer 2: num_experts_per_tok 3, expected 1..2"});
   ModelConfig dense_changed = m.config;
   dense_changed.layers[1].intermediate_size -= 1;
   ac::test::expect_error<ConfigError>(

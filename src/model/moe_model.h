@@ -2,7 +2,10 @@
 // ("mixtral"): Llama-family attention (model/attention.h: GQA, RoPE, Qwen3's q/k norms) and, in
 // each sparse layer, a router choosing k of E SwiGLU experts per token in place of the dense
 // FFN. Qwen3-MoE's dense layers (mlp_only_layers, decoder_sparse_step) keep a SwiGLU FFN of
-// intermediate_size. Forward in fp32 and step-by-step decode with the KV cache of model/llama.h.
+// intermediate_size. Forward in fp32 and step-by-step decode with the KV cache of model/llama.h;
+// optional masks on the experts and their width (MoeMasks: the pruning's supernet,
+// prune/moe_prune.h) and an observer of the routing and the experts (importance,
+// importance/moe_importance.h).
 //
 // Letters (model/config.h, model/moe_config.h): B batch, T tokens, N = B*T token rows, D hidden,
 // V vocab, E experts, k experts per token, Fe an expert's width (moe_intermediate_size; Mixtral:

@@ -31,9 +31,10 @@ void layer_problems(size_t i, const LayerConfig& p, const LayerConfig& t,
   if (tm.moe_intermediate_size < 1 || tm.moe_intermediate_size > pm.moe_intermediate_size)
     out.push_back(fmt::format("layer {}: moe_intermediate_size {}, expected 1..{} (the parent's)",
                               i, tm.moe_intermediate_size, pm.moe_intermediate_size));
-  if (tm.num_experts_per_tok < 1)
-    out.push_back(fmt::format("layer {}: num_experts_per_tok {}, expected at least 1", i,
-                              tm.num_experts_per_tok));
+  if (tm.num_experts_per_tok < 1 || tm.num_experts_per_tok > pm.num_experts_per_tok)
+    out.push_back(fmt::format("layer {}: num_experts_per_tok {}, expected 1..{} (the parent's; "
+                              "more than the experts kept is clamped to them)", i,
+                              tm.num_experts_per_tok, pm.num_experts_per_tok));
 }
 
 MoeLayerPlan plan_layer(const MoeLayerImportance& li, const MoeConfig& t) {

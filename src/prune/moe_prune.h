@@ -42,7 +42,8 @@ struct MoePrunePlan {
 /// Throws ConfigError listing every problem a caller can fix: another layer count, vocab or
 /// hidden size, a sparse layer made dense or a dense one sparse, attention or a dense FFN that
 /// differs from the parent's (this pruning shrinks experts only), num_experts outside 1..E,
-/// moe_intermediate_size outside 1..Fe, num_experts_per_tok < 1. Names `target_name` and
+/// moe_intermediate_size outside 1..Fe, num_experts_per_tok outside 1..k (the parent's; a k
+/// above the experts kept is clamped, not refused). Names `target_name` and
 /// `parent_name`.
 void validate_moe_target(const ModelConfig& parent, const ModelConfig& target,
                          const std::string& target_name = "target",
