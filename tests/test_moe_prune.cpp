@@ -201,11 +201,12 @@ TEST(MoePrune, MaskedEqualsPruned) {
       EXPECT_EQ(l.moe->num_experts, e) << name << " layer " << i;
       EXPECT_EQ(l.moe->moe_intermediate_size, fe) << name << " layer " << i;
       EXPECT_EQ(l.moe->num_experts_per_tok, std::min(k, e)) << name << " layer " << i;
-      EXPECT_EQ(pruned.moe[i].router.sizes().vec(), (std::vector<int64_t>{e, m.config.hidden_size}));
+      const int64_t D = m.config.hidden_size;
+      EXPECT_EQ(pruned.moe[i].router.sizes().vec(), (std::vector<int64_t>{e, D}));
       EXPECT_EQ(pruned.moe[i].gate_proj.sizes().vec(),
-                (std::vector<int64_t>{e, fe, m.config.hidden_size}));
+                (std::vector<int64_t>{e, fe, D}));
       EXPECT_EQ(pruned.moe[i].down_proj.sizes().vec(),
-                (std::vector<int64_t>{e, m.config.hidden_size, fe}));
+                (std::vector<int64_t>{e, D, fe}));
     }
     const at::Tensor tokens = fixture_tokens(fixture(name));
     MoeForwardOptions opt;
@@ -250,7 +251,8 @@ TEST(MoePrune, HeterogeneousExportIsRefused) {
 
 TEST(MoePrune, BadTargetsAndMasksAreRefused) {
   const MoeModel m = load_moe_checkpoint(fixture("qwen3moe-top2-fp32"));
-  const MoeImportance imp = compute_moe_importance(m, {fixture_tokens(fixture("qwen3moe-top2-fp32"))});
+  const at::Tensor t = fixture_tokens(fixture("qwen3moe-top2-fp32"));
+  const MoeImportance imp = compute_moe_importance(m, {t});
   ac::test::expect_error<ConfigError>(
       [&] { plan_moe_pruning(m.config, imp, target_with(m.config, {{6, 16, 2}, {5, 0, 3}})); },
       {"[prune_moe]", "layer 0: num_experts 6, expected 1..5", "layer 2: moe_intermediate_size 0",
@@ -269,7 +271,6 @@ TEST(MoePrune, BadTargetsAndMasksAreRefused) {
   none.layers[0].experts = at::zeros({5});
   MoeForwardOptions opt;
   opt.masks = &none;
-  const at::Tensor t = fixture_tokens(fixture("qwen3moe-top2-fp32"));
   ac::test::expect_error<ConfigError>([&] { m.forward(t, opt); }, {"removes every expert"});
   none.layers.resize(2);
   ac::test::expect_error<ConfigError>([&] { m.forward(t, opt); }, {"masks for 2 layers"});

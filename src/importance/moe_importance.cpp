@@ -201,11 +201,11 @@ void check_moe_importance_matches(const ModelConfig& c, const MoeImportance& imp
       bad(fmt::format("layers.{}.experts has shape {}, expected {} (num_experts)", i,
                       li.experts.defined() ? li.experts.sizes().vec() : std::vector<int64_t>{},
                       experts));
-    if (!li.expert_ffn.defined() || li.expert_ffn.sizes().vec() != ffn)
+    const std::vector<int64_t> found =
+        li.expert_ffn.defined() ? li.expert_ffn.sizes().vec() : std::vector<int64_t>{};
+    if (found != ffn)
       bad(fmt::format("layers.{}.expert_ffn has shape {}, expected {} (num_experts, "
-                      "moe_intermediate_size)", i,
-                      li.expert_ffn.defined() ? li.expert_ffn.sizes().vec() : std::vector<int64_t>{},
-                      ffn));
+                      "moe_intermediate_size)", i, found, ffn));
   }
 }
 

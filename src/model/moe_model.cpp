@@ -85,7 +85,8 @@ at::Tensor MoeModel::forward(const at::Tensor& tokens, const MoeForwardOptions& 
   const ModelConfig& c = config;
   const ModelWeights& w = weights;
   check_tokens(c, tokens);
-  if (opt.masks && !opt.masks->layers.empty() && int64_t(opt.masks->layers.size()) != c.num_layers())
+  const int64_t mask_layers = opt.masks ? int64_t(opt.masks->layers.size()) : 0;
+  if (mask_layers != 0 && mask_layers != c.num_layers())
     throw ConfigError(fmt::format("[forward] MoE masks for {} layers, the model has {}",
                                   opt.masks->layers.size(), c.num_layers()));
   KVCache* cache = opt.cache;

@@ -44,8 +44,9 @@ def judge(folder, logits_file):
     relative = diff / theirs.abs().max().item()
     experts = config.get("num_experts", config.get("num_local_experts"))
     width = config.get("moe_intermediate_size", config.get("intermediate_size"))
-    print(f"[judge-moe] {type(model).__name__} {experts} experts, top-{config['num_experts_per_tok']}, "
-          f"width {width}: largest |diff| {diff:.3g}, relative {relative:.3g}")
+    k = config["num_experts_per_tok"]
+    print(f"[judge-moe] {type(model).__name__} {experts} experts, top-{k}, width {width}: "
+          f"largest |diff| {diff:.3g}, relative {relative:.3g}")
     if not relative <= TOLERANCE:
         failures.append(f"{folder}: logits differ by {relative:.3g} relative (> {TOLERANCE})")
     return failures
