@@ -15,6 +15,10 @@
 //     <= 1e-5, tests/test_hf_golden.cpp says why); the DeciLM export's config.json is read by
 //     AutoConfig.from_pretrained(trust_remote_code=True) through the configuration_decilm.py the
 //     export writes, with every layer's shape as ours;
+//   TransformersReadsOurPrunedMoeExports: a Qwen3-MoE and a Mixtral fixture (tests/golden/hf-moe/)
+//     pruned to 3 experts of width 8, top-2, in every sparse layer and written by
+//     save_moe_checkpoint load in Qwen3MoeForCausalLM / MixtralForCausalLM with no missing or
+//     unexpected tensor and give our logits (tests/golden/judge_moe_export.py, 1e-5 relative);
 //   LmEvalAgreesWithOurTaskScorer: lm-evaluation-harness (tests/golden/judge_lm_eval.py) runs
 //     40 items of each task family (make-tasks on stories the teacher samples) as local tasks
 //     with `--model hf` on the CPU, on stories15M and on a depth-pruned stories15M exported as
@@ -37,9 +41,12 @@
 #include "common/json_io.h"
 #include "common/runtime.h"
 #include "export/gguf_model.h"
+#include "export/moe_hf_export.h"
+#include "importance/moe_importance.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/llama.h"
+#include "prune/moe_prune.h"
 #include "gguf_fixture.h"
 #include "test_util.h"
 
@@ -219,6 +226,33 @@ TEST(Judge, TransformersReadsOurHfAndDeciLMExports) {
   const json s = read_json_file(summary);
   EXPECT_EQ(s["hf_logits"].size(), 2u) << s.dump(1);
   EXPECT_EQ(s["decilm_config"].size(), 1u) << s.dump(1);
+}
+
+TEST(Judge, TransformersReadsOurPrunedMoeExports) {
+  AC_JUDGE_PYTHON(python);
+  init_torch_threads();
+  at::NoGradGuard no_grad;
+  TempDir tmp;
+  std::string args;
+  for (const char* name : {"qwen3moe-top3-step2-bf16-sharded", "mixtral-top2-fp32"}) {
+    const MoeModel m = load_moe_checkpoint(test::source_dir() / "tests/golden/hf-moe" / name);
+    const at::Tensor tokens = test::random_tokens(/*B=*/2, /*T=*/13, m.config.vocab_size, 5);
+    // Every sparse layer to 3 experts of width 8, top-2: one expert count for config.json.
+    ModelConfig target = m.config;
+    for (LayerConfig& l : target.layers)
+      if (l.has_moe()) {
+        l.moe->num_experts = 3;
+        l.moe->num_experts_per_tok = 2;
+        l.moe->moe_intermediate_size = 8;
+      }
+    const MoeModel pruned = prune_moe_model(m, compute_moe_importance(m, {tokens}), target);
+    const fs::path out = tmp.path / name;
+    save_moe_checkpoint(out, pruned);
+    const fs::path ours = tmp.path / fmt::format("ours-{}.safetensors", name);
+    save_safetensors(ours, {{"tokens", tokens}, {"logits", pruned.forward(tokens).contiguous()}});
+    args += fmt::format(" '{}={}'", out.string(), ours.string());
+  }
+  EXPECT_EQ(run_judge(python, args, tmp.path / "judge.log", "judge_moe_export.py"), 0);
 }
 
 TEST(Judge, LmEvalAgreesWithOurTaskScorer) {

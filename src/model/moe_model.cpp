@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <set>
+#include <tuple>
 
 #include "common/error.h"
 #include "common/gemm.h"
@@ -23,9 +25,33 @@ Routing route_top_k(const at::Tensor& router_logits, int64_t k, bool normalize) 
   return {experts, weights};
 }
 
-at::Tensor moe_block(const at::Tensor& h, const MoeLayerWeights& w, int64_t k, bool normalize) {
-  const Routing r = route_top_k(ac::linear(h, w.router), k, normalize);  // router: [N, E]
-  at::Tensor out = at::zeros_like(h);                                    // [N, D]
+namespace {
+
+// The router logits [N, E] with the removed experts' set to -inf, and k clamped to the experts
+// left: the softmax then spreads over the kept experts only, exactly as the pruned router's.
+std::pair<at::Tensor, int64_t> masked_logits(at::Tensor logits, int64_t k,
+                                             const at::Tensor& expert_mask) {
+  const int64_t E = logits.size(-1);
+  if (expert_mask.sizes() != at::IntArrayRef{E})
+    throw ConfigError(fmt::format("[moe_block] expert mask {} (expected [{}], num_experts)",
+                                  expert_mask.sizes().vec(), E));
+  const at::Tensor removed = (expert_mask == 0).to(logits.device());  // [E] bool
+  const int64_t kept = E - removed.sum().item<int64_t>();
+  if (kept == 0) throw ConfigError("[moe_block] the expert mask removes every expert");
+  logits = logits.masked_fill(removed, -std::numeric_limits<float>::infinity());
+  return {logits, std::min(k, kept)};
+}
+
+}  // namespace
+
+at::Tensor moe_block(const at::Tensor& h, const MoeLayerWeights& w, int64_t k, bool normalize,
+                     const MoeLayerMasks* masks, MoeObserver* observer, int64_t layer) {
+  at::Tensor logits = ac::linear(h, w.router);  // [N, E]
+  const bool expert_mask = masks && masks->experts.defined();
+  if (expert_mask) std::tie(logits, k) = masked_logits(logits, k, masks->experts);
+  const Routing r = route_top_k(logits, k, normalize);
+  if (observer) observer->on_routing(layer, r);
+  at::Tensor out = at::zeros_like(h);  // [N, D]
   // As Qwen3MoeExperts.forward: each expert hit runs once on its rows, its weighted output
   // added back in place; an expert no token chose costs nothing.
   // The experts hit, read on the host (the loop runs there whatever the tensors' device).
@@ -36,8 +62,12 @@ at::Tensor moe_block(const at::Tensor& h, const MoeLayerWeights& w, int64_t k, b
     const at::Tensor rows = where.select(1, 0), ranks = where.select(1, 1);
     const at::Tensor x = h.index_select(0, rows);  // [n, D]
     at::Tensor y = swiglu(ac::linear(x, w.gate_proj[e]), ac::linear(x, w.up_proj[e]));  // [n, Fe]
-    y = ac::linear(y, w.down_proj[e]);                                                  // [n, D]
+    if (masks && masks->expert_ffn.defined()) y = y * masks->expert_ffn[e].to(y.device());
+    const at::Tensor act = y;
+    y = ac::linear(y, w.down_proj[e]);  // [n, D]
     y = y * r.weights.index({rows, ranks}).unsqueeze(1);
+    if (expert_mask) y = y * masks->experts[e].to(y.device());
+    if (observer) observer->on_expert(layer, e, act, y);
     out.index_add_(0, rows, y);
   }
   return out;
@@ -45,9 +75,21 @@ at::Tensor moe_block(const at::Tensor& h, const MoeLayerWeights& w, int64_t k, b
 
 at::Tensor MoeModel::forward(const at::Tensor& tokens, KVCache* cache,
                              bool last_logits_only) const {
+  MoeForwardOptions opt;
+  opt.cache = cache;
+  opt.last_logits_only = last_logits_only;
+  return forward(tokens, opt);
+}
+
+at::Tensor MoeModel::forward(const at::Tensor& tokens, const MoeForwardOptions& opt) const {
   const ModelConfig& c = config;
   const ModelWeights& w = weights;
   check_tokens(c, tokens);
+  const int64_t mask_layers = opt.masks ? int64_t(opt.masks->layers.size()) : 0;
+  if (mask_layers != 0 && mask_layers != c.num_layers())
+    throw ConfigError(fmt::format("[forward] MoE masks for {} layers, the model has {}",
+                                  opt.masks->layers.size(), c.num_layers()));
+  KVCache* cache = opt.cache;
   AttentionSetup setup = attention_setup(c, tokens, cache, /*attention_mask=*/nullptr);
   const int64_t B = setup.B, T = setup.T, D = c.hidden_size;
   at::Tensor x = at::embedding(w.embed_tokens, tokens);  // [B, T, D]
@@ -60,9 +102,11 @@ at::Tensor MoeModel::forward(const at::Tensor& tokens, KVCache* cache,
       x = x + ac::linear(attn.reshape({B, T, -1}), lw.o_proj);       // [B, T, D]
     }
     if (lc.has_moe()) {
+      const MoeLayerMasks* lm =
+          opt.masks && !opt.masks->layers.empty() ? &opt.masks->layers[size_t(i)] : nullptr;
       at::Tensor h = rms_norm(x, lw.post_attention_layernorm, c.rms_norm_eps);
       at::Tensor out = moe_block(h.reshape({B * T, D}), moe[size_t(i)],
-                                 lc.moe->num_experts_per_tok, norm_topk_prob);
+                                 lc.moe->num_experts_per_tok, norm_topk_prob, lm, opt.observer, i);
       x = x + out.view({B, T, D});
     } else if (lc.has_ffn()) {  // Qwen3MoeMLP: a dense layer of mlp_only_layers / sparse step
       at::Tensor h = rms_norm(x, lw.post_attention_layernorm, c.rms_norm_eps);
@@ -71,7 +115,7 @@ at::Tensor MoeModel::forward(const at::Tensor& tokens, KVCache* cache,
     }
   }
   if (cache) cache->length = setup.S;
-  if (last_logits_only) x = x.narrow(1, T - 1, 1);
+  if (opt.last_logits_only) x = x.narrow(1, T - 1, 1);
   return ac::linear(rms_norm(x, w.norm, c.rms_norm_eps), w.lm_head);  // [B, T, V]
 }
 

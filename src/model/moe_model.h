@@ -2,7 +2,10 @@
 // ("mixtral"): Llama-family attention (model/attention.h: GQA, RoPE, Qwen3's q/k norms) and, in
 // each sparse layer, a router choosing k of E SwiGLU experts per token in place of the dense
 // FFN. Qwen3-MoE's dense layers (mlp_only_layers, decoder_sparse_step) keep a SwiGLU FFN of
-// intermediate_size. Forward in fp32 and step-by-step decode with the KV cache of model/llama.h.
+// intermediate_size. Forward in fp32 and step-by-step decode with the KV cache of model/llama.h;
+// optional masks on the experts and their width (MoeMasks: the pruning's supernet,
+// prune/moe_prune.h) and an observer of the routing and the experts (importance,
+// importance/moe_importance.h).
 //
 // Letters (model/config.h, model/moe_config.h): B batch, T tokens, N = B*T token rows, D hidden,
 // V vocab, E experts, k experts per token, Fe an expert's width (moe_intermediate_size; Mixtral:
@@ -47,10 +50,41 @@ struct MoeLayerWeights {
   at::Tensor down_proj;  // [E, D, Fe]
 };
 
+/// Structural masks of one sparse layer (the MoE counterpart of LayerMasks, model/llama.h).
+/// Undefined tensors mean "keep all". With 0/1 values the masked model equals the physically
+/// pruned one (prune/moe_prune.h, tests/test_moe_prune.cpp).
+struct MoeLayerMasks {
+  /// [E] fp32. An expert whose entry is 0 is never routed to: its router logit is set to -inf
+  /// before the softmax, so the probabilities are those of the router sliced to the kept rows
+  /// (as Model-Optimizer's _DynamicTopKRouter slices its weight by num_moe_experts), and k is
+  /// clamped to the experts left. A non-zero entry scales the expert's weighted output.
+  at::Tensor experts;
+  /// [E, Fe] fp32: multiplies each expert's SwiGLU activation (the input of its down_proj), as
+  /// LayerMasks::ffn does for a dense FFN; each expert has its own row.
+  at::Tensor expert_ffn;
+};
+
+/// Masks of a whole MoE model: L entries (a dense layer's entry is ignored), or empty.
+struct MoeMasks {
+  std::vector<MoeLayerMasks> layers;
+};
+
 /// Which experts serve each token row and with what weight.
 struct Routing {
   at::Tensor experts;  // [N, k] int64, in descending order of probability
   at::Tensor weights;  // [N, k] fp32
+};
+
+/// Callbacks on the intermediates of the sparse layers (importance, importance/moe_importance.h).
+/// Each tensor is only valid during the call.
+struct MoeObserver {
+  virtual ~MoeObserver() = default;
+  /// The routing of the layer's N token rows (after the expert mask).
+  virtual void on_routing(int64_t layer, const Routing& r) {}
+  /// Expert `expert` on the n rows routed to it: `act` [n, Fe] its SwiGLU activation (masked),
+  /// `out` [n, D] its output times its routing weight (what the block adds for those rows).
+  virtual void on_expert(int64_t layer, int64_t expert, const at::Tensor& act,
+                         const at::Tensor& out) {}
 };
 
 /// The top-k router of Qwen3MoeTopKRouter / MixtralTopKRouter: softmax of router_logits [N, E]
@@ -62,7 +96,20 @@ Routing route_top_k(const at::Tensor& router_logits, int64_t k, bool normalize);
 /// The sparse MoE block (Qwen3MoeSparseMoeBlock, MixtralSparseMoeBlock) on the normed hidden
 /// states h [N, D] fp32: sum over each row's k experts of weight * down(silu(gate(h)) * up(h)).
 /// Returns [N, D]. Each expert runs once, on the rows routed to it (as Qwen3MoeExperts.forward).
-at::Tensor moe_block(const at::Tensor& h, const MoeLayerWeights& w, int64_t k, bool normalize);
+/// `masks` (nullptr: none) removes experts and expert channels (MoeLayerMasks); `observer`
+/// (nullptr: none) sees the routing and every expert's activation, as layer `layer`. Throws
+/// ConfigError when the expert mask removes every expert or has the wrong shape.
+at::Tensor moe_block(const at::Tensor& h, const MoeLayerWeights& w, int64_t k, bool normalize,
+                     const MoeLayerMasks* masks = nullptr, MoeObserver* observer = nullptr,
+                     int64_t layer = 0);
+
+/// Options of MoeModel::forward. Defaults: no cache, no masks, logits for every position.
+struct MoeForwardOptions {
+  KVCache* cache = nullptr;  // appends to the cache; positions continue from cache->length
+  const MoeMasks* masks = nullptr;
+  MoeObserver* observer = nullptr;
+  bool last_logits_only = false;  // return [B, 1, V] (prefill in generation)
+};
 
 /// A Qwen3-MoE or Mixtral decoder: config + weights. Cheap to copy (tensors share storage).
 struct MoeModel {
@@ -82,6 +129,9 @@ struct MoeModel {
   /// positions than the config's sliding_window.
   at::Tensor forward(const at::Tensor& tokens, KVCache* cache = nullptr,
                      bool last_logits_only = false) const;
+  /// The same with masks and an observer (MoeForwardOptions). Throws as above, and
+  /// ConfigError when opt.masks has neither 0 nor L layer entries.
+  at::Tensor forward(const at::Tensor& tokens, const MoeForwardOptions& opt) const;
 };
 
 /// Builds the model from HF-named tensors (any float dtype, converted to fp32), checking every
