@@ -109,9 +109,9 @@ TEST(HybridConfig, RefusesBadNemotronH) {
                             {"bad.json", "hybrid_override_pattern[2]", "'X'"});
   j = tiny_nemotron_h();
   j.erase("hybrid_override_pattern");
-  j["layers_block_type"] = {"mamba", "linear_attention"};
+  j["layers_block_type"] = {"mamba", "sliding_attention"};
   expect_error<FormatError>([&] { config_from_hf_json(j, "bad.json"); },
-                            {"layers_block_type[1]", "linear_attention", "mamba, attention"});
+                            {"layers_block_type[1]", "sliding_attention", "mamba"});
   j = tiny_nemotron_h();
   j["mlp_hidden_act"] = "silu";
   expect_error<FormatError>([&] { config_from_hf_json(j, "bad.json"); }, {"mlp_hidden_act", "relu2"});
