@@ -341,3 +341,33 @@ TEST(NemotronHGolden, MissingAndExtraTensorsAreRefused) {
       [&] { nemotron_h_model_from_tensor_map(m.config, tensors, "model.safetensors"); },
       {"backbone.layers.0.mixer.conv1d.weight", "conv_kernel"});
 }
+
+// The chunked scan (the prefill) against the recurrence from the same initial state: T = 11 in
+// chunks of 1, 3, 4 (the last padded), 11 and 16 (one padded chunk), 4 heads in 2 groups.
+TEST(NemotronHGolden, ChunkScanMatchesTheRecurrence) {
+  const int64_t Bt = 2, T = 11, nh = 4, P = 3, N = 5, Gm = 2;
+  at::manual_seed(5);
+  const at::Tensor x = at::randn({Bt, T, nh, P}), Bm = at::randn({Bt, T, Gm, N}),
+                   Cm = at::randn({Bt, T, Gm, N}), D = at::randn({nh}),
+                   dt = at::softplus(at::randn({Bt, T, nh})), A = -at::rand({nh}) * 2 - 0.1;
+  const at::Tensor s0 = at::randn({Bt, nh, P, N});
+  at::Tensor s_ref = s0.clone();
+  const at::Tensor y_ref = ssd_scan(x, dt, A, Bm, Cm, D, s_ref);
+  for (int64_t Q : {1, 3, 4, 11, 16}) {
+    at::Tensor s = s0.clone();
+    const at::Tensor y = ssd_chunk_scan(x, dt, A, Bm, Cm, D, s, Q);
+    const double dy = (y - y_ref).abs().max().item<double>(),
+                 ds = (s - s_ref).abs().max().item<double>();
+    std::printf("[nemotron-h-golden] ssd_chunk_scan chunk %2lld vs ssd_scan: largest |diff| y "
+                "%.3g, state %.3g\n", static_cast<long long>(Q), dy, ds);
+    EXPECT_LE(dy, 1e-5 * y_ref.abs().max().item<double>()) << "chunk " << Q;
+    EXPECT_LE(ds, 1e-5 * s_ref.abs().max().item<double>()) << "chunk " << Q;
+  }
+  at::Tensor s = s0.clone();
+  ac::test::expect_error<ConfigError>([&] { ssd_chunk_scan(x, dt, A, Bm, Cm, D, s, 0); },
+                                      {"[ssd_chunk_scan]", "chunk_size 0"});
+  ac::test::expect_error<ConfigError>(
+      [&] { ssd_chunk_scan(x, dt, A, Bm.narrow(2, 0, 1).repeat({1, 1, 3, 1}),
+                           Cm.narrow(2, 0, 1).repeat({1, 1, 3, 1}), D, s, 4); },
+      {"nh a multiple of Gm", "B [2, 11, 3, 5]"});
+}

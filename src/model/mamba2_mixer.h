@@ -20,9 +20,10 @@
 // eq. 2 with a scalar A per head):
 //   state_t = exp(dt_t A_h) state_{t-1} + dt_t x_t B_t^T        [P, N]
 //   y_t     = state_t C_t + D_h x_t                              [P]
-// transformers' prefill computes the same sums by chunks (the SSD algorithm, section 6); the
-// sequential form here is the plain reference, equal to it up to float rounding (the goldens
-// bound the difference).
+// ssd_scan computes it step by step (the plain reference, and the decode of one token, as
+// mamba2_selective_state_update); ssd_chunk_scan by chunks of chunk_size (the SSD algorithm,
+// section 6, as mamba2_chunk_scan: the prefill), equal to it up to float rounding (a test
+// bounds the difference).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -63,9 +64,19 @@ at::Tensor ssd_scan(const at::Tensor& x, const at::Tensor& dt, const at::Tensor&
                     const at::Tensor& Bm, const at::Tensor& Cm, const at::Tensor& D,
                     at::Tensor& state);
 
+/// The same recurrence by chunks of `chunk_size` tokens (mamba2_chunk_scan): within a chunk as
+/// a masked product (C B^T times the decays between positions), across chunks through the states
+/// at their ends. Same arguments, result and errors as ssd_scan (also ConfigError on
+/// chunk_size < 1). Memory grows with T * chunk_size * nh (the decays of a chunk's positions).
+at::Tensor ssd_chunk_scan(const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A,
+                          const at::Tensor& Bm, const at::Tensor& Cm, const at::Tensor& D,
+                          at::Tensor& state, int64_t chunk_size);
+
 /// The mixer on the normed hidden states h [B, T, D] fp32: returns [B, T, D] fp32. With `state`
 /// the tokens continue it (conv inputs and SSM state) and it is updated to the state after the
 /// last token; without, they start from zeros. `eps`: the gated norm's layer_norm_epsilon.
+/// A single token runs ssd_scan, more ssd_chunk_scan with the config's chunk_size, as
+/// transformers' mamba2_scan_forward chooses.
 at::Tensor mamba2_mixer(const at::Tensor& h, const Mamba2Config& m, const Mamba2Weights& w,
                         double eps, Mamba2State* state = nullptr);
 
