@@ -371,3 +371,15 @@ TEST(NemotronHGolden, ChunkScanMatchesTheRecurrence) {
                            Cm.narrow(2, 0, 1).repeat({1, 1, 3, 1}), D, s, 4); },
       {"nh a multiple of Gm", "B [2, 11, 3, 5]"});
 }
+
+TEST(NemotronHGolden, CacheOfAnotherBatchIsRefused) {
+  at::NoGradGuard no_grad;
+  const NemotronHModel m = load_nemotron_h_checkpoint(golden_root() / "nemotronh-mix-fp32");
+  const at::Tensor tokens = read_tokens(golden_root() / "nemotronh-mix-fp32");
+  NemotronHCache cache = NemotronHCache::allocate(m.config, 1, 16);
+  ac::test::expect_error<ConfigError>([&] { m.forward(tokens, &cache); },
+                                      {"[forward]", "cache holds 1 sequences", "2 rows"});
+  cache = NemotronHCache::allocate(m.config, 2, 4);
+  ac::test::expect_error<ConfigError>([&] { m.forward(tokens, &cache); },
+                                      {"[forward]", "holds 4 positions, 10 needed"});
+}

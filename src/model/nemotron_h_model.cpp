@@ -121,6 +121,14 @@ at::Tensor NemotronHModel::forward(const at::Tensor& tokens, NemotronHCache* cac
   KVCache* kv = cache ? &cache->kv : nullptr;
   const AttentionSetup setup = attention_setup(c, tokens, kv, /*attention_mask=*/nullptr);
   const int64_t B = setup.B, T = setup.T, D = c.hidden_size;
+  if (cache && cache->mamba.size() != c.layers.size())
+    throw ConfigError(fmt::format("[forward] the cache has {} layers, the model {}: allocate it "
+                                  "with NemotronHCache::allocate for this config",
+                                  cache->mamba.size(), c.layers.size()));
+  for (size_t i = 0; cache && i < cache->mamba.size(); ++i)
+    if (cache->mamba[i].conv.defined() && cache->mamba[i].conv.size(0) != B)
+      throw ConfigError(fmt::format("[forward] the cache holds {} sequences, tokens has {} rows",
+                                    cache->mamba[i].conv.size(0), B));
   at::Tensor x = at::embedding(embeddings, tokens);  // [B, T, D]
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const LayerConfig& lc = c.layers[size_t(i)];

@@ -126,7 +126,8 @@ struct NemotronHModel {
 
   /// tokens [B, T] int64 -> logits [B, T, V] fp32, or [B, 1, V] with last_logits_only. With
   /// `cache` the tokens continue it (positions from cache->kv.length) and it is updated. Throws
-  /// ConfigError on a token id outside [0, V) or more positions than the cache holds.
+  /// ConfigError on a token id outside [0, V), more positions than the cache holds, or a cache
+  /// of another batch size or depth.
   at::Tensor forward(const at::Tensor& tokens, NemotronHCache* cache = nullptr,
                      bool last_logits_only = false) const;
 };
