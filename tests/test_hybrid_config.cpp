@@ -65,6 +65,12 @@ TEST(HybridConfig, LayersBlockTypeReadsAsThePattern) {
   const json out = config_to_hf_json(b);
   EXPECT_EQ(out["layers_block_type"], j["layers_block_type"]);
   EXPECT_FALSE(out.contains("hybrid_override_pattern"));
+  // transformers 5.25 saves "linear_attention" and "full_attention" for M and *: read, and
+  // written back the same way.
+  j["layers_block_type"] = {"linear_attention", "full_attention", "mlp", "moe"};
+  const ModelConfig c = config_from_hf_json(j, "c.json");
+  EXPECT_EQ(a.layers, c.layers);
+  EXPECT_EQ(config_to_hf_json(c)["layers_block_type"], j["layers_block_type"]);
 }
 
 TEST(HybridConfig, NemotronHWritesBackEqual) {
