@@ -65,6 +65,12 @@ TEST(HybridConfig, LayersBlockTypeReadsAsThePattern) {
   const json out = config_to_hf_json(b);
   EXPECT_EQ(out["layers_block_type"], j["layers_block_type"]);
   EXPECT_FALSE(out.contains("hybrid_override_pattern"));
+  // transformers 5.25 saves "linear_attention" and "full_attention" for M and *: read, and
+  // written back the same way.
+  j["layers_block_type"] = {"linear_attention", "full_attention", "mlp", "moe"};
+  const ModelConfig c = config_from_hf_json(j, "c.json");
+  EXPECT_EQ(a.layers, c.layers);
+  EXPECT_EQ(config_to_hf_json(c)["layers_block_type"], j["layers_block_type"]);
 }
 
 TEST(HybridConfig, NemotronHWritesBackEqual) {
@@ -109,9 +115,9 @@ TEST(HybridConfig, RefusesBadNemotronH) {
                             {"bad.json", "hybrid_override_pattern[2]", "'X'"});
   j = tiny_nemotron_h();
   j.erase("hybrid_override_pattern");
-  j["layers_block_type"] = {"mamba", "linear_attention"};
+  j["layers_block_type"] = {"mamba", "sliding_attention"};
   expect_error<FormatError>([&] { config_from_hf_json(j, "bad.json"); },
-                            {"layers_block_type[1]", "linear_attention", "mamba, attention"});
+                            {"layers_block_type[1]", "sliding_attention", "mamba"});
   j = tiny_nemotron_h();
   j["mlp_hidden_act"] = "silu";
   expect_error<FormatError>([&] { config_from_hf_json(j, "bad.json"); }, {"mlp_hidden_act", "relu2"});

@@ -20,20 +20,40 @@ namespace {
 
 // The layer types of layers_block_type / block_configs[i].block_type and their pattern
 // characters (configuration_nemotron_h.py _pattern_to_list; "mlp" / "-" from vLLM's config).
+// transformers 5.25 saves "linear_attention" and "full_attention" for the Mamba-2 and attention
+// layers (configuration_utils.py remap_legacy_layer_types maps the older "mamba" and
+// "attention" to them); both spellings are read.
 constexpr std::array<std::pair<const char*, char>, 4> kKinds = {
     {{"mamba", 'M'}, {"attention", '*'}, {"mlp", '-'}, {"moe", 'E'}}};
+constexpr std::array<std::pair<const char*, char>, 2> kNewKinds = {
+    {{"linear_attention", 'M'}, {"full_attention", '*'}}};
 
 char kind_char(const std::string& name, const std::string& where) {
   for (const auto& [n, ch] : kKinds)
     if (name == n) return ch;
-  throw FormatError(fmt::format("[load_config] {}: layer type '{}' is not one of mamba, "
-                                "attention, mlp, moe", where, name));
+  for (const auto& [n, ch] : kNewKinds)
+    if (name == n) return ch;
+  throw FormatError(fmt::format("[load_config] {}: layer type '{}' is not one of mamba "
+                                "(linear_attention), attention (full_attention), mlp, moe",
+                                where, name));
 }
 
-const char* kind_name(char ch) {
+// The name of pattern character `ch`; transformers 5's spelling when `new_names`.
+const char* kind_name(char ch, bool new_names = false) {
+  if (new_names)
+    for (const auto& [n, c] : kNewKinds)
+      if (c == ch) return n;
   for (const auto& [n, c] : kKinds)
     if (c == ch) return n;
   return "?";
+}
+
+// Whether config.json's layers_block_type spells its layers as transformers 5 saves them.
+bool uses_new_kind_names(const json& j) {
+  if (!j.contains("layers_block_type") || !j["layers_block_type"].is_array()) return false;
+  for (const json& t : j["layers_block_type"])
+    if (t == "linear_attention" || t == "full_attention") return true;
+  return false;
 }
 
 // A field config.json may spell two ways (the attribute transformers saves, then its __init__
@@ -339,7 +359,8 @@ json nemotron_h_config_to_hf_json(const ModelConfig& c) {
   const bool as_list = j.contains("layers_block_type") && !j.contains("hybrid_override_pattern");
   if (as_list) {
     json types = json::array();
-    for (char ch : pattern) types.push_back(kind_name(ch));
+    const bool new_names = uses_new_kind_names(c.extra);
+    for (char ch : pattern) types.push_back(kind_name(ch, new_names));
     j["layers_block_type"] = types;
   } else {
     j["hybrid_override_pattern"] = pattern;
