@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/gemm.h"
 #include "model/attention.h"
+#include "model/config_fields.h"
 #include "model/kernels.h"
 #include "model/moe_family_config.h"
 
@@ -163,12 +164,7 @@ void refuse_unimplemented(const ModelConfig& c, const std::string& file) {
 // (MixtralTopKRouter) and has no such field.
 bool read_norm_topk_prob(const ModelConfig& c, const std::string& file) {
   if (c.model_type == "mixtral") return true;
-  const nlohmann::json& v = c.extra.contains("norm_topk_prob") ? c.extra["norm_topk_prob"]
-                                                               : nlohmann::json(false);
-  if (!v.is_boolean())
-    throw FormatError(fmt::format("[load_config] {}: field 'norm_topk_prob' must be a boolean, "
-                                  "found {}", file, v.dump()));
-  return v.get<bool>();
+  return config_fields::get_or<bool>(c.extra, "norm_topk_prob", false, file);
 }
 
 // Whether `m` has a tensor named `name`.

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/gemm.h"
 #include "model/attention.h"
+#include "model/config_fields.h"
 #include "model/kernels.h"
 #include "model/nemotron_h_config.h"
 
@@ -181,26 +182,16 @@ double number_of(const json& v) {
   return std::nan("");
 }
 
-template <typename T>
-T extra_or(const ModelConfig& c, const std::string& file, const char* field, T fallback) {
-  if (!c.extra.contains(field) || c.extra[field].is_null()) return fallback;
-  try {
-    return c.extra[field].get<T>();
-  } catch (const json::exception&) {
-    throw FormatError(fmt::format("[load_config] {}: field '{}' has the wrong type: {}", file,
-                                  field, c.extra[field].dump()));
-  }
-}
-
 // The routing options and the refusals of what changes the computation (the defaults are
 // NemotronHConfig's).
 SigmoidRouterOptions read_options(const ModelConfig& c, const std::string& file) {
   if (!is_nemotron_h_model_type(c.model_type))
     refuse(c, file, "expected model_type nemotron_h or nemotron_h_puzzle");
-  const std::string act = extra_or<std::string>(c, file, "mamba_hidden_act", "silu");
+  const std::string act =
+      config_fields::get_or<std::string>(c.extra, "mamba_hidden_act", "silu", file);
   if (act != "silu") refuse(c, file, fmt::format("mamba_hidden_act '{}' is not implemented "
                                                  "(expected silu)", act));
-  if (extra_or<bool>(c, file, "mlp_bias", false))
+  if (config_fields::get_or<bool>(c.extra, "mlp_bias", false, file))
     refuse(c, file, "mlp_bias true is not implemented (expected false)");
   // mamba2_chunk_scan clamps dt to time_step_limit in the prefill, mamba2_selective_state_update
   // does not in the decode; with the default (0, inf) both are the identity after softplus.
@@ -212,10 +203,11 @@ SigmoidRouterOptions read_options(const ModelConfig& c, const std::string& file)
                                   "Infinity])", l.dump()));
   }
   SigmoidRouterOptions o;
-  o.n_group = extra_or<int64_t>(c, file, "n_group", 1);
-  o.topk_group = extra_or<int64_t>(c, file, "topk_group", 1);
-  o.norm_topk_prob = extra_or<bool>(c, file, "norm_topk_prob", true);
-  o.routed_scaling_factor = extra_or<double>(c, file, "routed_scaling_factor", 1.0);
+  o.n_group = config_fields::get_or<int64_t>(c.extra, "n_group", 1, file);
+  o.topk_group = config_fields::get_or<int64_t>(c.extra, "topk_group", 1, file);
+  o.norm_topk_prob = config_fields::get_or<bool>(c.extra, "norm_topk_prob", true, file);
+  o.routed_scaling_factor =
+      config_fields::get_or<double>(c.extra, "routed_scaling_factor", 1.0, file);
   for (size_t i = 0; i < c.layers.size(); ++i) {
     if (!c.layers[i].has_moe()) continue;
     const MoeConfig& m = *c.layers[i].moe;
