@@ -25,6 +25,7 @@
 #include "data/token_file.h"
 #include "hardware/profile.h"
 #include "io/checkpoint.h"
+#include "profile_fixture.h"
 #include "test_util.h"
 #include "tokenizer_fixture.h"
 
@@ -144,16 +145,8 @@ TEST(CliFirstHour, CalibratePrintsASummaryNotTheJson) {
   ModelConfig c = ModelConfig::uniform(50, 16, 1, l);
   fs::create_directories(d.path / "base");
   save_checkpoint(d.path / "base", LlamaModel{c, random_weights(c, 3, 0.2)});
-  Workload w;
-  w.prompt_tokens = 8;
-  w.output_tokens = 4;
-  ProfileOptions o;
-  o.warmup = 1;
-  o.min_repeats = o.max_repeats = 2;
-  o.min_time_ms = 0;
-  o.rotation_bytes = 1 << 20;
-  o.min_width = 8;
-  o.progress = false;
+  const Workload w = ac::test::tiny_workload();
+  ProfileOptions o = ac::test::quick_profile_options(8);
   save_profile(d.path / "p.json", run_profile({c}, w, o));
   const std::string out = (d.path / "p2.json").string();
   const CliRun r = run_cli(fmt::format("calibrate --profile {} --base {} --count 2 --repeats 1 "

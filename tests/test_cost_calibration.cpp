@@ -17,6 +17,7 @@
 #include "hardware/granularity.h"
 #include "hardware/profile.h"
 #include "hardware/validate.h"
+#include "profile_fixture.h"
 #include "test_util.h"
 
 using namespace ac;
@@ -326,16 +327,8 @@ TEST(CostCalibration, CostModelAppliesTheLinearCorrection) {
   ModelConfig c = ModelConfig::uniform(50, 16, 2, l);
   c.layers[1].attention_no_op = true;  // 3 parts: attention + FFN, FFN
   c.layers[1].num_attention_heads = c.layers[1].num_key_value_heads = 0;
-  Workload w;
-  w.prompt_tokens = 8;
-  w.output_tokens = 4;
-  ProfileOptions o;
-  o.warmup = 1;
-  o.min_repeats = o.max_repeats = 2;
-  o.min_time_ms = 0;
-  o.rotation_bytes = 1 << 20;
-  o.min_width = 16;
-  o.progress = false;
+  const Workload w = ac::test::tiny_workload();
+  ProfileOptions o = ac::test::quick_profile_options(16);
   Profile p = run_profile({c}, w, o);
   Scenario s = calibration_scenario(w);
   CostEstimate bare = predict(c, s, &p);
@@ -370,14 +363,8 @@ namespace {
 // 3 ms per MiB at 1000, 5000 and 100000 bytes (warm pool 1000 B, cold pool 100000 B).
 Profile residency_profile(const ModelConfig& c, const Workload& w, double warm_factor) {
   init_torch_threads();
-  ProfileOptions o;
+  ProfileOptions o = ac::test::quick_profile_options(8);
   o.passes = 1;
-  o.warmup = 1;
-  o.min_repeats = o.max_repeats = 2;
-  o.min_time_ms = 0;
-  o.rotation_bytes = 1 << 20;
-  o.min_width = 8;
-  o.progress = false;
   o.residency = false;
   o.width_scan = false;
   Profile p = run_profile({c}, w, o);

@@ -45,6 +45,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/llama.h"
+#include "golden_fixture.h"
 #include "test_util.h"
 
 using namespace ac;
@@ -55,40 +56,11 @@ namespace {
 constexpr double kTolerance = 1e-5;
 
 fs::path golden_root() { return ac::test::source_dir() / "tests/golden/hf"; }
-fs::path refused_root() { return ac::test::source_dir() / "tests/golden/hf-refused"; }
-
-/// The fixture folders of tests/golden/hf/, sorted by name.
-std::vector<fs::path> fixture_dirs() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(golden_root()))
-    if (e.is_directory()) out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-/// tokens.json: B rows of T ids -> [B, T] int64.
-at::Tensor read_tokens(const fs::path& dir) {
-  const auto rows = read_json_file(dir / "tokens.json").get<std::vector<std::vector<int64_t>>>();
-  std::vector<at::Tensor> out;
-  for (const auto& r : rows) out.push_back(at::tensor(r, at::kLong));
-  return at::stack(out);
-}
-
-/// A tensor of the fixture's logits.safetensors, copied out of the mapping.
-at::Tensor read_logits(const fs::path& dir, const std::string& name) {
-  return SafetensorsFile(dir / "logits.safetensors").get(name).clone();
-}
-
-/// max |ours - theirs| / max |theirs|, printed with both parts.
+std::vector<fs::path> fixture_dirs() { return ac::test::golden_fixture_dirs(golden_root()); }
 double relative_diff(const at::Tensor& ours, const at::Tensor& theirs, const std::string& what) {
-  EXPECT_EQ(ours.sizes(), theirs.sizes()) << what;
-  if (ours.sizes() != theirs.sizes()) return 1.0;
-  const double diff = (ours.to(at::kDouble) - theirs.to(at::kDouble)).abs().max().item<double>();
-  const double scale = theirs.abs().max().item<double>();
-  std::printf("[hf-golden] %-45s largest |diff| %.3g, max |logit| %.3g, relative %.3g\n",
-              what.c_str(), diff, scale, diff / scale);
-  return diff / scale;
+  return ac::test::golden_relative_diff(ours, theirs, what, "hf-golden");
 }
+fs::path refused_root() { return ac::test::source_dir() / "tests/golden/hf-refused"; }
 
 /// Our logits of each decode step, as transformers recorded them: the rows' first
 /// positions[0] + 1 tokens as a prefill (its last position is step 0), then one token a step.
@@ -141,8 +113,8 @@ TEST(HfGolden, ImportedForwardMatchesTransformers) {
   for (const fs::path& dir : dirs) {
     const std::string name = dir.filename().string();
     const LlamaModel m = load_checkpoint(dir);
-    const at::Tensor ours = m.forward(read_tokens(dir));
-    EXPECT_LE(relative_diff(ours, read_logits(dir, "prefill"), name + " forward"), kTolerance)
+    const at::Tensor ours = m.forward(ac::test::read_golden_tokens(dir));
+    EXPECT_LE(relative_diff(ours, ac::test::read_golden_logits(dir, "prefill"), name + " forward"), kTolerance)
         << name;
   }
 }
@@ -153,8 +125,8 @@ TEST(HfGolden, KvCacheDecodeMatchesTransformers) {
   for (const fs::path& dir : fixture_dirs()) {
     const std::string name = dir.filename().string();
     const LlamaModel m = load_checkpoint(dir);
-    const at::Tensor ours = decode_steps(m, read_tokens(dir), read_logits(dir, "decode_positions"));
-    EXPECT_LE(relative_diff(ours, read_logits(dir, "decode"), name + " decode"), kTolerance)
+    const at::Tensor ours = decode_steps(m, ac::test::read_golden_tokens(dir), ac::test::read_golden_logits(dir, "decode_positions"));
+    EXPECT_LE(relative_diff(ours, ac::test::read_golden_logits(dir, "decode"), name + " decode"), kTolerance)
         << name;
   }
 }
@@ -174,7 +146,7 @@ TEST(HfGolden, SavedCheckpointKeepsTheSpellingOfTransformers5) {
       EXPECT_FALSE(saved.contains(old)) << name << ": " << old;
     // What export checks: every field of the parent carried, or added with a reason.
     EXPECT_NO_THROW(compare_config_fields(parent, saved)) << name;
-    const at::Tensor tokens = read_tokens(dir);
+    const at::Tensor tokens = ac::test::read_golden_tokens(dir);
     EXPECT_TRUE(at::equal(load_checkpoint(tmp.path).forward(tokens), m.forward(tokens))) << name;
   }
 }
@@ -186,7 +158,7 @@ TEST(HfGolden, SlidingWindowIsRefusedPastItsLength) {
   const fs::path dir = refused_root() / "mistral-sliding-window";
   const LlamaModel m = load_checkpoint(dir);
   ASSERT_EQ(m.config.sliding_window, std::optional<int64_t>(6));
-  const at::Tensor tokens = read_tokens(dir), theirs = read_logits(dir, "prefill");
+  const at::Tensor tokens = ac::test::read_golden_tokens(dir), theirs = ac::test::read_golden_logits(dir, "prefill");
   EXPECT_LE(relative_diff(m.forward(tokens.narrow(1, 0, 6)), theirs.narrow(1, 0, 6),
                           "mistral-sliding-window first 6"),
             kTolerance);
@@ -245,7 +217,7 @@ TEST(HfGolden, Qwen3ExportsAsItsClassAndIsRefusedWithoutQkNorms) {
   EXPECT_FALSE(config.contains("qk_norm"));
   EXPECT_EQ(vllm_load_errors(tmp.path / "hf"), std::vector<std::string>{});
   const LlamaModel back = load_checkpoint(tmp.path / "hf");
-  EXPECT_LE(relative_diff(back.forward(read_tokens(dir)), read_logits(dir, "prefill"),
+  EXPECT_LE(relative_diff(back.forward(ac::test::read_golden_tokens(dir)), ac::test::read_golden_logits(dir, "prefill"),
                           "qwen3-qknorm-fp32 exported, forward"),
             kTolerance);
 

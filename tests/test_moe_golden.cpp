@@ -34,6 +34,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/moe_model.h"
+#include "golden_fixture.h"
 #include "test_util.h"
 
 using namespace ac;
@@ -44,34 +45,9 @@ namespace {
 constexpr double kTolerance = 1e-5;
 
 fs::path golden_root() { return ac::test::source_dir() / "tests/golden/hf-moe"; }
-
-std::vector<fs::path> fixture_dirs() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(golden_root()))
-    if (e.is_directory()) out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-at::Tensor read_tokens(const fs::path& dir) {
-  const auto rows = read_json_file(dir / "tokens.json").get<std::vector<std::vector<int64_t>>>();
-  std::vector<at::Tensor> out;
-  for (const auto& r : rows) out.push_back(at::tensor(r, at::kLong));
-  return at::stack(out);
-}
-
-at::Tensor read_logits(const fs::path& dir, const std::string& name) {
-  return SafetensorsFile(dir / "logits.safetensors").get(name).clone();
-}
-
+std::vector<fs::path> fixture_dirs() { return ac::test::golden_fixture_dirs(golden_root()); }
 double relative_diff(const at::Tensor& ours, const at::Tensor& theirs, const std::string& what) {
-  EXPECT_EQ(ours.sizes(), theirs.sizes()) << what;
-  if (ours.sizes() != theirs.sizes()) return 1.0;
-  const double diff = (ours.to(at::kDouble) - theirs.to(at::kDouble)).abs().max().item<double>();
-  const double scale = theirs.abs().max().item<double>();
-  std::printf("[moe-golden] %-45s largest |diff| %.3g, max |logit| %.3g, relative %.3g\n",
-              what.c_str(), diff, scale, diff / scale);
-  return diff / scale;
+  return ac::test::golden_relative_diff(ours, theirs, what, "moe-golden");
 }
 
 // The rows' first positions[0] + 1 tokens as a prefill, then one token a step, as
@@ -189,7 +165,7 @@ TEST(MoeGolden, PrefillMatchesTransformers) {
   for (const fs::path& dir : dirs) {
     const std::string name = dir.filename().string();
     const MoeModel m = load_moe_checkpoint(dir);
-    EXPECT_LE(relative_diff(m.forward(read_tokens(dir)), read_logits(dir, "prefill"),
+    EXPECT_LE(relative_diff(m.forward(ac::test::read_golden_tokens(dir)), ac::test::read_golden_logits(dir, "prefill"),
                             name + " forward"),
               kTolerance)
         << name;
@@ -202,8 +178,8 @@ TEST(MoeGolden, KvCacheDecodeMatchesTransformers) {
   for (const fs::path& dir : fixture_dirs()) {
     const std::string name = dir.filename().string();
     const MoeModel m = load_moe_checkpoint(dir);
-    const at::Tensor ours = decode_steps(m, read_tokens(dir), read_logits(dir, "decode_positions"));
-    EXPECT_LE(relative_diff(ours, read_logits(dir, "decode"), name + " decode"), kTolerance)
+    const at::Tensor ours = decode_steps(m, ac::test::read_golden_tokens(dir), ac::test::read_golden_logits(dir, "decode_positions"));
+    EXPECT_LE(relative_diff(ours, ac::test::read_golden_logits(dir, "decode"), name + " decode"), kTolerance)
         << name;
   }
 }
@@ -216,7 +192,7 @@ TEST(MoeGolden, NormTopkProbChangesTheLogits) {
   MoeModel m = load_moe_checkpoint(dir);
   ASSERT_FALSE(m.norm_topk_prob);
   m.norm_topk_prob = true;
-  EXPECT_GT(relative_diff(m.forward(read_tokens(dir)), read_logits(dir, "prefill"),
+  EXPECT_GT(relative_diff(m.forward(ac::test::read_golden_tokens(dir)), ac::test::read_golden_logits(dir, "prefill"),
                           "qwen3moe-top3 renormalized (wrong)"),
             1e3 * kTolerance);
 }
@@ -229,7 +205,7 @@ TEST(MoeGolden, SlidingWindowIsRefusedPastItsLength) {
   const fs::path dir = ac::test::source_dir() / "tests/golden/hf-moe-refused/qwen3moe-sliding-window";
   const MoeModel m = load_moe_checkpoint(dir);
   ASSERT_EQ(m.config.sliding_window, std::optional<int64_t>(6));
-  const at::Tensor tokens = read_tokens(dir), theirs = read_logits(dir, "prefill");
+  const at::Tensor tokens = ac::test::read_golden_tokens(dir), theirs = ac::test::read_golden_logits(dir, "prefill");
   EXPECT_LE(relative_diff(m.forward(tokens.narrow(1, 0, 6)), theirs.narrow(1, 0, 6),
                           "qwen3moe-sliding-window first 6"),
             kTolerance);
@@ -266,7 +242,7 @@ TEST(MoeGolden, FusedExpertsLoadTheSame) {
       fused[p + "experts.down_proj"] = w.down_proj;
     }
     const MoeModel back = moe_model_from_tensor_map(c, fused, "fused");
-    const at::Tensor tokens = read_tokens(dir);
+    const at::Tensor tokens = ac::test::read_golden_tokens(dir);
     EXPECT_TRUE(at::equal(back.forward(tokens), per_expert.forward(tokens)))
         << name << (mixtral ? " (Mixtral, renamed from block_sparse_moe)" : "");
   }

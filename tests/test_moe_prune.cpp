@@ -27,6 +27,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "prune/moe_prune.h"
+#include "golden_fixture.h"
 #include "test_util.h"
 
 using namespace ac;
@@ -44,27 +45,14 @@ const std::vector<std::string> kFixtures = {"mixtral-top2-fp32", "mixtral-top3-b
                                             "qwen3moe-top2-fp32",
                                             "qwen3moe-top3-step2-bf16-sharded"};
 
-at::Tensor fixture_tokens(const fs::path& dir) {
-  const auto rows = read_json_file(dir / "tokens.json").get<std::vector<std::vector<int64_t>>>();
-  std::vector<at::Tensor> out;
-  for (const auto& r : rows) out.push_back(at::tensor(r, at::kLong));
-  return at::stack(out);
-}
-
 // Calibration batches: the fixture's tokens and two random ones of odd length.
 std::vector<at::Tensor> calibration(const MoeModel& m, const fs::path& dir) {
-  return {fixture_tokens(dir), ac::test::random_tokens(3, 31, m.config.vocab_size, 7),
+  return {ac::test::read_golden_tokens(dir), ac::test::random_tokens(3, 31, m.config.vocab_size, 7),
           ac::test::random_tokens(2, 33, m.config.vocab_size, 8)};
 }
 
 double relative_diff(const at::Tensor& ours, const at::Tensor& ref, const std::string& what) {
-  EXPECT_EQ(ours.sizes(), ref.sizes()) << what;
-  if (ours.sizes() != ref.sizes()) return 1.0;
-  const double diff = (ours.to(at::kDouble) - ref.to(at::kDouble)).abs().max().item<double>();
-  const double scale = ref.abs().max().item<double>();
-  std::printf("[moe-prune] %-60s largest |diff| %.3g, relative %.3g\n", what.c_str(), diff,
-              diff / scale);
-  return diff / scale;
+  return ac::test::golden_relative_diff(ours, ref, what, "moe-prune");
 }
 
 // The parent's config with sparse layer j (counting sparse layers only) set to sizes[j].
@@ -173,7 +161,7 @@ TEST(MoePrune, NeverRoutedExpertScoresZero) {
   // Removing the expert no token uses changes nothing.
   const MoeModel pruned = prune_moe_model(m, imp, target_with(m.config, {{4, 16, 2}, {5, 16, 2}}));
   EXPECT_EQ(pruned.moe[0].router.size(0), 4);
-  const at::Tensor t = fixture_tokens(fixture("qwen3moe-top2-fp32"));
+  const at::Tensor t = ac::test::read_golden_tokens(fixture("qwen3moe-top2-fp32"));
   EXPECT_LE(relative_diff(pruned.forward(t), m.forward(t), "never-routed expert removed"),
             kTolerance);
 }
@@ -208,7 +196,7 @@ TEST(MoePrune, MaskedEqualsPruned) {
       EXPECT_EQ(pruned.moe[i].down_proj.sizes().vec(),
                 (std::vector<int64_t>{e, D, fe}));
     }
-    const at::Tensor tokens = fixture_tokens(fixture(name));
+    const at::Tensor tokens = ac::test::read_golden_tokens(fixture(name));
     MoeForwardOptions opt;
     opt.masks = &masks;
     const at::Tensor masked = m.forward(tokens, opt), physical = pruned.forward(tokens);
@@ -230,7 +218,7 @@ TEST(MoePrune, ExportReloadsToIdenticalLogits) {
     const MoeModel back = load_moe_checkpoint(out);
     EXPECT_EQ(back.config.layers, pruned.config.layers) << name;
     EXPECT_EQ(back.norm_topk_prob, m.norm_topk_prob) << name;
-    const at::Tensor tokens = fixture_tokens(fixture(name));
+    const at::Tensor tokens = ac::test::read_golden_tokens(fixture(name));
     const at::Tensor a = pruned.forward(tokens), b = back.forward(tokens);
     EXPECT_TRUE(at::equal(a, b)) << name << ": " << relative_diff(b, a, name + " reloaded");
   }
@@ -251,7 +239,7 @@ TEST(MoePrune, HeterogeneousExportIsRefused) {
 
 TEST(MoePrune, BadTargetsAndMasksAreRefused) {
   const MoeModel m = load_moe_checkpoint(fixture("qwen3moe-top2-fp32"));
-  const at::Tensor t = fixture_tokens(fixture("qwen3moe-top2-fp32"));
+  const at::Tensor t = ac::test::read_golden_tokens(fixture("qwen3moe-top2-fp32"));
   const MoeImportance imp = compute_moe_importance(m, {t});
   ac::test::expect_error<ConfigError>(
       [&] { plan_moe_pruning(m.config, imp, target_with(m.config, {{6, 16, 2}, {5, 0, 3}})); },

@@ -40,6 +40,7 @@
 #include "io/safetensors.h"
 #include "model/nemotron_h_config.h"
 #include "model/nemotron_h_model.h"
+#include "golden_fixture.h"
 #include "test_util.h"
 
 using namespace ac;
@@ -50,34 +51,9 @@ namespace {
 constexpr double kTolerance = 1e-5;
 
 fs::path golden_root() { return ac::test::source_dir() / "tests/golden/hf-nemotron-h"; }
-
-std::vector<fs::path> fixture_dirs() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(golden_root()))
-    if (e.is_directory()) out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-at::Tensor read_tokens(const fs::path& dir) {
-  const auto rows = read_json_file(dir / "tokens.json").get<std::vector<std::vector<int64_t>>>();
-  std::vector<at::Tensor> out;
-  for (const auto& r : rows) out.push_back(at::tensor(r, at::kLong));
-  return at::stack(out);
-}
-
-at::Tensor read_logits(const fs::path& dir, const std::string& name) {
-  return SafetensorsFile(dir / "logits.safetensors").get(name).clone();
-}
-
+std::vector<fs::path> fixture_dirs() { return ac::test::golden_fixture_dirs(golden_root()); }
 double relative_diff(const at::Tensor& ours, const at::Tensor& theirs, const std::string& what) {
-  EXPECT_EQ(ours.sizes(), theirs.sizes()) << what;
-  if (ours.sizes() != theirs.sizes()) return 1.0;
-  const double diff = (ours.to(at::kDouble) - theirs.to(at::kDouble)).abs().max().item<double>();
-  const double scale = theirs.abs().max().item<double>();
-  std::printf("[nemotron-h-golden] %-48s largest |diff| %.3g, max |logit| %.3g, relative %.3g\n",
-              what.c_str(), diff, scale, diff / scale);
-  return diff / scale;
+  return ac::test::golden_relative_diff(ours, theirs, what, "nemotron-h-golden");
 }
 
 // The rows' first positions[0] + 1 tokens as a prefill, then one token a step, as
@@ -256,7 +232,7 @@ TEST(NemotronHGolden, PrefillMatchesTransformers) {
   for (const fs::path& dir : dirs) {
     const std::string name = dir.filename().string();
     const NemotronHModel m = load_nemotron_h_checkpoint(dir);
-    EXPECT_LE(relative_diff(m.forward(read_tokens(dir)), read_logits(dir, "prefill"),
+    EXPECT_LE(relative_diff(m.forward(ac::test::read_golden_tokens(dir)), ac::test::read_golden_logits(dir, "prefill"),
                             name + " forward"),
               kTolerance)
         << name;
@@ -269,8 +245,8 @@ TEST(NemotronHGolden, DecodeMatchesTransformers) {
   for (const fs::path& dir : fixture_dirs()) {
     const std::string name = dir.filename().string();
     const NemotronHModel m = load_nemotron_h_checkpoint(dir);
-    const at::Tensor ours = decode_steps(m, read_tokens(dir), read_logits(dir, "decode_positions"));
-    EXPECT_LE(relative_diff(ours, read_logits(dir, "decode"), name + " decode"), kTolerance)
+    const at::Tensor ours = decode_steps(m, ac::test::read_golden_tokens(dir), ac::test::read_golden_logits(dir, "decode_positions"));
+    EXPECT_LE(relative_diff(ours, ac::test::read_golden_logits(dir, "decode"), name + " decode"), kTolerance)
         << name;
   }
 }
@@ -282,7 +258,7 @@ TEST(NemotronHGolden, TwoPrefillsThroughTheCacheMatch) {
   for (const fs::path& dir : fixture_dirs()) {
     const std::string name = dir.filename().string();
     const NemotronHModel m = load_nemotron_h_checkpoint(dir);
-    const at::Tensor tokens = read_tokens(dir), theirs = read_logits(dir, "prefill");
+    const at::Tensor tokens = ac::test::read_golden_tokens(dir), theirs = ac::test::read_golden_logits(dir, "prefill");
     const int64_t T = tokens.size(1);
     NemotronHCache cache = NemotronHCache::allocate(m.config, tokens.size(0), T);
     const at::Tensor first = m.forward(tokens.narrow(1, 0, 3), &cache);
@@ -300,7 +276,7 @@ TEST(NemotronHGolden, CorrectionBiasChangesTheLogits) {
   NemotronHModel m = load_nemotron_h_checkpoint(dir);
   for (NemotronHLayerWeights& l : m.layers)
     if (l.moe.correction_bias.defined()) l.moe.correction_bias = at::zeros_like(l.moe.correction_bias);
-  EXPECT_GT(relative_diff(m.forward(read_tokens(dir)), read_logits(dir, "prefill"),
+  EXPECT_GT(relative_diff(m.forward(ac::test::read_golden_tokens(dir)), ac::test::read_golden_logits(dir, "prefill"),
                           "nemotronh-mix without correction bias (wrong)"),
             1e3 * kTolerance);
 }
@@ -375,7 +351,7 @@ TEST(NemotronHGolden, ChunkScanMatchesTheRecurrence) {
 TEST(NemotronHGolden, CacheOfAnotherBatchIsRefused) {
   at::NoGradGuard no_grad;
   const NemotronHModel m = load_nemotron_h_checkpoint(golden_root() / "nemotronh-mix-fp32");
-  const at::Tensor tokens = read_tokens(golden_root() / "nemotronh-mix-fp32");
+  const at::Tensor tokens = ac::test::read_golden_tokens(golden_root() / "nemotronh-mix-fp32");
   NemotronHCache cache = NemotronHCache::allocate(m.config, 1, 16);
   ac::test::expect_error<ConfigError>([&] { m.forward(tokens, &cache); },
                                       {"[forward]", "cache holds 1 sequences", "2 rows"});

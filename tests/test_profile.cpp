@@ -11,6 +11,7 @@
 #include "hardware/native_ops.h"
 #include "hardware/profile.h"
 #include "hardware/validate.h"
+#include "profile_fixture.h"
 #include "test_util.h"
 
 using namespace ac;
@@ -75,16 +76,8 @@ TEST(Profile, NativeOpsReplicateTheForward) {
 TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
   init_torch_threads();
   ModelConfig c = tiny_config(true);
-  Workload w;
-  w.prompt_tokens = 8;
-  w.output_tokens = 4;
-  ProfileOptions o;
-  o.warmup = 1;
-  o.min_repeats = o.max_repeats = 2;
-  o.min_time_ms = 0;
-  o.rotation_bytes = 1 << 20;
-  o.min_width = 16;
-  o.progress = false;
+  const Workload w = ac::test::tiny_workload();
+  ProfileOptions o = ac::test::quick_profile_options(16);
   o.calibrate = true;
   o.calibration_models = 2;
   o.calibration_repeats = 1;

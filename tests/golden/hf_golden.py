@@ -171,6 +171,22 @@ def transformers_logits(folder, tokens, **load_args):
     return prefill.float().contiguous(), decode.float().contiguous(), positions
 
 
+def save_random_model(folder, config, model_class, draw, dtype, shard, seed):
+    """Builds model_class(config) (torch seed `seed`), redraws its parameters with draw(model,
+    seed), saves it in `dtype` with save_pretrained (sharded at `shard` when given) and writes
+    tokens.json: B rows of T ids from a generator seeded 1000 + seed. Returns the ids [B, T]."""
+    torch.manual_seed(seed)
+    model = model_class(config)
+    draw(model, seed)
+    model = model.to(dtype)
+    kwargs = {"max_shard_size": shard} if shard else {}
+    model.save_pretrained(folder, **kwargs)
+    g = torch.Generator().manual_seed(1000 + seed)
+    tokens = torch.randint(0, config.vocab_size, (B, T), generator=g)
+    (folder / "tokens.json").write_text(json.dumps(tokens.tolist()) + "\n")
+    return tokens
+
+
 def write_fixture(root, name, family, args, dtype, shard, seed, config_only=False):
     folder = root / name
     if folder.exists():
@@ -181,15 +197,7 @@ def write_fixture(root, name, family, args, dtype, shard, seed, config_only=Fals
     if config_only:
         config.save_pretrained(folder)
         return folder
-    torch.manual_seed(seed)
-    model = model_class(config)
-    draw_weights(model, seed)
-    model = model.to(dtype)
-    kwargs = {"max_shard_size": shard} if shard else {}
-    model.save_pretrained(folder, **kwargs)
-    g = torch.Generator().manual_seed(1000 + seed)
-    tokens = torch.randint(0, config.vocab_size, (B, T), generator=g)
-    (folder / "tokens.json").write_text(json.dumps(tokens.tolist()) + "\n")
+    tokens = save_random_model(folder, config, model_class, draw_weights, dtype, shard, seed)
     prefill, decode, positions = transformers_logits(folder, tokens)
     safetensors.torch.save_file(
         {"prefill": prefill, "decode": decode, "decode_positions": positions},

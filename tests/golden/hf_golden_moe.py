@@ -41,7 +41,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the models are built here; never
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hf_golden  # noqa: E402
-from hf_golden import B, PINNED, T, check_versions, size_of, transformers_logits  # noqa: E402
+from hf_golden import (B, PINNED, T, check_versions, save_random_model, size_of,  # noqa: E402
+                       transformers_logits)
 
 import safetensors.torch  # noqa: E402
 import torch  # noqa: E402
@@ -164,15 +165,7 @@ def write_fixture(root, name, family, args, dtype, shard, seed):
     folder.mkdir(parents=True)
     config_class, model_class = FAMILIES[family]
     config = config_class(**args)
-    torch.manual_seed(seed)
-    model = model_class(config)
-    draw_weights(model, seed)
-    model = model.to(dtype)
-    kwargs = {"max_shard_size": shard} if shard else {}
-    model.save_pretrained(folder, **kwargs)
-    g = torch.Generator().manual_seed(1000 + seed)
-    tokens = torch.randint(0, config.vocab_size, (B, T), generator=g)
-    (folder / "tokens.json").write_text(json.dumps(tokens.tolist()) + "\n")
+    tokens = save_random_model(folder, config, model_class, draw_weights, dtype, shard, seed)
     gap = smallest_router_gap(folder, tokens, config.num_experts_per_tok)
     if gap < MIN_ROUTER_GAP:
         sys.exit(f"hf_golden_moe.py: {name}: router probabilities {gap:.2g} apart at the top-k "

@@ -49,7 +49,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the models are built here; never reach the Hub
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hf_golden import B, PINNED, PREFILL, T, check_versions, size_of  # noqa: E402
+from hf_golden import (B, PINNED, PREFILL, T, check_versions, save_random_model,  # noqa: E402
+                       size_of)
 
 import safetensors.torch  # noqa: E402
 import torch  # noqa: E402
@@ -163,15 +164,7 @@ def write_fixture(root, name, args, dtype, shard, seed):
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     config = NemotronHConfig(**args)
-    torch.manual_seed(seed)
-    model = NemotronHForCausalLM(config)
-    draw_weights(model, seed)
-    model = model.to(dtype)
-    kwargs = {"max_shard_size": shard} if shard else {}
-    model.save_pretrained(folder, **kwargs)
-    g = torch.Generator().manual_seed(1000 + seed)
-    tokens = torch.randint(0, config.vocab_size, (B, T), generator=g)
-    (folder / "tokens.json").write_text(json.dumps(tokens.tolist()) + "\n")
+    tokens = save_random_model(folder, config, NemotronHForCausalLM, draw_weights, dtype, shard, seed)
     loaded = NemotronHForCausalLM.from_pretrained(folder, dtype=torch.float32, **LOAD_ARGS)
     loaded.eval()
     gap = smallest_router_gap(loaded, tokens)
