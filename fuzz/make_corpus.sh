@@ -201,6 +201,9 @@ put('config', 'mixtral-config.json', {
     'num_experts_per_tok': 1})
 put('config', 'arch.json', {'config': deci, 'search': {'method': 'autocompress', 'steps': 10},
                              'limits': {'tpot_ms': 3.5}})
+# A Nemotron-H target: its config.json leaves removed blocks out, arch.json lists them.
+nano = json.load(open('architectures/nemotron-3-nano-30b-a3b.json'))
+put('config', 'nemotron-h-arch.json', {'config': nano, 'removed_layers': [1, 4]})
 # A sharded index naming the tiny model's tensors (from its safetensors header, or a fixed list).
 names = ['model.embed_tokens.weight', 'model.norm.weight', 'model.layers.0.mlp.up_proj.weight']
 st = os.path.join(seeds, 'safetensors', 'tiny.safetensors')

@@ -41,6 +41,7 @@ set(_ac_label_rules
   model  "^ReportHtml\\.CompressOnTheCpuScenario"
   client "^LlamaCpp\\."
   client "^LlamaCppEngineClient\\."
+  client "^LlamaCppNemotronH\\."
   client "^CompressData\\.Stories15mOnMobyDick"
   client "^HubCheckpoint\\."
   client "^HfTokenizerParity\\."

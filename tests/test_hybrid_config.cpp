@@ -220,6 +220,32 @@ TEST(HybridConfig, ExpertCountUnderEitherName) {
   EXPECT_EQ(config_from_hf_json(m, "mixtral.json").layers[0].moe->num_experts, 3);
 }
 
+// What the MoE families' reader accepts, their writer writes back: the per-layer attention of
+// DeciLM's block_configs and a dense layer without an FFN are refused, naming the file.
+TEST(HybridConfig, MoeFamiliesRefuseWhatTheyCannotWriteBack) {
+  const json mixtral = {{"model_type", "mixtral"}, {"vocab_size", 50}, {"hidden_size", 8},
+                        {"intermediate_size", 6}, {"num_hidden_layers", 2},
+                        {"num_attention_heads", 2}, {"num_local_experts", 3},
+                        {"num_experts_per_tok", 1}};
+  json j = mixtral;
+  j["block_configs"] = {{{"attention", {{"no_op", true}}}, {"ffn", {{"no_op", true}}}},
+                        {{"attention", {{"n_heads_in_group", 1}}}, {"ffn", {{"ffn_mult", 1.0}}}}};
+  expect_error<FormatError>([&] { config_from_hf_json(j, "config.json"); },
+                            {"config.json", "mixtral", "'block_configs'", "'moe_block_configs'"});
+  const json qwen = {{"model_type", "qwen3_moe"}, {"vocab_size", 50}, {"hidden_size", 8},
+                     {"intermediate_size", 0}, {"num_hidden_layers", 2},
+                     {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 4},
+                     {"num_experts", 4}, {"num_experts_per_tok", 2},
+                     {"moe_intermediate_size", 6}, {"mlp_only_layers", {1}}};
+  expect_error<FormatError>([&] { config_from_hf_json(qwen, "config.json"); },
+                            {"config.json", "layer 1 is dense", "'intermediate_size'", "found 0"});
+  j = qwen;
+  j.erase("mlp_only_layers");  // every layer sparse: the dense width is not needed
+  const ModelConfig c = config_from_hf_json(j, "config.json");
+  EXPECT_EQ(config_to_hf_json(c)["model_type"], "qwen3_moe");
+  EXPECT_EQ(config_from_hf_json(config_to_hf_json(c), "out.json").layers, c.layers);
+}
+
 // The stages that compute a model take dense decoders only (issue 42 adds the hybrid forward).
 TEST(HybridConfig, DenseStagesRefuseHybrid) {
   const ModelConfig c = config_from_hf_json(tiny_nemotron_h(), "tiny.json");

@@ -19,6 +19,18 @@
 //     pruned to 3 experts of width 8, top-2, in every sparse layer and written by
 //     save_moe_checkpoint load in Qwen3MoeForCausalLM / MixtralForCausalLM with no missing or
 //     unexpected tensor and give our logits (tests/golden/judge_moe_export.py, 1e-5 relative);
+//   TransformersReadsOurPrunedNemotronHExports: the two Nemotron-H fixtures
+//     (tests/golden/hf-nemotron-h/) pruned the same way in every layer of a kind (Mamba heads and
+//     head_dim, attention heads, MLP, expert and shared expert widths, experts where the router
+//     has one group, a removed layer) and written by save_nemotron_h_checkpoint load in
+//     NemotronHForCausalLM with no missing or unexpected tensor and give our logits
+//     (tests/golden/judge_moe_export.py, 1e-5 relative to the class run in float64; the float32
+//     run's difference is printed);
+//   LlamaCppConverterAgreesWithOurNemotronHGguf: llama.cpp's own convert_hf_to_gguf.py (from the
+//     source node-llama-cpp ships) writes the same tensors, bytes and keys as `export --format
+//     gguf` for a tiny NemotronH MoE with Llama 3's tokenizer, and llama.cpp continues our GGUF of
+//     it and of a hybrid with MLP layers as transformers' generate() does
+//     (tests/golden/judge_nemotron_h_gguf.py);
 //   LmEvalAgreesWithOurTaskScorer: lm-evaluation-harness (tests/golden/judge_lm_eval.py) runs
 //     40 items of each task family (make-tasks on stories the teacher samples) as local tasks
 //     with `--model hf` on the CPU, on stories15M and on a depth-pruned stories15M exported as
@@ -42,11 +54,15 @@
 #include "common/runtime.h"
 #include "export/gguf_model.h"
 #include "export/moe_hf_export.h"
+#include "export/nemotron_h_export.h"
 #include "importance/moe_importance.h"
+#include "importance/nemotron_h_importance.h"
+#include "io/nemotron_h_checkpoint.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/llama.h"
 #include "prune/moe_prune.h"
+#include "prune/nemotron_h_prune.h"
 #include "gguf_fixture.h"
 #include "test_util.h"
 
@@ -248,6 +264,62 @@ TEST(Judge, TransformersReadsOurPrunedMoeExports) {
     const MoeModel pruned = prune_moe_model(m, compute_moe_importance(m, {tokens}), target);
     const fs::path out = tmp.path / name;
     save_moe_checkpoint(out, pruned);
+    const fs::path ours = tmp.path / fmt::format("ours-{}.safetensors", name);
+    save_safetensors(ours, {{"tokens", tokens}, {"logits", pruned.forward(tokens).contiguous()}});
+    args += fmt::format(" '{}={}'", out.string(), ours.string());
+  }
+  EXPECT_EQ(run_judge(python, args, tmp.path / "judge.log", "judge_moe_export.py"), 0);
+}
+
+TEST(Judge, LlamaCppConverterAgreesWithOurNemotronHGguf) {
+  AC_JUDGE_PYTHON(python);
+  TempDir tmp;
+  EXPECT_EQ(run_judge(python, fmt::format("--cli '{}' --work '{}'", test::cli_bin(),
+                                          tmp.path.string()),
+                      tmp.path / "judge.log", "judge_nemotron_h_gguf.py"),
+            0);
+}
+
+TEST(Judge, TransformersReadsOurPrunedNemotronHExports) {
+  AC_JUDGE_PYTHON(python);
+  init_torch_threads();
+  at::NoGradGuard no_grad;
+  TempDir tmp;
+  std::string args;
+  for (const char* name : {"nemotronh-mix-fp32", "nemotronh-latent-bf16-sharded"}) {
+    const NemotronHModel m =
+        load_nemotron_h_checkpoint(test::source_dir() / "tests/golden/hf-nemotron-h" / name);
+    const at::Tensor tokens = test::random_tokens(/*B=*/2, /*T=*/13, m.config.vocab_size, 5);
+    // Every layer of a kind to the same sizes, so that config.json's one set of fields holds
+    // them (NemotronHForCausalLM has no per-layer form); the last Mamba layer removed.
+    ModelConfig target = m.config;
+    int64_t last_mamba = -1;
+    for (size_t i = 0; i < target.layers.size(); ++i) {
+      LayerConfig& l = target.layers[i];
+      if (l.has_mamba()) {
+        l.mamba->mamba_num_heads = l.mamba->n_groups * std::max<int64_t>(
+            1, l.mamba->mamba_num_heads / l.mamba->n_groups - 1);
+        l.mamba->mamba_head_dim -= 1;
+        last_mamba = int64_t(i);
+      } else if (l.has_attention()) {
+        l.num_attention_heads -= l.num_key_value_heads;  // one query head fewer a group
+      } else if (l.has_ffn()) {
+        l.intermediate_size /= 2;
+      } else if (l.has_moe()) {
+        if (m.router.n_group == 1) l.moe->num_experts -= 2;
+        l.moe->num_experts_per_tok = 1;
+        l.moe->moe_intermediate_size /= 2;
+        l.moe->shared_expert_intermediate_size /= 2;
+      }
+    }
+    target.layers[size_t(last_mamba)] = LayerConfig{};
+    target.layers[size_t(last_mamba)].attention_no_op = true;
+    target.layers[size_t(last_mamba)].ffn_no_op = true;
+    const NemotronHModel pruned =
+        prune_nemotron_h_model(m, compute_nemotron_h_importance(m, {tokens}), target);
+    const fs::path out = tmp.path / name;
+    save_nemotron_h_checkpoint(out, pruned);
+    EXPECT_EQ(read_json_file(out / "config.json")["model_type"], "nemotron_h");
     const fs::path ours = tmp.path / fmt::format("ours-{}.safetensors", name);
     save_safetensors(ours, {{"tokens", tokens}, {"logits", pruned.forward(tokens).contiguous()}});
     args += fmt::format(" '{}={}'", out.string(), ours.string());

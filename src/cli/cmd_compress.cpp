@@ -8,6 +8,7 @@
 #include "cli/flag_checks.h"
 #include "common/error.h"
 #include "pipeline/compress.h"
+#include "pipeline/nemotron_h_compress.h"
 
 namespace {
 ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
@@ -81,7 +82,10 @@ ac::cli::RegisterCommand reg(100, [](CLI::App& app) {
     o->in.data_dir = *data;
     o->in.data_text = *data_text;
     o->compute = {compute->device, compute->precision};
-    ac::run_compress(*o);
+    if (ac::is_nemotron_h_checkpoint(o->in.model_dir))
+      ac::compress_nemotron_h(*o);  // the hybrid pipeline (pipeline/nemotron_h_compress.h)
+    else
+      ac::run_compress(*o);
     std::printf("report: %s/report.md\n", o->in.out_dir.c_str());
   });
 });

@@ -3,13 +3,19 @@
 // OUT.state (or --state-dir) until the output is written; Ctrl-C saves it at the next step.
 // Data-parallel: start the same command once per rank with --world-size, --rank and one
 // --init-method (file:///shared/path or tcp://host:port); rank 0 writes the state and output.
+// A Nemotron-H teacher and student (config.json's model_type nemotron_h / nemotron_h_puzzle), or
+// a Qwen3-MoE / Mixtral pair, are distilled on their logits by the same loop (distill/distill.h,
+// model/trainable.h); the options that read the Llama forward's hidden states are refused for
+// them by name.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <sstream>
 
+#include "cli/checkpoint_kind.h"
 #include "cli/command.h"
 #include "cli/data_options.h"
 #include "cli/device_options.h"
@@ -23,9 +29,13 @@
 #include "distill/data_parallel.h"
 #include "distill/distill.h"
 #include "eval/eval.h"
+#include "export/moe_hf_export.h"
+#include "export/nemotron_h_export.h"
 #include "io/checkpoint.h"
+#include "io/nemotron_h_checkpoint.h"
 #include "io/text_tokenizer.h"
 #include "model/finite.h"
+#include "model/trainable.h"
 #include "pipeline/steps.h"
 #include "prune/pruning_map.h"
 
@@ -102,9 +112,9 @@ c10::Device rank_device(const DistillArgs& a) {
 /// Teacher and student vocabularies differ: allowed when one tokenizer's token table is a
 /// prefix of the other's (compared by the bytes each id stands for, TextTokenizer::token_bytes);
 /// returns the shared id count. Throws ConfigError naming the first differing id otherwise.
-int64_t shared_vocab_size(const DistillArgs& a, const LlamaModel& teacher,
-                          const LlamaModel& student) {
-  int64_t vt = teacher.config.vocab_size, vs = student.config.vocab_size;
+int64_t shared_vocab_size(const DistillArgs& a, const ModelConfig& teacher,
+                          const ModelConfig& student) {
+  int64_t vt = teacher.vocab_size, vs = student.vocab_size;
   const std::unique_ptr<TextTokenizer> tt = load_tokenizer(a.teacher, vt);
   const std::unique_ptr<TextTokenizer> ts = load_tokenizer(a.student, vs);
   const int64_t n = std::min({vt, vs, tt->vocab_size(), ts->vocab_size()});
@@ -118,9 +128,21 @@ int64_t shared_vocab_size(const DistillArgs& a, const LlamaModel& teacher,
   return std::min(vt, vs);
 }
 
-void write_output(const DistillArgs& a, const LlamaModel& student, const DistillResult& r) {
+// The student's checkpoint files into the staging folder `dir`, in its kind's layout.
+void save_student(const fs::path& dir, const LlamaModel& m, const fs::path& tokenizer_from) {
+  save_checkpoint(dir, m, tokenizer_from);
+}
+void save_student(const fs::path& dir, const NemotronHModel& m, const fs::path& tokenizer_from) {
+  write_nemotron_h_files(dir, m, tokenizer_from);
+}
+void save_student(const fs::path& dir, const MoeModel& m, const fs::path& tokenizer_from) {
+  write_moe_files(dir, m, tokenizer_from);
+}
+
+template <class M>
+void write_output(const DistillArgs& a, const M& student, const DistillResult& r) {
   StagingDir staging(a.out);
-  save_checkpoint(staging.path(), student, /*tokenizer_from=*/a.student);
+  save_student(staging.path(), student, /*tokenizer_from=*/a.student);
   if (fs::exists(a.opt.log_path)) fs::copy_file(a.opt.log_path, staging.path() / "distill_log.csv");
   if (fs::path bld = a.opt.state_dir / "bld.json"; fs::exists(bld))
     fs::copy_file(bld, staging.path() / "bld.json");
@@ -197,10 +219,88 @@ class StateDirGuard {
   bool made_here_;
 };
 
+// --world-size > 1: this rank joins the group (null for one process).
+std::unique_ptr<DataParallel> start_parallel(DistillArgs& a) {
+  if (a.world_size <= 1) return nullptr;
+  if (a.init_method.empty())
+    throw ConfigError(msg("distill", "--world-size {} needs --init-method (file:///path or "
+                          "tcp://host:port)", a.world_size));
+  auto parallel = std::make_unique<DataParallel>(a.init_method, a.rank, a.world_size,
+                                                 a.rendezvous_timeout_s, a.opt.device);
+  a.opt.parallel = parallel.get();
+  if (a.rank != 0) a.opt.show_progress = false;
+  return parallel;
+}
+
+// The options that read the Llama forward's hidden states or its learning-curve hook
+// (distill/distill.h refuses them for the other kinds), each refused by its flag before anything
+// is loaded or written; and a student of another kind than the teacher's.
+template <class M>
+void refuse_for_kind(const DistillArgs& a, const CheckpointKind<M>& kind) {
+  std::vector<std::string> why;
+  if (a.opt.hidden_loss_weight > 0)
+    why.push_back("--hidden-loss-weight: the hidden-state loss reads the Llama forward's hidden "
+                  "states through pruning_map.json; this student is distilled on its logits");
+  if (a.bld.token_budget > 0)
+    why.push_back("--bld-tokens: the blockwise local distillation trains Llama-family blocks "
+                  "through pruning_map.json");
+  if (!a.pruning_map.empty())
+    why.push_back("--pruning-map: read by the hidden-state loss and --bld-tokens only; `prune` "
+                  "of this kind writes none");
+  if (!a.eval_at.empty() || !a.eval_data.empty())
+    why.push_back("--eval-at-tokens / --eval-data: the learning curve evaluates a Llama-family "
+                  "student; run `eval` on the output instead");
+  if (!why.empty())
+    throw ConfigError(msg("distill", "{} is a {} checkpoint:\n  - {}", a.teacher, kind.name,
+                          fmt::join(why, "\n  - ")));
+  if (!kind.is_kind(a.student))
+    throw ConfigError(msg("distill", "--teacher {} is a {} checkpoint and --student {} is not: "
+                          "teacher and student must be of one kind", a.teacher, kind.name,
+                          a.student));
+}
+
+// A teacher and student of another kind: the same loop on their logits (distill/distill.h).
+template <class M>
+void run_kind(DistillArgs& a, const CheckpointKind<M>& kind) {
+  refuse_for_kind(a, kind);
+  a.opt.device = rank_device(a);
+  a.opt.precision = a.compute.resolve_precision(a.opt.device);
+  const M teacher = kind.load(a.teacher);
+  M student = kind.load(a.student);
+  check_seq_len_fits(a.opt.seq_len, teacher.config, a.teacher, "distill");
+  check_seq_len_fits(a.opt.seq_len, student.config, a.student, "distill");
+  require_finite(teacher, a.teacher, "distill", a.opt.allow_nonfinite);
+  require_finite(student, a.student, "distill", a.opt.allow_nonfinite);
+  if (teacher.config.vocab_size != student.config.vocab_size)
+    a.opt.shared_vocab = shared_vocab_size(a, teacher.config, student.config);
+  if (a.opt.token_budget == 0)
+    throw ConfigError(msg("distill", "--tokens 0 trains nothing"));
+  std::unique_ptr<DataParallel> parallel = start_parallel(a);
+  const TokenDataset data =
+      load_dataset(a.data.spec(DataSplit::kTrain), a.teacher, teacher.config.vocab_size,
+                   int32_t(teacher.config.bos_token_id), "distill", &a.data_source);
+  a.opt.state_dir = a.state_dir.empty() ? fs::path(a.out + ".state") : fs::path(a.state_dir);
+  a.opt.log_path = a.opt.state_dir / "distill_log.csv";
+  const StateDirGuard state_guard(a.opt.state_dir, /*owner=*/a.rank == 0);
+  log_info(fmt::format("[distill] {} {} -> {}: {} tokens of {}, on {} in {}",
+                       model_kind_name(student), a.student, a.out, a.opt.token_budget,
+                       a.data.path, device_name(a.opt.device),
+                       describe_precision(a.opt.precision)));
+  const DistillResult r = distill_step(teacher, student, data, a.opt, "distill",
+                                       "rerun the same command with --resume to continue");
+  if (parallel && !parallel->is_main()) return;  // rank 0 writes the output
+  write_output(a, student, r);
+  fs::remove_all(a.opt.state_dir);
+  log_info(fmt::format("[distill] {} steps, {} tokens, final loss {:.4f} -> {}", r.steps_done,
+                       r.tokens, r.loss_curve.empty() ? NAN : r.loss_curve.back(), a.out));
+}
+
 void run(DistillArgs& a) {
   check_not_overwriting_inputs({a.teacher, a.student, a.data.path, a.eval_data}, a.out,
                                "distill");
   check_output_flag("distill", "--out", a.out, OutputKind::kFolder);
+  if (is_nemotron_h_checkpoint(a.teacher)) return run_kind(a, kNemotronH);
+  if (is_moe_family_checkpoint(a.teacher)) return run_kind(a, kMoe);
   a.opt.device = rank_device(a);
   a.opt.precision = a.compute.resolve_precision(a.opt.device);
   LlamaModel teacher = load_checkpoint(a.teacher);
@@ -212,7 +312,7 @@ void run(DistillArgs& a) {
     require_finite(student, a.student, "distill", /*allow=*/false);
   }
   if (teacher.config.vocab_size != student.config.vocab_size)
-    a.opt.shared_vocab = shared_vocab_size(a, teacher, student);
+    a.opt.shared_vocab = shared_vocab_size(a, teacher.config, student.config);
   a.bld_on = a.bld.token_budget > 0;
   if (a.opt.hidden_loss_weight > 0 || a.bld_on) {  // refused here, with the file name, before any state
     fs::path map_file = a.pruning_map.empty() ? fs::path(a.student) / kPruningMapFile
@@ -226,16 +326,7 @@ void run(DistillArgs& a) {
   if (a.opt.token_budget == 0 && !a.bld_on)
     throw ConfigError(msg("distill", "--tokens 0 trains nothing; it is allowed only with "
                           "--bld-tokens > 0 (blockwise local distillation alone)"));
-  std::unique_ptr<DataParallel> parallel;
-  if (a.world_size > 1) {
-    if (a.init_method.empty())
-      throw ConfigError(msg("distill", "--world-size {} needs --init-method (file:///path or "
-                            "tcp://host:port)", a.world_size));
-    parallel = std::make_unique<DataParallel>(a.init_method, a.rank, a.world_size,
-                                              a.rendezvous_timeout_s, a.opt.device);
-    a.opt.parallel = parallel.get();
-    if (a.rank != 0) a.opt.show_progress = false;
-  }
+  std::unique_ptr<DataParallel> parallel = start_parallel(a);
   TokenDataset data =
       load_dataset(a.data.spec(DataSplit::kTrain), a.teacher, teacher.config.vocab_size,
                    int32_t(teacher.config.bos_token_id), "distill", &a.data_source);

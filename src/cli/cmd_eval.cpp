@@ -1,11 +1,17 @@
 // `autocompress eval`: perplexity and bits per byte of one or more checkpoints, their KL /
 // top-1 / top-k agreement to a teacher, and benchmark tasks (JSONL, eval/tasks.h), side by side.
+// Nemotron-H checkpoints (config.json's model_type nemotron_h / nemotron_h_puzzle) and Qwen3-MoE /
+// Mixtral ones are scored on the held-out data by the same evaluation (eval/eval.h,
+// model/trainable.h); the task scorer and the sliding window run the Llama family's forward only
+// and are refused for them by flag.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstdio>
 #include <optional>
 
+#include "cli/checkpoint_kind.h"
 #include "cli/command.h"
 #include "cli/data_options.h"
 #include "cli/device_options.h"
@@ -17,6 +23,7 @@
 #include "eval/eval.h"
 #include "eval/tasks.h"
 #include "io/checkpoint.h"
+#include "io/nemotron_h_checkpoint.h"
 #include "io/text_tokenizer.h"
 #include "pipeline/steps.h"
 
@@ -47,8 +54,9 @@ std::unique_ptr<TextTokenizer> find_tokenizer(const std::string& dir, int64_t vo
   return load_tokenizer(dir, vocab_size);
 }
 
-EvalResult eval_stream(const EvalArgs& a, const std::string& dir, const LlamaModel& m,
-                       const LlamaModel* teacher, const TextTokenizer* tok, json* source) {
+template <class M>
+EvalResult eval_stream(const EvalArgs& a, const std::string& dir, const M& m, const M* teacher,
+                       const TextTokenizer* tok, json* source) {
   EvalOptions opt;
   opt.batch_size = a.batch_size;
   opt.seq_len = a.seq_len;
@@ -154,29 +162,9 @@ void write_samples(const std::string& path, const std::vector<Task>& tasks,
   write_file_atomic(path, out);
 }
 
-void run(const EvalArgs& a) {
-  if (a.data.path.empty() && a.tasks.empty())
-    throw ConfigError("[eval] nothing to evaluate: give --data or --tasks");
-  std::vector<fs::path> inputs{a.teacher, a.data.path};
-  inputs.insert(inputs.end(), a.models.begin(), a.models.end());
-  inputs.insert(inputs.end(), a.tasks.begin(), a.tasks.end());
-  check_not_overwriting_inputs(inputs, a.json_out, "eval");
-  check_not_overwriting_inputs(inputs, a.samples_out, "eval");
-  check_output_flag("eval", "--out", a.json_out);
-  check_output_flag("eval", "--samples-out", a.samples_out);
-  if (!a.samples_out.empty() && a.tasks.empty())
-    throw ConfigError("[eval] --samples-out writes the tasks' items: give --tasks too");
-  a.compute.resolve();  // a bad --device is refused before any model loads
-  std::vector<Task> tasks;
-  for (const std::string& t : a.tasks) tasks.push_back(read_task_file(t));
-  std::optional<LlamaModel> teacher;
-  if (!a.teacher.empty()) teacher = load_checkpoint(a.teacher);
-  if (teacher && !a.data.path.empty())
-    check_seq_len_fits(a.seq_len, teacher->config, a.teacher, "eval",
-                       "; a longer text is scored in windows of --seq-len with --stride");
-  std::vector<ModelResult> results;
-  for (const std::string& dir : a.models)
-    results.push_back(eval_model(a, dir, teacher ? &*teacher : nullptr, tasks));
+// The table (or --json), --samples-out and --out of the results, one entry per --model.
+void write_results(const EvalArgs& a, const std::vector<Task>& tasks,
+                   const std::vector<ModelResult>& results) {
   if (!a.print_json) print_table(results);
   if (!a.samples_out.empty()) write_samples(a.samples_out, tasks, results);
   if (a.json_out.empty() && !a.print_json) return;
@@ -196,11 +184,89 @@ void run(const EvalArgs& a) {
   if (!a.json_out.empty()) write_json_file(a.json_out, j);
 }
 
+// Whether the teacher or any --model is of `kind`.
+template <class M>
+bool any_of_kind(const EvalArgs& a, const CheckpointKind<M>& kind) {
+  if (!a.teacher.empty() && kind.is_kind(a.teacher)) return true;
+  for (const std::string& dir : a.models)
+    if (kind.is_kind(dir)) return true;
+  return false;
+}
+
+// Checkpoints of another kind: held-out metrics from the same evaluation; the flags of what runs
+// the Llama family's forward alone refused by name, and every model of one kind with its teacher.
+template <class M>
+void run_kind(const EvalArgs& a, const CheckpointKind<M>& kind) {
+  std::vector<std::string> why;
+  if (!a.tasks.empty())
+    why.push_back("--tasks: the task scorer (eval/tasks.h, eval/loglikelihood.h) runs the Llama "
+                  "family's forward and KV cache only");
+  if (a.stride > 0)
+    why.push_back(fmt::format("--stride {}: the sliding-window evaluation runs the Llama "
+                              "family's forward only; leave it out for packed windows", a.stride));
+  for (const std::string& dir : a.models)
+    if (!kind.is_kind(dir))
+      why.push_back(fmt::format("--model {} is not a {} checkpoint: evaluate each kind in its "
+                                "own command", dir, kind.name));
+  if (!a.teacher.empty() && !kind.is_kind(a.teacher))
+    why.push_back(fmt::format("--teacher {} is not a {} checkpoint: the KL compares models of "
+                              "one kind", a.teacher, kind.name));
+  if (!why.empty())
+    throw ConfigError(msg("eval", "{} checkpoints:\n  - {}", kind.name,
+                          fmt::join(why, "\n  - ")));
+  std::optional<M> teacher;
+  if (!a.teacher.empty()) {
+    teacher = kind.load(a.teacher);
+    check_seq_len_fits(a.seq_len, teacher->config, a.teacher, "eval");
+  }
+  std::vector<ModelResult> results;
+  for (const std::string& dir : a.models) {
+    ModelResult r{dir, std::nullopt, nullptr, {}};
+    const M m = kind.load(dir);
+    check_seq_len_fits(a.seq_len, m.config, dir, "eval");
+    const std::unique_ptr<TextTokenizer> tok = find_tokenizer(dir, m.config.vocab_size);
+    r.stream = eval_stream(a, dir, m, teacher ? &*teacher : nullptr, tok.get(), &r.data_source);
+    results.push_back(std::move(r));
+  }
+  write_results(a, {}, results);
+}
+
+void run(const EvalArgs& a) {
+  if (a.data.path.empty() && a.tasks.empty())
+    throw ConfigError("[eval] nothing to evaluate: give --data or --tasks");
+  std::vector<fs::path> inputs{a.teacher, a.data.path};
+  inputs.insert(inputs.end(), a.models.begin(), a.models.end());
+  inputs.insert(inputs.end(), a.tasks.begin(), a.tasks.end());
+  check_not_overwriting_inputs(inputs, a.json_out, "eval");
+  check_not_overwriting_inputs(inputs, a.samples_out, "eval");
+  check_output_flag("eval", "--out", a.json_out);
+  check_output_flag("eval", "--samples-out", a.samples_out);
+  if (!a.samples_out.empty() && a.tasks.empty())
+    throw ConfigError("[eval] --samples-out writes the tasks' items: give --tasks too");
+  a.compute.resolve();  // a bad --device is refused before any model loads
+  if (any_of_kind(a, kNemotronH)) return run_kind(a, kNemotronH);
+  if (any_of_kind(a, kMoe)) return run_kind(a, kMoe);
+  std::vector<Task> tasks;
+  for (const std::string& t : a.tasks) tasks.push_back(read_task_file(t));
+  std::optional<LlamaModel> teacher;
+  if (!a.teacher.empty()) teacher = load_checkpoint(a.teacher);
+  if (teacher && !a.data.path.empty())
+    check_seq_len_fits(a.seq_len, teacher->config, a.teacher, "eval",
+                       "; a longer text is scored in windows of --seq-len with --stride");
+  std::vector<ModelResult> results;
+  for (const std::string& dir : a.models)
+    results.push_back(eval_model(a, dir, teacher ? &*teacher : nullptr, tasks));
+  write_results(a, tasks, results);
+}
+
 RegisterCommand reg(80, [](CLI::App& app) {
   auto* s = app.add_subcommand("eval", "Perplexity, bits per byte, agreement with a teacher and "
                                        "benchmark tasks, for one or more models side by side");
   auto a = std::make_shared<EvalArgs>();
-  s->add_option("--model", a->models, "Checkpoint folder (repeat to compare models)")->required();
+  s->add_option("--model", a->models, "Checkpoint folder (repeat to compare models; Nemotron-H, "
+                                      "Qwen3-MoE and Mixtral checkpoints on --data only, with a "
+                                      "teacher of their kind)")
+      ->required();
   s->add_option("--teacher", a->teacher, "Teacher checkpoint (adds KL, top-1 agreement and "
                                          "top-k overlap)");
   add_data_options(s, a->data, "Evaluation data",

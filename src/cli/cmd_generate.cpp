@@ -1,12 +1,32 @@
-// `autocompress generate`: text continuation with the native engine (greedy by default).
+// `autocompress generate`: text continuation with the native engine (greedy by default), for
+// every model kind the forward computes: the Llama family, Qwen3-MoE / Mixtral and Nemotron-H
+// (chosen by config.json's model_type).
 #include <cstdio>
 
 #include "cli/command.h"
 #include "cli/device_options.h"
+#include "common/json_io.h"
 #include "io/checkpoint.h"
+#include "io/nemotron_h_checkpoint.h"
 #include "io/text_tokenizer.h"
+#include "model/moe_family_config.h"
+#include "model/nemotron_h_config.h"
+#include "model/trainable.h"
 
 namespace {
+
+// The checkpoint in `dir` loaded as its kind, moved to `device`, continuing `ids`.
+std::vector<int64_t> generate_any(const ac::fs::path& dir, const c10::Device& device,
+                                  const std::vector<int64_t>& ids, const ac::GenerateOptions& go) {
+  const std::string type =
+      ac::read_json_file(dir / "config.json").value("model_type", std::string("llama"));
+  if (ac::is_nemotron_h_model_type(type))
+    return ac::generate(ac::model_to_device(ac::load_nemotron_h_checkpoint(dir), device), ids, go);
+  if (ac::is_moe_family_model_type(type))
+    return ac::generate(ac::model_to_device(ac::load_moe_checkpoint(dir), device), ids, go);
+  return ac::generate(ac::model_to_device(ac::load_checkpoint(dir), device), ids, go);
+}
+
 struct GenerateArgs {
   std::string model, prompt = "Once upon a time";
   int64_t max_new_tokens = 64;
@@ -27,16 +47,16 @@ ac::cli::RegisterCommand reg(15, [](CLI::App& app) {
   ac::cli::add_device_options(s, args->compute, /*with_precision=*/false);
   s->callback([args] {
     const c10::Device device = args->compute.resolve();
-    ac::LlamaModel m = ac::load_checkpoint(args->model);
-    m.weights = ac::to_device(m.config, m.weights, device);
-    const std::unique_ptr<ac::TextTokenizer> tok = ac::load_tokenizer(args->model, m.config.vocab_size);
+    const ac::fs::path config = ac::fs::path(args->model) / "config.json";
+    const int64_t vocab_size = ac::read_json_file(config).value("vocab_size", int64_t(0));
+    const std::unique_ptr<ac::TextTokenizer> tok = ac::load_tokenizer(args->model, vocab_size);
     ac::GenerateOptions go;
     go.max_new_tokens = args->max_new_tokens;
     go.temperature = args->temperature;
     go.top_p = args->top_p;
     go.seed = args->seed;
     std::vector<int64_t> ids = tok->encode(args->prompt, /*add_special_tokens=*/true);
-    for (int64_t t : ac::generate(m, ids, go)) ids.push_back(t);
+    for (int64_t t : generate_any(args->model, device, ids, go)) ids.push_back(t);
     std::printf("%s\n", tok->decode(ids, /*skip_special_tokens=*/true).c_str());
   });
 });

@@ -1,14 +1,25 @@
 // `autocompress prune`: slice a checkpoint down to arch.json using importance scores
 // (prune/prune.h), written as a new checkpoint folder (atomically) with pruning_map.json
-// (prune/pruning_map.h: which teacher channels and layers the student kept).
+// (prune/pruning_map.h: which teacher channels and layers the student kept). A Nemotron-H
+// checkpoint is pruned by prune/nemotron_h_prune.h from its own importance file and written in
+// the HF layout of export/nemotron_h_export.h, without a pruning map (pipeline/nemotron_h_steps.h);
+// a Qwen3-MoE / Mixtral one has its experts pruned by prune/moe_prune.h and is written by
+// export/moe_hf_export.h (pipeline/moe_steps.h).
 #include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/device_options.h"
 #include "cli/flag_checks.h"
+#include "common/error.h"
 #include "common/runtime.h"
+#include "export/moe_hf_export.h"
+#include "export/nemotron_h_export.h"
 #include "importance/importance.h"
+#include "importance/nemotron_h_importance.h"
 #include "io/checkpoint.h"
+#include "io/nemotron_h_checkpoint.h"
+#include "pipeline/moe_steps.h"
+#include "pipeline/nemotron_h_steps.h"
 #include "pipeline/steps.h"
 #include "prune/arch.h"
 #include "prune/prune.h"
@@ -22,9 +33,61 @@ struct PruneArgs {
   DeviceArgs compute;
 };
 
+// A Nemotron-H checkpoint: pruned on the CPU from its own importance file; the removed blocks
+// are left out of the written model (export/nemotron_h_export.h), so there is nothing to keep.
+void run_nemotron_h(const PruneArgs& a) {
+  if (a.keep_removed_blocks)
+    throw ConfigError(msg("prune", "--keep-removed-blocks: {} is a Nemotron-H checkpoint, whose "
+                          "HF layout leaves removed blocks out (export/nemotron_h_export.h)",
+                          a.model));
+  if (!a.compute.resolve().is_cpu())
+    throw ConfigError(msg("prune", "--device {}: a Nemotron-H checkpoint ({}) is pruned on the "
+                          "CPU; leave --device out", a.compute.device, a.model));
+  const NemotronHModel m = load_nemotron_h_checkpoint(a.model);
+  NemotronHPruneInputs names;
+  names.importance = "--importance " + a.importance;
+  names.target = "--arch " + a.arch;
+  names.parent = (fs::path(a.model) / "config.json").string();
+  const NemotronHImportance imp = load_nemotron_h_importance(a.importance);
+  const NemotronHModel pruned = nemotron_h_prune_step(m, imp, read_arch(a.arch), names, "prune");
+  StagingDir staging(a.out);
+  write_nemotron_h_files(staging.path(), pruned, /*tokenizer_from=*/a.model);
+  staging.commit();
+  log_info(fmt::format("[prune] {} ({} parameters) -> {} ({} parameters) in {}",
+                       describe(m.config), m.config.num_parameters(), describe(pruned.config),
+                       pruned.config.num_parameters(), a.out));
+}
+
+// A Qwen3-MoE / Mixtral checkpoint: its experts pruned on the CPU from its own importance file
+// (attention and dense layers stay as they are, so no block is removed and there is no map).
+void run_moe(const PruneArgs& a) {
+  if (a.keep_removed_blocks)
+    throw ConfigError(msg("prune", "--keep-removed-blocks: {} is a Qwen3-MoE / Mixtral "
+                          "checkpoint, whose pruning shrinks experts and removes no block",
+                          a.model));
+  if (!a.compute.resolve().is_cpu())
+    throw ConfigError(msg("prune", "--device {}: a Qwen3-MoE / Mixtral checkpoint ({}) is pruned "
+                          "on the CPU; leave --device out", a.compute.device, a.model));
+  const MoeModel m = load_moe_checkpoint(a.model);
+  MoePruneInputs names;
+  names.importance = "--importance " + a.importance;
+  names.target = "--arch " + a.arch;
+  names.parent = (fs::path(a.model) / "config.json").string();
+  const MoeImportance imp = load_moe_importance(a.importance);
+  const MoeModel pruned = moe_prune_step(m, imp, read_arch(a.arch), names, "prune");
+  StagingDir staging(a.out);
+  write_moe_files(staging.path(), pruned, /*tokenizer_from=*/a.model);
+  staging.commit();
+  log_info(fmt::format("[prune] {} ({} parameters) -> {} ({} parameters) in {}",
+                       describe(m.config), m.config.num_parameters(), describe(pruned.config),
+                       pruned.config.num_parameters(), a.out));
+}
+
 void run(const PruneArgs& a) {
   check_not_overwriting_input(a.model, a.out, "prune");
   check_output_flag("prune", "--out", a.out, OutputKind::kFolder);
+  if (is_nemotron_h_checkpoint(a.model)) return run_nemotron_h(a);
+  if (is_moe_family_checkpoint(a.model)) return run_moe(a);
   const c10::Device device = a.compute.resolve();
   LlamaModel m = load_checkpoint(a.model);
   m.weights = to_device(m.config, m.weights, device);  // the slicing runs there
@@ -50,9 +113,13 @@ RegisterCommand reg(60, [](CLI::App& app) {
                                         "keeping the most important channels");
   auto a = std::make_shared<PruneArgs>();
   s->add_option("--model", a->model, "Parent checkpoint folder")->required();
-  s->add_option("--importance", a->importance, "importance.safetensors of the parent")
+  s->add_option("--importance", a->importance, "importance.safetensors of the parent (from "
+                                               "`importance` on the same checkpoint)")
       ->required();
-  s->add_option("--arch", a->arch, "arch.json with the target config")->required();
+  s->add_option("--arch", a->arch, "arch.json with the target config (a Nemotron-H target: its "
+                                   "config.json and the parent's indices of the removed layers, "
+                                   "\"removed_layers\")")
+      ->required();
   s->add_option("--out", a->out, "Output checkpoint folder")->required();
   s->add_flag("--keep-removed-blocks", a->keep_removed_blocks,
               "Keep fully removed blocks as no-op layers (default: drop them)");

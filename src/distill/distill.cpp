@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "common/cpu_allocator.h"
 #include "common/error.h"
@@ -20,6 +21,7 @@
 #include "distill/stop_signal.h"
 #include "model/finite.h"
 #include "model/stage_memory.h"
+#include "model/trainable.h"
 
 namespace ac {
 
@@ -118,10 +120,15 @@ std::string csv_row(const StepRecord& r) {
 constexpr const char* kCsvHeader =
     "step,tokens,loss,kl,ce,lr,grad_norm,tokens_per_s,skipped,hidden\n";
 
+// The training loop over one model kind M (LlamaModel, MoeModel, NemotronHModel; the kind's
+// operations in model/trainable.h). The fused head and the hidden-state loss read the Llama
+// forward's hidden states: kLlama holds them to that kind, and check_inputs refuses them for the
+// others.
+template <class M>
 class Trainer {
  public:
-  Trainer(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
-          const DistillOptions& opt);
+  static constexpr bool kLlama = std::is_same_v<M, LlamaModel>;
+  Trainer(const M& teacher, M& student, const TokenDataset& data, const DistillOptions& opt);
   DistillResult run();
 
  private:
@@ -140,8 +147,8 @@ class Trainer {
   void maybe_eval(int64_t step_done);
   fs::path state_file() const { return opt_.state_dir / kDistillStateFile; }
 
-  const LlamaModel& teacher_;
-  LlamaModel& student_;
+  const M& teacher_;
+  M& student_;
   const TokenDataset& data_;
   const DistillOptions& opt_;
   std::vector<at::Tensor> params_;
@@ -156,15 +163,18 @@ class Trainer {
   // it needs the student's full log-softmax; no hidden-state loss: its forward returns logits)
   // and the logits would be large (use_fused_head, fused_kl.h).
   bool use_fused_head(int64_t positions) const {
-    return opt_.ce_weight == 0 && opt_.hidden_loss_weight <= 0 &&
-           cpu_fast_path({&student_.weights.lm_head}) && ac::use_fused_head(positions, vocab_);
+    if constexpr (kLlama)
+      return opt_.ce_weight == 0 && opt_.hidden_loss_weight <= 0 &&
+             cpu_fast_path({&student_.weights.lm_head}) && ac::use_fused_head(positions, vocab_);
+    return false;
   }
   std::string snapshot_;    // the last checkpoint, in memory (serialize_state)
   std::ofstream log_;
 };
 
-Trainer::Trainer(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
-                 const DistillOptions& opt)
+template <class M>
+Trainer<M>::Trainer(const M& teacher, M& student, const TokenDataset& data,
+                    const DistillOptions& opt)
     : teacher_(teacher), student_(student), data_(data), opt_(opt) {
   check_inputs();
   vocab_ = opt.shared_vocab > 0 ? opt.shared_vocab : student.config.vocab_size;
@@ -179,13 +189,14 @@ Trainer::Trainer(const LlamaModel& teacher, LlamaModel& student, const TokenData
                           "(batch_size {} x seq_len {} x grad_accum {})", opt.token_budget,
                           tokens_per_step_, opt.batch_size, opt.seq_len, opt.grad_accum));
   // A tied head must be the embedding tensor itself, so that both uses share one gradient.
-  if (student_.config.tie_word_embeddings) student_.weights.lm_head = student_.weights.embed_tokens;
-  params_ = student_.weights.parameters();
+  tie_head(student_);
+  params_ = trainable_parameters(student_);
   for (auto& p : params_) p.requires_grad_(true);
   build_optimizer();
 }
 
-void Trainer::check_inputs() const {
+template <class M>
+void Trainer<M>::check_inputs() const {
   const char* where = "distill";
   const DistillOptions& o = opt_;
   if (o.batch_size < 1 || o.seq_len < 2 || o.grad_accum < 1 || o.warmup_steps < 0)
@@ -204,13 +215,21 @@ void Trainer::check_inputs() const {
   if (o.shared_vocab < 0 || o.shared_vocab > std::min(vt, vs))
     throw ConfigError(msg(where, "shared_vocab {} outside [0, {}]", o.shared_vocab,
                           std::min(vt, vs)));
-  if (teacher_.weights.embed_tokens.is_alias_of(student_.weights.embed_tokens))
+  if (embedding(teacher_).is_alias_of(embedding(student_)))
     throw ConfigError(msg(where, "teacher and student share weights; clone the student first"));
   data_.check_vocab(o.shared_vocab > 0 ? o.shared_vocab : vs, where,
                     o.shared_vocab > 0 ? "shared vocabulary" : "student");
   if (!(o.hidden_loss_weight >= 0) || !std::isfinite(o.hidden_loss_weight))
     throw ConfigError(msg(where, "hidden_loss_weight must be finite and >= 0, found {}",
                           o.hidden_loss_weight));
+  if (!kLlama && o.hidden_loss_weight > 0)
+    throw ConfigError(msg(where, "the hidden-state loss (hidden_loss_weight {}) is implemented "
+                          "for the Llama family only; this student is {}: use the logit loss "
+                          "alone (hidden_loss_weight 0)", o.hidden_loss_weight,
+                          model_kind_name(student_)));
+  if (!kLlama && o.on_eval && !o.eval_at_tokens.empty())
+    throw ConfigError(msg(where, "learning-curve evaluations (eval_at_tokens, on_eval) take a "
+                          "Llama-family student; this student is {}", model_kind_name(student_)));
   if (o.hidden_loss_weight > 0) {
     if (!o.hidden_map)
       throw ConfigError(msg(where, "hidden_loss_weight {} needs the pruning map (student -> "
@@ -223,7 +242,8 @@ void Trainer::check_inputs() const {
                           o.batch_size, world_size()));
 }
 
-void Trainer::build_optimizer() {
+template <class M>
+void Trainer<M>::build_optimizer() {
   // Decoupled weight decay on matrices only: norms and biases are not decayed.
   std::vector<at::Tensor> decay, no_decay;
   for (auto& p : params_) (p.dim() >= 2 ? decay : no_decay).push_back(p);
@@ -241,12 +261,14 @@ void Trainer::build_optimizer() {
   optim_ = std::make_unique<torch::optim::AdamW>(std::move(groups), base);
 }
 
-void Trainer::set_lr(double lr) {
+template <class M>
+void Trainer<M>::set_lr(double lr) {
   for (auto& g : optim_->param_groups())
     static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
 }
 
-StepRecord Trainer::train_step(int64_t step) {
+template <class M>
+StepRecord Trainer<M>::train_step(int64_t step) {
   double t0 = now_s();
   StepRecord r;
   r.step = step;
@@ -265,28 +287,33 @@ StepRecord Trainer::train_step(int64_t step) {
     DistillLoss l;
     at::Tensor hidden_loss;  // []
     if (use_fused_head(tokens.numel())) {
-      // The heads inside the loss (fused_kl.h): the [B, T, V] logits are never held.
-      at::Tensor teacher_hidden;  // [B, T, Dt]
-      {
-        c10::InferenceMode no_autograd;
-        teacher_hidden = teacher_.hidden_states(tokens);
+      if constexpr (kLlama) {
+        // The heads inside the loss (fused_kl.h): the [B, T, V] logits are never held.
+        at::Tensor teacher_hidden;  // [B, T, Dt]
+        {
+          c10::InferenceMode no_autograd;
+          teacher_hidden = teacher_.hidden_states(tokens);
+        }
+        at::Tensor student_hidden = student_.hidden_states(tokens);  // [B, T, Ds]
+        l.loss = fused_linear_kl_loss(
+            teacher_hidden, teacher_.weights.lm_head.narrow(0, 0, vocab_), student_hidden,
+            student_.weights.lm_head.narrow(0, 0, vocab_), /*keep=*/{}, opt_.temperature);
+        l.kl = l.loss.detach();
       }
-      at::Tensor student_hidden = student_.hidden_states(tokens);  // [B, T, Ds]
-      l.loss = fused_linear_kl_loss(teacher_hidden, teacher_.weights.lm_head.narrow(0, 0, vocab_),
-                                    student_hidden, student_.weights.lm_head.narrow(0, 0, vocab_),
-                                    /*keep=*/{}, opt_.temperature);
-      l.kl = l.loss.detach();
     } else {
       at::Tensor teacher_logits, student_logits;  // [B, T, V], [B, T, V]
       {
         // The forwards in the run's precision; the loss below on fp32 logits.
         AutocastScope autocast(opt_.device, opt_.precision);
         if (use_hidden) {
-          HiddenForward f = forward_with_hidden_loss(teacher_, student_, tokens, *opt_.hidden_map,
-                                                     /*keep=*/{}, opt_.hidden_loss_normalize);
-          teacher_logits = f.teacher_logits;
-          student_logits = f.student_logits;
-          hidden_loss = f.loss.to(at::kFloat);
+          if constexpr (kLlama) {
+            HiddenForward f = forward_with_hidden_loss(teacher_, student_, tokens,
+                                                       *opt_.hidden_map, /*keep=*/{},
+                                                       opt_.hidden_loss_normalize);
+            teacher_logits = f.teacher_logits;
+            student_logits = f.student_logits;
+            hidden_loss = f.loss.to(at::kFloat);
+          }
         } else {
           {
             c10::InferenceMode no_autograd;  // lighter than NoGradGuard: no version counters
@@ -349,7 +376,8 @@ StepRecord Trainer::train_step(int64_t step) {
 // ---------------------------------------------------------------------------------------------
 // State: one torch archive, written to a temporary file and renamed.
 
-std::string Trainer::serialize_state(int64_t step) const {
+template <class M>
+std::string Trainer<M>::serialize_state(int64_t step) const {
   torch::serialize::OutputArchive ar;
   json meta = {{"version", 1},
                {"step", step},
@@ -369,18 +397,21 @@ std::string Trainer::serialize_state(int64_t step) const {
   return bytes.str();
 }
 
-void Trainer::save_state(int64_t step) {
+template <class M>
+void Trainer<M>::save_state(int64_t step) {
   snapshot_ = serialize_state(step);
   if (opt_.state_dir.empty() || !is_main()) return;
   fs::create_directories(opt_.state_dir);
   write_file_atomic(state_file(), snapshot_);
 }
 
-int64_t Trainer::load_state() {
+template <class M>
+int64_t Trainer<M>::load_state() {
   return restore_state(read_file(state_file()), state_file().string());
 }
 
-int64_t Trainer::restore_state(const std::string& bytes, const std::string& file) {
+template <class M>
+int64_t Trainer<M>::restore_state(const std::string& bytes, const std::string& file) {
   const char* where = "distill";
   torch::serialize::InputArchive ar;
   c10::IValue meta_v;
@@ -428,7 +459,8 @@ int64_t Trainer::restore_state(const std::string& bytes, const std::string& file
   return meta["step"].get<int64_t>();
 }
 
-void Trainer::open_log(int64_t resume_step) {
+template <class M>
+void Trainer<M>::open_log(int64_t resume_step) {
   if (opt_.log_path.empty() || !is_main()) return;
   // Rewrite the rows of the steps the state holds (drops rows logged after the last save).
   std::string text = kCsvHeader;
@@ -440,24 +472,29 @@ void Trainer::open_log(int64_t resume_step) {
     throw FormatError(msg("distill", "{}: cannot open the step log", opt_.log_path.string()));
 }
 
-void Trainer::log_step(const StepRecord& r) {
+template <class M>
+void Trainer<M>::log_step(const StepRecord& r) {
   if (!log_.is_open()) return;
   log_ << csv_row(r);
   log_.flush();
 }
 
 // Calls on_eval once after the step that first reaches one or more of eval_at_tokens.
-void Trainer::maybe_eval(int64_t step_done) {
-  if (!opt_.on_eval || !is_main()) return;
-  const int64_t before = (step_done - 1) * tokens_per_step_, now = step_done * tokens_per_step_;
-  for (int64_t t : opt_.eval_at_tokens)
-    if (t > before && t <= now) {
-      opt_.on_eval(step_done, now, student_);
-      return;
-    }
+template <class M>
+void Trainer<M>::maybe_eval(int64_t step_done) {
+  if constexpr (kLlama) {  // other kinds: refused in check_inputs
+    if (!opt_.on_eval || !is_main()) return;
+    const int64_t before = (step_done - 1) * tokens_per_step_, now = step_done * tokens_per_step_;
+    for (int64_t t : opt_.eval_at_tokens)
+      if (t > before && t <= now) {
+        opt_.on_eval(step_done, now, student_);
+        return;
+      }
+  }
 }
 
-DistillResult Trainer::run() {
+template <class M>
+DistillResult Trainer<M>::run() {
   int64_t step = 0;
   bool have_state = !opt_.state_dir.empty() && fs::exists(state_file());
   if (have_state && !opt_.resume)
@@ -546,26 +583,30 @@ DistillResult Trainer::run() {
   return res;
 }
 
-}  // namespace
-
-DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
-                      const DistillOptions& opt) {
+// Llama-only: the memory plan (model/stage_memory.h) counts dense layers, so the other kinds
+// are not checked against the GPU's memory before the copy.
+template <class M>
+DistillResult distill_any(const M& teacher, M& student, const TokenDataset& data,
+                          const DistillOptions& opt) {
   require_finite(teacher, "the teacher", "distill", opt.allow_nonfinite);
   require_finite(student, "the student", "distill", opt.allow_nonfinite);
-  // Refused before anything is copied when the step cannot fit the GPU (model/stage_memory.h).
-  const int64_t shard = opt.batch_size / std::max(1, opt.parallel ? opt.parallel->world_size() : 1);
-  check_fits_device(distill_memory(teacher.config, student.config, std::max<int64_t>(1, shard),
-                                   opt.seq_len, opt.precision),
-                    opt.device, "distill");
+  if constexpr (std::is_same_v<M, LlamaModel>) {
+    // Refused before anything is copied when the step cannot fit the GPU (model/stage_memory.h).
+    const int64_t shard =
+        opt.batch_size / std::max(1, opt.parallel ? opt.parallel->world_size() : 1);
+    check_fits_device(distill_memory(teacher.config, student.config, std::max<int64_t>(1, shard),
+                                     opt.seq_len, opt.precision),
+                      opt.device, "distill");
+  }
   // Both models on the run's device (the same tensors when they are there already: then the
   // student is trained in place).
-  const c10::Device home = student.weights.embed_tokens.device();
+  const c10::Device home = embedding(student).device();
   reset_device_peak(opt.device);
-  const LlamaModel on_teacher{teacher.config, to_device(teacher.config, teacher.weights, opt.device)};
-  LlamaModel on_student{student.config, to_device(student.config, student.weights, opt.device)};
+  const M on_teacher = model_to_device(teacher, opt.device);
+  M on_student = model_to_device(student, opt.device);
   DistillResult result;
   {
-    Trainer trainer(on_teacher, on_student, data, opt);
+    Trainer<M> trainer(on_teacher, on_student, data, opt);
     struct ReleaseGrad {  // leave the student as it came: no grads, no requires_grad
       std::vector<at::Tensor> ps;
       ~ReleaseGrad() {
@@ -574,15 +615,32 @@ DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const Toke
           p.requires_grad_(false);
         }
       }
-    } release{on_student.weights.parameters()};
+    } release{trainable_parameters(on_student)};
     // Every step allocates the same logits, gradients and activations: reuse the blocks
     // instead of a fresh mmap (and its page faults) each time (common/cpu_allocator.h).
     LargeBlockCache block_cache;
     result = trainer.run();
   }
   result.device_peak_bytes = device_allocated_bytes_peak(opt.device);
-  student.weights = to_device(student.config, on_student.weights, home);
+  student = model_to_device(on_student, home);
   return result;
+}
+
+}  // namespace
+
+DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
+                      const DistillOptions& opt) {
+  return distill_any(teacher, student, data, opt);
+}
+
+DistillResult distill(const MoeModel& teacher, MoeModel& student, const TokenDataset& data,
+                      const DistillOptions& opt) {
+  return distill_any(teacher, student, data, opt);
+}
+
+DistillResult distill(const NemotronHModel& teacher, NemotronHModel& student,
+                      const TokenDataset& data, const DistillOptions& opt) {
+  return distill_any(teacher, student, data, opt);
 }
 
 }  // namespace ac

@@ -38,6 +38,8 @@
 #include "data/dataset.h"
 #include "common/accelerator.h"
 #include "model/llama.h"
+#include "model/moe_model.h"
+#include "model/nemotron_h_model.h"
 #include "prune/pruning_map.h"
 
 namespace ac {
@@ -147,6 +149,19 @@ struct Interrupted : Error {
 /// corrupt state file; Error when more than max_restores restores did not stop the divergence.
 DistillResult distill(const LlamaModel& teacher, LlamaModel& student, const TokenDataset& data,
                       const DistillOptions& opt);
+
+/// The same loop for a sparse MoE student (Qwen3-MoE, Mixtral) and for a Nemotron-H student
+/// (Mamba-2, attention, relu² MLP, MoE layers), on the kind's own differentiable forward
+/// (model/trainable.h: its parameters, e_score_correction_bias excepted, as transformers trains
+/// them). Everything above holds (resume, non-finite steps, data parallel, precision, shared
+/// vocabularies) except what reads the Llama forward's hidden states: the fused head is not used
+/// (the loss takes the [B, T, V] logits), and ConfigError refuses hidden_loss_weight > 0 and
+/// learning-curve evaluations (on_eval with eval_at_tokens). The GPU memory check before the copy
+/// is the Llama family's only.
+DistillResult distill(const MoeModel& teacher, MoeModel& student, const TokenDataset& data,
+                      const DistillOptions& opt);
+DistillResult distill(const NemotronHModel& teacher, NemotronHModel& student,
+                      const TokenDataset& data, const DistillOptions& opt);
 
 /// distill() inside a longer stage (compress, a subcommand, a search's retraining): a
 /// distillation stopped by SIGINT / SIGTERM stops the whole stage, where distill() alone

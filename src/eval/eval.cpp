@@ -1,12 +1,14 @@
 #include "eval/eval.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "common/error.h"
 #include "common/progress.h"
 #include "common/runtime.h"
 #include "io/text_tokenizer.h"
 #include "model/stage_memory.h"
+#include "model/trainable.h"
 
 namespace ac {
 
@@ -69,8 +71,8 @@ struct Sums {
   int64_t tokens = 0, sequences = 0, bytes = 0;
 };
 
-void check_options(const LlamaModel& model, const LlamaModel* teacher, const EvalOptions& opt,
-                   const char* where) {
+template <class M>
+void check_options(const M& model, const M* teacher, const EvalOptions& opt, const char* where) {
   if (teacher && teacher->config.vocab_size != model.config.vocab_size)
     throw ConfigError(msg(where, "teacher vocab_size {} differs from model vocab_size {}",
                           teacher->config.vocab_size, model.config.vocab_size));
@@ -85,7 +87,8 @@ void check_options(const LlamaModel& model, const LlamaModel* teacher, const Eva
 
 // Scores positions t < T-1 of one batch [B, T] where `scored` [B, T-1] bool holds (undefined =
 // every position): NLL of x_{t+1}, KL / top-1 / top-k to the teacher, bytes of x_{t+1}.
-void score_batch(const LlamaModel& model, const LlamaModel* teacher, const at::Tensor& tokens,
+template <class M>
+void score_batch(const M& model, const M* teacher, const at::Tensor& tokens,
                  const at::Tensor& scored, const EvalOptions& opt, Sums& s) {
   const int64_t T = tokens.size(1), V = model.config.vocab_size;
   // Logits of the scored positions only: [N, V], targets and previous tokens [N].
@@ -116,18 +119,19 @@ void score_batch(const LlamaModel& model, const LlamaModel* teacher, const at::T
 
 // The evaluated model and the teacher on the evaluation's device (the same tensors when they
 // are there already).
+template <class M>
 struct OnDevice {
-  LlamaModel model;
-  std::optional<LlamaModel> teacher_model;
-  OnDevice(const LlamaModel& m, const LlamaModel* t, const c10::Device& d, int64_t B, int64_t T) {
-    check_fits(m, t, d, B, T);
-    model = LlamaModel{m.config, to_device(m.config, m.weights, d)};
-    if (t) teacher_model = LlamaModel{t->config, to_device(t->config, t->weights, d)};
+  M model;
+  std::optional<M> teacher_model;
+  OnDevice(const M& m, const M* t, const c10::Device& d, int64_t B, int64_t T) {
+    // On a GPU: refused before the copy when the model, the teacher and a batch's pass do not
+    // fit (model/stage_memory.h, whose plan counts dense layers: the Llama family only).
+    if constexpr (std::is_same_v<M, LlamaModel>) check_fits(m, t, d, B, T);
+    model = model_to_device(m, d);
+    if (t) teacher_model = model_to_device(*t, d);
   }
-  const LlamaModel* teacher() const { return teacher_model ? &*teacher_model : nullptr; }
+  const M* teacher() const { return teacher_model ? &*teacher_model : nullptr; }
 
-  // On a GPU: refused before the copy when the model, the teacher and a batch's pass do not fit
-  // (model/stage_memory.h).
   static void check_fits(const LlamaModel& m, const LlamaModel* t, const c10::Device& d, int64_t B,
                          int64_t T) {
     MemoryPlan p = forward_memory(m.config, B, T, /*with_grad=*/false, Precision::fp32);
@@ -159,16 +163,15 @@ EvalResult finish(const Sums& s, bool has_teacher, const EvalOptions& opt, doubl
   return r;
 }
 
-}  // namespace
-
-EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher,
-                    const std::vector<at::Tensor>& batches, const EvalOptions& opt) {
+template <class M>
+EvalResult evaluate_batches(const M& model, const M* teacher,
+                            const std::vector<at::Tensor>& batches, const EvalOptions& opt) {
   const char* where = "evaluate";
   if (batches.empty()) throw ConfigError(msg(where, "no data to evaluate"));
   check_options(model, teacher, opt, where);
   at::NoGradGuard no_grad;
   double t0 = now_s();
-  const OnDevice on(model, teacher, opt.device, batches.front().size(0),
+  const OnDevice<M> on(model, teacher, opt.device, batches.front().size(0),
                     batches.front().dim() == 2 ? batches.front().size(1) : 1);
   Sums s;
   int64_t total = 0;
@@ -185,11 +188,40 @@ EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher,
   return finish(s, teacher != nullptr, opt, t0);
 }
 
+template <class M>
+EvalResult evaluate_data(const M& model, const M* teacher, const TokenDataset& data,
+                         const EvalOptions& opt) {
+  data.check_vocab(model.config.vocab_size, "evaluate", "model");
+  return evaluate_batches(model, teacher, data.sequential_batches(opt.batch_size, opt.seq_len,
+                                                                  opt.max_batches), opt);
+}
+
+}  // namespace
+
+EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher,
+                    const std::vector<at::Tensor>& batches, const EvalOptions& opt) {
+  return evaluate_batches(model, teacher, batches, opt);
+}
+EvalResult evaluate(const MoeModel& model, const MoeModel* teacher,
+                    const std::vector<at::Tensor>& batches, const EvalOptions& opt) {
+  return evaluate_batches(model, teacher, batches, opt);
+}
+EvalResult evaluate(const NemotronHModel& model, const NemotronHModel* teacher,
+                    const std::vector<at::Tensor>& batches, const EvalOptions& opt) {
+  return evaluate_batches(model, teacher, batches, opt);
+}
+
 EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher, const TokenDataset& data,
                     const EvalOptions& opt) {
-  data.check_vocab(model.config.vocab_size, "evaluate", "model");
-  return evaluate(model, teacher, data.sequential_batches(opt.batch_size, opt.seq_len,
-                                                          opt.max_batches), opt);
+  return evaluate_data(model, teacher, data, opt);
+}
+EvalResult evaluate(const MoeModel& model, const MoeModel* teacher, const TokenDataset& data,
+                    const EvalOptions& opt) {
+  return evaluate_data(model, teacher, data, opt);
+}
+EvalResult evaluate(const NemotronHModel& model, const NemotronHModel* teacher,
+                    const TokenDataset& data, const EvalOptions& opt) {
+  return evaluate_data(model, teacher, data, opt);
 }
 
 EvalResult sliding_window_evaluate(const LlamaModel& model, const LlamaModel* teacher,
@@ -211,7 +243,8 @@ EvalResult sliding_window_evaluate(const LlamaModel& model, const LlamaModel* te
   }
   at::NoGradGuard no_grad;
   double t0 = now_s();
-  const OnDevice on(model, teacher, opt.device, std::max<int64_t>(opt.batch_size, 1), context);
+  const OnDevice<LlamaModel> on(model, teacher, opt.device, std::max<int64_t>(opt.batch_size, 1),
+                                context);
   Sums s;
   Progress progress("eval", int64_t(windows.size()), "window");
   const int64_t B = std::max<int64_t>(opt.batch_size, 1);

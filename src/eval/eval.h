@@ -21,6 +21,8 @@
 
 #include "data/dataset.h"
 #include "model/llama.h"
+#include "model/moe_model.h"
+#include "model/nemotron_h_model.h"
 
 namespace ac {
 
@@ -88,6 +90,18 @@ EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher,
 /// Same on a dataset: its windows in stream order (opt.batch_size, opt.seq_len, max_batches).
 EvalResult evaluate(const LlamaModel& model, const LlamaModel* teacher, const TokenDataset& data,
                     const EvalOptions& opt = {});
+
+/// The same metrics for a sparse MoE model (Qwen3-MoE, Mixtral) or a Nemotron-H hybrid against
+/// a teacher of its kind, on the kind's forward (model/trainable.h). Throws as above; on a GPU
+/// the memory check before the copy is the Llama family's only.
+EvalResult evaluate(const MoeModel& model, const MoeModel* teacher,
+                    const std::vector<at::Tensor>& batches, const EvalOptions& opt = {});
+EvalResult evaluate(const NemotronHModel& model, const NemotronHModel* teacher,
+                    const std::vector<at::Tensor>& batches, const EvalOptions& opt = {});
+EvalResult evaluate(const MoeModel& model, const MoeModel* teacher, const TokenDataset& data,
+                    const EvalOptions& opt = {});
+EvalResult evaluate(const NemotronHModel& model, const NemotronHModel* teacher,
+                    const TokenDataset& data, const EvalOptions& opt = {});
 
 /// A long stream [N] with a sliding window: windows of `context` tokens start every `stride`
 /// tokens, and each scores only the tokens not scored before (so each token, except the first,

@@ -43,12 +43,6 @@ const std::pair<GgmlType, int64_t> kFileTypes[] = {
     {GgmlType::F32, 0}, {GgmlType::F16, 1}, {GgmlType::Q4_0, 2}, {GgmlType::Q8_0, 7},
     {GgmlType::BF16, 32}};
 
-int64_t file_type_of(GgmlType t) {
-  for (const auto& [type, ftype] : kFileTypes)
-    if (type == t) return ftype;
-  AC_CHECK(false, "no llama_ftype for ggml type {}", uint32_t(t));
-  return 0;
-}
 
 /// The single head_dim of all attention layers (GGUF's key_length is global).
 int64_t common_head_dim(const ModelConfig& c) {
@@ -63,52 +57,28 @@ int64_t common_head_dim(const ModelConfig& c) {
   return hd;
 }
 
-void check_exportable(const LlamaModel& m, const GgufVocab& v) {
-  const ModelConfig& c = m.config;
-  c.validate("export gguf");
-  // llama.cpp's llama and deci graphs have no q/k norms; a file that carried them would be
-  // refused at load (wrong number of tensors), one without them would compute another model.
-  if (c.qk_norm)
-    throw ConfigError(msg("export gguf", "model_type {}: q/k norms (Qwen3 q_norm / k_norm) have "
-                          "no place in the 'llama' and 'deci' GGUF architectures written here; "
-                          "export --format hf", c.model_type));
-  const bool scores_ok =
-      v.scores.size() == v.tokens.size() || (v.model == "gpt2" && v.scores.empty());
-  if (int64_t(v.tokens.size()) != c.vocab_size || !scores_ok || v.types.size() != v.tokens.size())
-    throw ConfigError(msg("export gguf", "the vocabulary has {} tokens, {} scores, {} types; the "
-                          "model's vocab_size is {}", v.tokens.size(), v.scores.size(),
-                          v.types.size(), c.vocab_size));
-  if (v.model != "llama" && v.model != "gpt2")
-    throw ConfigError(msg("export gguf", "tokenizer model '{}': 'llama' (SentencePiece) and "
-                          "'gpt2' (byte-level BPE) are written", v.model));
-  if (v.model == "gpt2" && (v.pre.empty() || v.merges.empty()))
-    throw ConfigError(msg("export gguf", "a 'gpt2' vocabulary needs tokenizer.ggml.pre and "
-                          "merges (llama.cpp falls back to a different pre-tokenizer or refuses "
-                          "the file)"));
-  if (c.rope_scaling && c.rope_scaling->rope_type != "linear" &&
-      c.rope_scaling->rope_type != "llama3" && c.rope_scaling->rope_type != "default")
-    throw ConfigError(msg("export gguf", "rope_scaling type '{}' has no GGUF form here",
-                          c.rope_scaling->rope_type));
-  // Every special token must be exactly one id whose text is unique in the vocabulary.
-  std::map<std::string, int64_t> count;
-  for (const auto& t : v.tokens) ++count[t];
-  for (auto [name, id] : {std::pair<const char*, int64_t>{"bos", v.bos_id}, {"eos", v.eos_id},
-                          {"unknown", v.unk_id}, {"padding", v.pad_id}}) {
-    if (id < 0) continue;  // none named: the key is not written
-    if (id >= c.vocab_size)
-      throw ConfigError(msg("export gguf", "{} token id {} outside [0, {})", name, id,
-                            c.vocab_size));
-    if (count[v.tokens[size_t(id)]] != 1)
-      throw ConfigError(msg("export gguf", "{} token '{}' (id {}) appears {} times in the "
-                            "vocabulary: it must encode to exactly one id", name,
-                            v.tokens[size_t(id)], id, count[v.tokens[size_t(id)]]));
-  }
+}  // namespace
+
+int64_t gguf_file_type(GgmlType t) {
+  for (const auto& [type, ftype] : kFileTypes)
+    if (type == t) return ftype;
+  AC_CHECK(false, "no llama_ftype for ggml type {}", uint32_t(t));
+  return 0;
 }
 
-/// tokenizer.ggml.* and tokenizer.chat_template (gguf-py GGUFWriter add_tokenizer_model,
-/// add_tokenizer_pre, add_token_list, add_token_scores, add_token_types, add_token_merges,
-/// SpecialVocab.add_to_gguf); absent values (-1 ids, no scores or merges) are not written.
-void add_vocab_metadata(const GgufVocab& v, GgufMetadata& kv) {
+GgufMetadata gguf_general_metadata(const std::string& architecture, const GgufExportOptions& o) {
+  return {
+      {"general.architecture", GgufValue::str(architecture)},
+      {"general.name", GgufValue::str(o.name)},
+      {"general.alignment", GgufValue::u32(32)},
+      {"general.file_type", GgufValue::u32(gguf_file_type(o.dtype))},
+      // ggml's block-format version (GGML_QUANT_VERSION 2): convert_hf_to_gguf.py and
+      // llama-quantize write it in every file (gguf-py GGUFWriter.add_quantization_version).
+      {"general.quantization_version", GgufValue::u32(2)},
+  };
+}
+
+void add_gguf_vocab_metadata(const GgufVocab& v, GgufMetadata& kv) {
   kv.push_back({"tokenizer.ggml.model", GgufValue::str(v.model)});
   if (!v.pre.empty()) kv.push_back({"tokenizer.ggml.pre", GgufValue::str(v.pre)});
   kv.push_back({"tokenizer.ggml.tokens", GgufValue::str_array(v.tokens)});
@@ -128,23 +98,65 @@ void add_vocab_metadata(const GgufVocab& v, GgufMetadata& kv) {
     kv.push_back({"tokenizer.chat_template", GgufValue::str(v.chat_template)});
 }
 
+void check_vocab_exportable(const GgufVocab& v, int64_t vocab_size) {
+  const bool scores_ok =
+      v.scores.size() == v.tokens.size() || (v.model == "gpt2" && v.scores.empty());
+  if (int64_t(v.tokens.size()) != vocab_size || !scores_ok || v.types.size() != v.tokens.size())
+    throw ConfigError(msg("export gguf", "the vocabulary has {} tokens, {} scores, {} types; the "
+                          "model's vocab_size is {}", v.tokens.size(), v.scores.size(),
+                          v.types.size(), vocab_size));
+  if (v.model != "llama" && v.model != "gpt2")
+    throw ConfigError(msg("export gguf", "tokenizer model '{}': 'llama' (SentencePiece) and "
+                          "'gpt2' (byte-level BPE) are written", v.model));
+  if (v.model == "gpt2" && (v.pre.empty() || v.merges.empty()))
+    throw ConfigError(msg("export gguf", "a 'gpt2' vocabulary needs tokenizer.ggml.pre and "
+                          "merges (llama.cpp falls back to a different pre-tokenizer or refuses "
+                          "the file)"));
+  // Every special token must be exactly one id whose text is unique in the vocabulary.
+  std::map<std::string, int64_t> count;
+  for (const auto& t : v.tokens) ++count[t];
+  for (auto [name, id] : {std::pair<const char*, int64_t>{"bos", v.bos_id}, {"eos", v.eos_id},
+                          {"unknown", v.unk_id}, {"padding", v.pad_id}}) {
+    if (id < 0) continue;  // none named: the key is not written
+    if (id >= vocab_size)
+      throw ConfigError(msg("export gguf", "{} token id {} outside [0, {})", name, id,
+                            vocab_size));
+    if (count[v.tokens[size_t(id)]] != 1)
+      throw ConfigError(msg("export gguf", "{} token '{}' (id {}) appears {} times in the "
+                            "vocabulary: it must encode to exactly one id", name,
+                            v.tokens[size_t(id)], id, count[v.tokens[size_t(id)]]));
+  }
+}
+
+namespace {
+
+void check_exportable(const LlamaModel& m, const GgufVocab& v) {
+  const ModelConfig& c = m.config;
+  c.validate("export gguf");
+  // llama.cpp's llama and deci graphs have no q/k norms; a file that carried them would be
+  // refused at load (wrong number of tensors), one without them would compute another model.
+  if (c.qk_norm)
+    throw ConfigError(msg("export gguf", "model_type {}: q/k norms (Qwen3 q_norm / k_norm) have "
+                          "no place in the 'llama' and 'deci' GGUF architectures written here; "
+                          "export --format hf", c.model_type));
+  if (c.rope_scaling && c.rope_scaling->rope_type != "linear" &&
+      c.rope_scaling->rope_type != "llama3" && c.rope_scaling->rope_type != "default")
+    throw ConfigError(msg("export gguf", "rope_scaling type '{}' has no GGUF form here",
+                          c.rope_scaling->rope_type));
+  check_vocab_exportable(v, c.vocab_size);
+}
+
 GgufMetadata model_metadata(const ModelConfig& c, const GgufVocab& v, const GgufExportOptions& o,
                             const std::vector<int64_t>& ffn_free, bool layer0_stub) {
   const std::string a = uses_llama_arch(c) ? "llama" : "deci";
   const int64_t Hd = common_head_dim(c);
-  GgufMetadata kv = {
-      {"general.architecture", GgufValue::str(a)},
-      {"general.name", GgufValue::str(o.name)},
-      {"general.alignment", GgufValue::u32(32)},
-      {"general.file_type", GgufValue::u32(file_type_of(o.dtype))},
-      // ggml's block-format version (GGML_QUANT_VERSION 2): convert_hf_to_gguf.py and
-      // llama-quantize write it in every file (gguf-py GGUFWriter.add_quantization_version).
-      {"general.quantization_version", GgufValue::u32(2)},
+  GgufMetadata kv = gguf_general_metadata(a, o);
+  kv.insert(kv.end(), {
       {a + ".vocab_size", GgufValue::u32(c.vocab_size)},
       {a + ".context_length", GgufValue::u32(c.max_position_embeddings)},
       {a + ".embedding_length", GgufValue::u32(c.hidden_size)},
       {a + ".block_count", GgufValue::u32(c.num_layers())},
-  };
+  });
   if (a == "llama") {
     const LayerConfig& l = c.layers[0];
     kv.push_back({a + ".feed_forward_length", GgufValue::u32(l.intermediate_size)});
@@ -173,7 +185,7 @@ GgufMetadata model_metadata(const ModelConfig& c, const GgufVocab& v, const Gguf
     kv.push_back({a + ".rope.scaling.type", GgufValue::str("linear")});
     kv.push_back({a + ".rope.scaling.factor", GgufValue::f32(c.rope_scaling->factor)});
   }
-  add_vocab_metadata(v, kv);
+  add_gguf_vocab_metadata(v, kv);
   kv.push_back({"autocompress.hf_config", GgufValue::str(config_to_hf_json(c).dump())});
   if (!ffn_free.empty())
     kv.push_back({"autocompress.ffn_free_layers", GgufValue::i32_array(ffn_free)});

@@ -80,6 +80,26 @@ struct GgufExportOptions {
   std::string name = "autocompress";  // general.name
 };
 
+/// general.file_type of a model whose 2-D weights are `t` (llama.h llama_ftype: ALL_F32 0,
+/// MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32); an internal error for another type.
+int64_t gguf_file_type(GgmlType t);
+
+/// The general.* keys every exported GGUF starts with: architecture, name, alignment (32),
+/// file_type (gguf_file_type of o.dtype) and quantization_version (2, GGML_QUANT_VERSION).
+GgufMetadata gguf_general_metadata(const std::string& architecture, const GgufExportOptions& o);
+
+/// Appends tokenizer.ggml.* and tokenizer.chat_template for `v` to `kv` (gguf-py GGUFWriter
+/// add_tokenizer_model, add_tokenizer_pre, add_token_list, add_token_scores, add_token_types,
+/// add_token_merges, SpecialVocab.add_to_gguf); absent values (-1 ids, no scores or merges) are
+/// not written. Shared by every architecture's writer.
+void add_gguf_vocab_metadata(const GgufVocab& v, GgufMetadata& kv);
+
+/// Throws ConfigError when `v` cannot be written for a model of `vocab_size` ids: another token
+/// count, scores or types of another length, a tokenizer model other than "llama" / "gpt2", a
+/// "gpt2" vocabulary without pre-tokenizer or merges, or a special id outside the vocabulary or
+/// whose text is not unique (llama.cpp could not encode it to one id).
+void check_vocab_exportable(const GgufVocab& v, int64_t vocab_size);
+
 /// Writes `m` with its vocabulary. Throws ConfigError when llama.cpp cannot express the model
 /// (several head_dims, vocab size != V, rope type other than default / linear / llama3, q/k
 /// norms) or when a special token is not exactly one id.

@@ -6,6 +6,10 @@
 #include "common/json_io.h"
 #include "export/decilm_remote_code.h"
 #include "export/engine_loaders.h"
+#include "export/nemotron_h_export.h"
+#include "export/nemotron_h_gguf.h"
+#include "io/nemotron_h_checkpoint.h"
+#include "model/nemotron_h_config.h"
 #include "export/zero_padding.h"
 #include "io/gguf_vocab.h"
 #include "hardware/engine.h"
@@ -155,6 +159,57 @@ json ExportReport::to_json() const {
           {"max_logit_diff_gguf", max_logit_diff_gguf}};
 }
 
+namespace {
+
+/// export_model for a Nemotron-H checkpoint (export/nemotron_h_export.h, export/nemotron_h_gguf.h):
+/// the HF folder in fp32 and model.gguf as llama.cpp's nemotron_h / nemotron_h_moe.
+ExportReport export_nemotron_h(const fs::path& model_dir, const fs::path& out_dir,
+                               const ExportOptions& opt) {
+  if (!opt.engine.empty())
+    throw ConfigError(msg("export", "--engine {}: the engines' structure rules (engines/*.json) "
+                          "are written for the Llama family; {} is a Nemotron-H: export it "
+                          "without --engine", opt.engine, model_dir.string()));
+  if (opt.hf && opt.dtype != GgmlType::F32)
+    throw ConfigError(msg("export", "--dtype {}: a Nemotron-H's HF export is written in f32; use "
+                          "--dtype f32, or --format gguf for {}", ggml_dtype_string(opt.dtype),
+                          ggml_dtype_string(opt.dtype)));
+  const NemotronHModel m = load_nemotron_h_checkpoint(model_dir);
+  ExportReport r;
+  r.source = fs::absolute(model_dir).lexically_normal().string();
+  r.dtype = ggml_dtype_string(opt.dtype);
+  // Everything llama.cpp could refuse is found before anything is written.
+  GgufVocab vocab;
+  if (opt.gguf) {
+    check_nemotron_h_gguf_exportable(m.config);
+    vocab = vocab_from_checkpoint(model_dir, m.config.vocab_size);
+    check_vocab_exportable(vocab, m.config.vocab_size);
+  }
+  StagingDir staging(out_dir);
+  if (opt.hf) {
+    write_nemotron_h_files(staging.path(), m, model_dir);
+    at::NoGradGuard no_grad;
+    const int64_t n = std::min<int64_t>(16, m.config.vocab_size);
+    const at::Tensor probe = at::arange(0, n, at::kLong).flip(0).view({1, -1});
+    r.max_logit_diff_hf = (load_nemotron_h_checkpoint(staging.path()).forward(probe) -
+                           m.forward(probe)).abs().max().item<double>();
+    if (r.max_logit_diff_hf != 0)
+      throw InternalError(msg("export", "the Nemotron-H HF export reloads to logits that differ "
+                              "by {}", r.max_logit_diff_hf));
+    r.checks.push_back("the HF folder loads back (our loader) to logits identical to the source");
+  }
+  if (opt.gguf) {
+    write_nemotron_h_gguf(staging.path() / "model.gguf", m, vocab, {opt.dtype, "autocompress"});
+    r.notes.push_back(fmt::format("model.gguf: architecture {} (llama.cpp runs it; this tool "
+                                  "does not read a Nemotron-H GGUF back)",
+                                  nemotron_h_gguf_architecture(m.config)));
+  }
+  write_json_file(staging.path() / "export_report.json", r.to_json());
+  staging.commit();
+  return r;
+}
+
+}  // namespace
+
 ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
                           const ExportOptions& opt) {
   if (!opt.hf && !opt.gguf) throw ConfigError(msg("export", "no output format chosen"));
@@ -162,6 +217,7 @@ ExportReport export_model(const fs::path& model_dir, const fs::path& out_dir,
     throw ConfigError(msg("export", "--dtype {} is a GGUF block type: use --format gguf (HF "
                           "safetensors hold f32, f16 or bf16)", ggml_dtype_string(opt.dtype)));
   check_not_overwriting_input(model_dir, out_dir, "export");
+  if (is_nemotron_h_checkpoint(model_dir)) return export_nemotron_h(model_dir, out_dir, opt);
   const LlamaModel m = load_checkpoint(model_dir);
   ExportReport r;
   r.source = fs::absolute(model_dir).lexically_normal().string();

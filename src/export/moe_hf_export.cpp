@@ -24,18 +24,6 @@ ExpertNames expert_names(const ModelConfig& c, int64_t layer) {
   return {fmt::format("model.layers.{}.mlp.", layer), "gate_proj", "up_proj", "down_proj"};
 }
 
-void copy_companion_files(const fs::path& from, const fs::path& dir) {
-  for (const std::string& name : checkpoint_companion_files()) {
-    const fs::path src = from / name;
-    if (!fs::exists(src)) continue;
-    std::error_code ec;
-    fs::copy_file(src, dir / name, fs::copy_options::overwrite_existing, ec);
-    if (ec)
-      throw FormatError(fmt::format("[save_moe_checkpoint] {}: cannot copy to {} ({})",
-                                    src.string(), (dir / name).string(), ec.message()));
-  }
-}
-
 }  // namespace
 
 void check_moe_uniform(const ModelConfig& c) {
@@ -81,15 +69,21 @@ TensorMap moe_to_tensor_map(const MoeModel& m) {
   return t;
 }
 
-void save_moe_checkpoint(const fs::path& dir, const MoeModel& m, const fs::path& tokenizer_from) {
+void write_moe_files(const fs::path& dir, const MoeModel& m, const fs::path& tokenizer_from) {
   check_moe_uniform(m.config);
   m.config.validate("save_moe_checkpoint");
   const nlohmann::json config = config_to_hf_json(m.config);
   const TensorMap tensors = moe_to_tensor_map(m);
+  write_json_file(dir / "config.json", config);
+  save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  if (!tokenizer_from.empty()) copy_companion_files(tokenizer_from, dir, "save_moe_checkpoint");
+}
+
+void save_moe_checkpoint(const fs::path& dir, const MoeModel& m, const fs::path& tokenizer_from) {
+  check_moe_uniform(m.config);  // refused before a staging folder is made
+  m.config.validate("save_moe_checkpoint");
   StagingDir staging(dir);
-  write_json_file(staging.path() / "config.json", config);
-  save_safetensors(staging.path() / "model.safetensors", tensors, {{"format", "pt"}});
-  if (!tokenizer_from.empty()) copy_companion_files(tokenizer_from, staging.path());
+  write_moe_files(staging.path(), m, tokenizer_from);
   staging.commit();
 }
 

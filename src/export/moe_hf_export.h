@@ -31,4 +31,9 @@ TensorMap moe_to_tensor_map(const MoeModel& m);
 void save_moe_checkpoint(const fs::path& dir, const MoeModel& m,
                          const fs::path& tokenizer_from = {});
 
+/// The same files written into an existing folder `dir` without staging (the caller stages:
+/// `prune` and `distill` write other files beside them). Throws as save_moe_checkpoint does,
+/// before writing anything.
+void write_moe_files(const fs::path& dir, const MoeModel& m, const fs::path& tokenizer_from = {});
+
 }  // namespace ac

@@ -184,13 +184,14 @@ MoeImportance load_moe_importance(const fs::path& path) {
 }
 
 void check_moe_importance_matches(const ModelConfig& c, const MoeImportance& imp,
-                                  const char* where) {
+                                  const char* where, const std::string& file,
+                                  const std::string& model) {
   auto bad = [&](const std::string& what) {
-    throw ConfigError(fmt::format("[{}] MoE importance: {}: computed for another model?", where,
-                                  what));
+    throw ConfigError(fmt::format("[{}] {}: {}: computed for another model?", where, file, what));
   };
   if (imp.num_layers() != c.num_layers())
-    bad(fmt::format("{} layers, the model has {}", imp.num_layers(), c.num_layers()));
+    bad(fmt::format("{} layers, expected {} ({} num_hidden_layers)", imp.num_layers(),
+                    c.num_layers(), model));
   for (size_t i = 0; i < c.layers.size(); ++i) {
     if (!c.layers[i].has_moe()) continue;
     const MoeConfig& moe = *c.layers[i].moe;
@@ -198,14 +199,14 @@ void check_moe_importance_matches(const ModelConfig& c, const MoeImportance& imp
     const std::vector<int64_t> experts{moe.num_experts};
     const std::vector<int64_t> ffn{moe.num_experts, moe.moe_intermediate_size};
     if (!li.experts.defined() || li.experts.sizes().vec() != experts)
-      bad(fmt::format("layers.{}.experts has shape {}, expected {} (num_experts)", i,
+      bad(fmt::format("layers.{}.experts has shape {}, expected {} ({} num_experts)", i,
                       li.experts.defined() ? li.experts.sizes().vec() : std::vector<int64_t>{},
-                      experts));
+                      experts, model));
     const std::vector<int64_t> found =
         li.expert_ffn.defined() ? li.expert_ffn.sizes().vec() : std::vector<int64_t>{};
     if (found != ffn)
-      bad(fmt::format("layers.{}.expert_ffn has shape {}, expected {} (num_experts, "
-                      "moe_intermediate_size)", i, found, ffn));
+      bad(fmt::format("layers.{}.expert_ffn has shape {}, expected {} ({} "
+                      "num_experts, moe_intermediate_size)", i, found, ffn, model));
   }
 }
 

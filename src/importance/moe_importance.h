@@ -73,9 +73,12 @@ void save_moe_importance(const fs::path& path, const MoeImportance& imp);
 /// tensor of the wrong rank or of another expert count than the layer's `experts`.
 MoeImportance load_moe_importance(const fs::path& path);
 
-/// Throws ConfigError("[where] ...") unless `imp` has the layers of `c` and, in each sparse
-/// layer, experts [E] and expert_ffn [E, Fe] of its config ("computed for another model?").
+/// Throws ConfigError("[where] FILE: ...") unless `imp` has the layers of `c` and, in each
+/// sparse layer, experts [E] and expert_ffn [E, Fe] of its config ("computed for another
+/// model?"): the message names `file` (the importance file, or the flag and file that gave it),
+/// the tensor, the shapes and the config.json fields of `model`.
 void check_moe_importance_matches(const ModelConfig& c, const MoeImportance& imp,
-                                  const char* where);
+                                  const char* where, const std::string& file = "MoE importance",
+                                  const std::string& model = "the model");
 
 }  // namespace ac

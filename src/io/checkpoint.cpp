@@ -5,6 +5,7 @@
 #include "io/companion_files.h"
 #include "io/safetensors.h"
 #include "model/finite.h"
+#include "model/moe_family_config.h"
 
 namespace ac {
 
@@ -38,6 +39,14 @@ LlamaModel load_checkpoint(const fs::path& dir) {
   return m;
 }
 
+bool is_moe_family_checkpoint(const fs::path& dir) {
+  const fs::path config = dir / "config.json";
+  if (!fs::exists(config)) return false;
+  const nlohmann::json j = read_json_file(config);
+  return j.contains("model_type") && j["model_type"].is_string() &&
+         is_moe_family_model_type(j["model_type"].get<std::string>());
+}
+
 MoeModel load_moe_checkpoint(const fs::path& dir) {
   const ModelConfig c = read_checkpoint_config(dir);
   return moe_model_from_tensor_map(c, load_safetensors_dir(dir), weights_file(dir).string());
@@ -50,16 +59,7 @@ void save_checkpoint(const fs::path& dir, const LlamaModel& m, const fs::path& t
   write_json_file(dir / "config.json", config_to_hf_json(m.config));
   save_safetensors(dir / "model.safetensors", to_tensor_map(m.config, m.weights),
                    {{"format", "pt"}});
-  if (tokenizer_from.empty()) return;
-  for (const std::string& name : checkpoint_companion_files()) {
-    const fs::path src = tokenizer_from / name;
-    if (!fs::exists(src)) continue;
-    std::error_code ec;
-    fs::copy_file(src, dir / name, fs::copy_options::overwrite_existing, ec);
-    if (ec)
-      throw FormatError(msg("save_checkpoint", "{}: cannot copy to {} ({})", src.string(),
-                            (dir / name).string(), ec.message()));
-  }
+  if (!tokenizer_from.empty()) copy_companion_files(tokenizer_from, dir, "save_checkpoint");
 }
 
 void save_checkpoint_atomic(const fs::path& dir, const LlamaModel& m,

@@ -16,6 +16,11 @@ LlamaModel load_checkpoint(const fs::path& dir);
 /// what the MoE forward does not compute.
 MoeModel load_moe_checkpoint(const fs::path& dir);
 
+/// True when `dir`/config.json names a Qwen3-MoE or Mixtral model_type
+/// (model/moe_family_config.h is_moe_family_model_type): the commands that take several model
+/// kinds dispatch on it. False when there is no config.json; FormatError when it is not JSON.
+bool is_moe_family_checkpoint(const fs::path& dir);
+
 /// Writes config.json + model.safetensors (fp32) into `dir` (which must exist; callers use a
 /// StagingDir for atomicity). `tokenizer_from`: a checkpoint folder whose companion files
 /// (io/companion_files.h: the tokenizer, its chat template, generation_config.json) are copied

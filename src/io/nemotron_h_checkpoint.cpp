@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "common/json_io.h"
 #include "io/safetensors.h"
+#include "model/nemotron_h_config.h"
 
 namespace ac {
 
@@ -18,6 +19,14 @@ NemotronHModel load_nemotron_h_checkpoint(const fs::path& dir) {
                             ? dir / "model.safetensors.index.json"
                             : dir / "model.safetensors";
   return nemotron_h_model_from_tensor_map(c, load_safetensors_dir(dir), file.string());
+}
+
+bool is_nemotron_h_checkpoint(const fs::path& dir) {
+  const fs::path config = dir / "config.json";
+  if (!fs::exists(config)) return false;
+  const nlohmann::json j = read_json_file(config);
+  return j.contains("model_type") && j["model_type"].is_string() &&
+         is_nemotron_h_model_type(j["model_type"].get<std::string>());
 }
 
 }  // namespace ac

@@ -66,11 +66,13 @@ const std::vector<std::string>& dense_model_types() {
 
 void require_dense(const ModelConfig& c, const std::string& where) {
   if (!c.is_hybrid()) return;
-  // Qwen3-MoE and Mixtral have a forward of their own (model/moe_model.h); no stage runs it yet.
   throw ConfigError(fmt::format(
       "[{}] {} ({}) has Mamba-2, MoE or relu² layers, which the Llama-family forward, "
-      "importance, pruning, distillation and export do not compute yet; `autocompress cost` and "
-      "`plan` take it (model_type {})", where, describe(c), c.architecture, c.model_type));
+      "importance, pruning, distillation and export do not compute; a Nemotron-H, Qwen3-MoE or "
+      "Mixtral checkpoint takes its own path in `importance`, `prune`, `distill`, `eval` and "
+      "`generate` (a Nemotron-H also in `export` and `compress`), and `autocompress cost` and "
+      "`plan` take every kind (model_type {})", where, describe(c), c.architecture,
+      c.model_type));
 }
 
 void ModelConfig::validate(const std::string& where) const {

@@ -117,9 +117,9 @@ struct ModelConfig {
 
   int64_t num_layers() const { return int64_t(layers.size()); }
   bool is_homogeneous() const;
-  /// Whether any layer is a Mamba-2 mixer or an MoE, or the dense FFN is relu²: a model the
-  /// cost model and `plan` handle and the forward, pruning and export do not compute yet
-  /// (require_dense).
+  /// Whether any layer is a Mamba-2 mixer or an MoE, or the dense FFN is relu²: a model of
+  /// the kinds with their own forward, pruning and export (model/moe_model.h,
+  /// model/nemotron_h_model.h), which the Llama-family stages refuse (require_dense).
   bool is_hybrid() const;
   /// Parameters one token uses: num_parameters() with each MoE layer's k experts instead of E.
   int64_t num_active_parameters() const;
@@ -134,9 +134,12 @@ struct ModelConfig {
                              const LayerConfig& layer);
 };
 
-/// Throws ConfigError("[where] ...") when `c` is hybrid (ModelConfig::is_hybrid): the stages
-/// that compute the model (forward, importance, pruning, distillation, export) take dense
-/// decoders only; `cost` and `plan` take both.
+/// Throws ConfigError("[where] ...") when `c` is hybrid (ModelConfig::is_hybrid): the
+/// Llama-family stages (their forward, importance, pruning, search) take dense decoders only;
+/// `cost` and `plan` take every kind; `importance`, `prune`, `distill`, `eval` and `generate`
+/// dispatch a Nemotron-H or Qwen3-MoE / Mixtral checkpoint to its own path, `export` and
+/// `compress` a Nemotron-H one (io/nemotron_h_checkpoint.h is_nemotron_h_checkpoint,
+/// io/checkpoint.h is_moe_family_checkpoint).
 void require_dense(const ModelConfig& c, const std::string& where);
 
 /// Parses a Hugging Face config.json (Llama, Mistral, Qwen2, Qwen3, and DeciLM / nemotron-nas

@@ -51,8 +51,10 @@ void warn_nonfinite(const std::vector<NonFiniteTensor>& bad, const std::string& 
   log_warn(fmt::format("{}: non-finite weights: {}", file, describe_nonfinite(bad)));
 }
 
-void require_finite(const LlamaModel& m, const std::string& file, const char* stage, bool allow) {
-  const std::vector<NonFiniteTensor> bad = find_nonfinite(m);
+namespace {
+
+void refuse_nonfinite(const std::vector<NonFiniteTensor>& bad, const std::string& file,
+                      const char* stage, bool allow) {
   if (bad.empty()) return;
   if (allow) {
     warn_nonfinite(bad, file + " (--allow-nonfinite: " + stage + " runs anyway)");
@@ -60,6 +62,22 @@ void require_finite(const LlamaModel& m, const std::string& file, const char* st
   }
   throw FormatError(msg(stage, "{}: non-finite weights ({}): refusing to run {}; pass "
                         "--allow-nonfinite to run anyway", file, describe_nonfinite(bad), stage));
+}
+
+}  // namespace
+
+void require_finite(const LlamaModel& m, const std::string& file, const char* stage, bool allow) {
+  refuse_nonfinite(find_nonfinite(m), file, stage, allow);
+}
+
+void require_finite(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                    const std::string& file, const char* stage, bool allow) {
+  std::vector<NonFiniteTensor> bad;
+  for (const auto& [name, t] : tensors) {
+    NonFiniteTensor r = count_nonfinite(name, t);
+    if (r.nan || r.inf) bad.push_back(std::move(r));
+  }
+  refuse_nonfinite(bad, file, stage, allow);
 }
 
 }  // namespace ac

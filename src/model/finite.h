@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/llama.h"
@@ -33,5 +34,9 @@ void warn_nonfinite(const std::vector<NonFiniteTensor>& bad, const std::string& 
 /// --allow-nonfinite to run anyway" when `m` holds NaN or Inf and `allow` is false; with
 /// `allow`, only warns.
 void require_finite(const LlamaModel& m, const std::string& file, const char* stage, bool allow);
+
+/// The same rule on named tensors (any model kind: model/trainable.h named_parameters).
+void require_finite(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                    const std::string& file, const char* stage, bool allow);
 
 }  // namespace ac

@@ -193,28 +193,36 @@ at::Tensor pick(const at::Tensor& logits, double temperature, double top_p, at::
 
 }  // namespace
 
-std::vector<int64_t> generate(const LlamaModel& m, const std::vector<int64_t>& prompt,
-                              const GenerateOptions& opt) {
+std::vector<int64_t> generate_with(const DecodeStep& step, const c10::Device& device,
+                                  int64_t eos_token_id, const std::vector<int64_t>& prompt,
+                                  const GenerateOptions& opt) {
   if (prompt.empty()) throw ConfigError("[generate] the prompt is empty (add BOS)");
   at::NoGradGuard no_grad;
   // The forward on the model's device; the pick on the CPU with a CPU generator, so that a seed
   // draws the same tokens on every device (given the same logits).
-  const c10::Device dev = m.weights.embed_tokens.device();
   at::Generator gen = at::detail::createCPUGenerator(opt.seed);
+  at::Tensor input = at::tensor(prompt, at::kLong).view({1, -1}).to(device);
+  std::vector<int64_t> out;
+  for (int64_t s = 0; s < opt.max_new_tokens; ++s) {
+    at::Tensor logits = step(input).select(1, 0).to(at::kCPU, at::kFloat);  // [1, V]
+    int64_t next = pick(logits, opt.temperature, opt.top_p, gen).item<int64_t>();
+    out.push_back(next);
+    if (opt.stop_at_eos && next == eos_token_id) break;
+    input = at::full({1, 1}, next, at::TensorOptions(at::kLong).device(device));
+  }
+  return out;
+}
+
+std::vector<int64_t> generate(const LlamaModel& m, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& opt) {
+  if (prompt.empty()) throw ConfigError("[generate] the prompt is empty (add BOS)");
+  const c10::Device dev = m.weights.embed_tokens.device();
   KVCache cache = KVCache::allocate(m.config, 1, int64_t(prompt.size()) + opt.max_new_tokens, dev);
   ForwardOptions fo;
   fo.cache = &cache;
   fo.last_logits_only = true;
-  at::Tensor input = at::tensor(prompt, at::kLong).view({1, -1}).to(dev);
-  std::vector<int64_t> out;
-  for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    at::Tensor logits = m.forward(input, fo).select(1, 0).to(at::kCPU, at::kFloat);  // [1, V]
-    int64_t next = pick(logits, opt.temperature, opt.top_p, gen).item<int64_t>();
-    out.push_back(next);
-    if (opt.stop_at_eos && next == m.config.eos_token_id) break;
-    input = at::full({1, 1}, next, at::TensorOptions(at::kLong).device(dev));
-  }
-  return out;
+  return generate_with([&](const at::Tensor& input) { return m.forward(input, fo); }, dev,
+                       m.config.eos_token_id, prompt, opt);
 }
 
 at::Tensor sample_batch(const LlamaModel& m, const std::vector<int64_t>& prompt, int64_t batch,

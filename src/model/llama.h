@@ -121,6 +121,18 @@ struct GenerateOptions {
 std::vector<int64_t> generate(const LlamaModel& m, const std::vector<int64_t>& prompt,
                               const GenerateOptions& opt);
 
+/// One decode step of any model kind: input [1, t] int64 (the prompt, then one token) ->
+/// logits [1, 1, V] of its last position, the step's cache updated by the callee.
+using DecodeStep = std::function<at::Tensor(const at::Tensor& input)>;
+
+/// generate's loop over `step` (the MoE and Nemotron-H generate overloads share it): the pick on
+/// the CPU (greedy at temperature 0, else nucleus sampling with a CPU generator seeded opt.seed),
+/// stopping at eos_token_id when opt.stop_at_eos. `device` is the model's. Throws ConfigError on
+/// an empty prompt.
+std::vector<int64_t> generate_with(const DecodeStep& step, const c10::Device& device,
+                                   int64_t eos_token_id, const std::vector<int64_t>& prompt,
+                                   const GenerateOptions& opt);
+
 /// Batched sampling: B sequences from the same prompt, `T` new tokens each, no early stop
 /// (sequences are cut at EOS by the caller). Returns [B, T] int64. Used for teacher-sampled text.
 at::Tensor sample_batch(const LlamaModel& m, const std::vector<int64_t>& prompt, int64_t batch,

@@ -122,7 +122,7 @@ at::Tensor ssd_chunk_scan(const at::Tensor& x, const at::Tensor& dt, const at::T
 }
 
 at::Tensor mamba2_mixer(const at::Tensor& h, const Mamba2Config& m, const Mamba2Weights& w,
-                        double eps, Mamba2State* state) {
+                        double eps, Mamba2State* state, const Mamba2Hooks* hooks) {
   const int64_t B = h.size(0), T = h.size(1), nh = m.mamba_num_heads, P = m.mamba_head_dim,
                 N = m.ssm_state_size, Gm = m.n_groups, d_inner = m.d_inner(),
                 conv_dim = m.conv_dim(), Kc = m.conv_kernel;
@@ -160,8 +160,16 @@ at::Tensor mamba2_mixer(const at::Tensor& h, const Mamba2Config& m, const Mamba2
 
   // NemotronHRMSNormGated: the gate before the norm (norm_before_gate=False), one RMS per group.
   at::Tensor g = (y * at::silu(z)).reshape({B, T, Gm, d_inner / Gm});
-  g = g * at::rsqrt(g.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  if (hooks && hooks->channels.defined()) {
+    // A pruned mixer's groups hold only the kept channels: the mean square over those.
+    const at::Tensor keep = hooks->channels.to(g.device()).reshape({Gm, d_inner / Gm});
+    g = g * keep;
+    g = g * at::rsqrt(g.pow(2).sum(-1, /*keepdim=*/true) / keep.sum(-1, /*keepdim=*/true) + eps);
+  } else {
+    g = g * at::rsqrt(g.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  }
   g = g.reshape({B, T, d_inner}) * w.norm;
+  if (hooks && hooks->on_out_proj_input) hooks->on_out_proj_input(g);
   return ac::linear(g, w.out_proj, w.out_proj_bias);  // [B, T, D]
 }
 

@@ -27,6 +27,8 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <functional>
+
 #include "model/mamba2_config.h"
 
 namespace ac {
@@ -72,12 +74,28 @@ at::Tensor ssd_chunk_scan(const at::Tensor& x, const at::Tensor& dt, const at::T
                           const at::Tensor& Bm, const at::Tensor& Cm, const at::Tensor& D,
                           at::Tensor& state, int64_t chunk_size);
 
+/// What pruning and importance attach to one mixer's forward (prune/nemotron_h_prune.h,
+/// importance/nemotron_h_importance.h); both optional.
+struct Mamba2Hooks {
+  /// [nh, P] fp32 0/1: multiplies the gated norm's input y * silu(z) channel by channel, and the
+  /// norm's mean square of each group is taken over the group's kept channels only (their sum
+  /// of squares over their count), so that the output equals that of the mixer sliced to the
+  /// kept heads and head_dim channels, whose groups are that much narrower. Every group must
+  /// keep at least one channel.
+  at::Tensor channels;
+  /// Called with the input of out_proj, [B, T, d_inner] fp32 (the gated norm's output, after
+  /// the mask); valid during the call only.
+  std::function<void(const at::Tensor&)> on_out_proj_input;
+};
+
 /// The mixer on the normed hidden states h [B, T, D] fp32: returns [B, T, D] fp32. With `state`
 /// the tokens continue it (conv inputs and SSM state) and it is updated to the state after the
 /// last token; without, they start from zeros. `eps`: the gated norm's layer_norm_epsilon.
 /// A single token runs ssd_scan, more ssd_chunk_scan with the config's chunk_size, as
-/// transformers' mamba2_scan_forward chooses.
+/// transformers' mamba2_scan_forward chooses. `hooks`: masks and observer (Mamba2Hooks), none
+/// by default.
 at::Tensor mamba2_mixer(const at::Tensor& h, const Mamba2Config& m, const Mamba2Weights& w,
-                        double eps, Mamba2State* state = nullptr);
+                        double eps, Mamba2State* state = nullptr,
+                        const Mamba2Hooks* hooks = nullptr);
 
 }  // namespace ac

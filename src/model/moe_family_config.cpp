@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "common/error.h"
@@ -101,11 +102,22 @@ void apply_block_overrides(const json& j, const std::string& file, ModelConfig& 
 }  // namespace
 
 void apply_moe_family(const json& j, const std::string& file, ModelConfig& c) {
+  // Both families have the same attention and dense FFN in every layer: DeciLM's per-layer
+  // block_configs would give layers that moe_family_config_to_hf_json cannot write back.
+  if (j.contains("block_configs") && !j["block_configs"].is_null())
+    throw FormatError(fmt::format("[load_config] {}: a {} config.json has no 'block_configs' "
+                                  "(DeciLM's per-layer form); per-layer expert sizes go in "
+                                  "'moe_block_configs'", file, c.model_type));
   const MoeConfig m = family_moe(j, c, file);
   const std::vector<bool> sparse = sparse_layers(j, c, m, file);
   if (c.model_type == "qwen3_moe" && !c.layers.empty())  // the dense layers' width, kept
     c.extra["intermediate_size"] = c.layers.front().intermediate_size;
   for (size_t i = 0; i < c.layers.size(); ++i) {
+    if (!sparse[i] && !c.layers[i].has_ffn())
+      throw FormatError(fmt::format("[load_config] {}: layer {} is dense (mlp_only_layers, "
+                                    "decoder_sparse_step or num_experts 0), so "
+                                    "'intermediate_size' must be positive, found {}", file, i,
+                                    c.layers[i].intermediate_size));
     if (!sparse[i]) continue;
     LayerConfig& l = c.layers[i];
     l.moe = m;
@@ -132,10 +144,12 @@ json moe_family_config_to_hf_json(const ModelConfig& c) {
     if (l.has_ffn() && !dense_width) dense_width = l.intermediate_size;
     kept.push_back(&l);
   }
-  if (!dense_width)
-    dense_width = c.extra.contains("intermediate_size") && json_holds<int64_t>(c.extra["intermediate_size"])
-                      ? c.extra["intermediate_size"].get<int64_t>()
-                      : first_moe ? first_moe->moe_intermediate_size : 1;
+  // Without a dense layer the width is only a field to fill; a zero one (read, unused, from an
+  // all-sparse config) would make the dense twin below a DeciLM with no-op FFNs.
+  if (!dense_width && c.extra.contains("intermediate_size") &&
+      json_holds<int64_t>(c.extra["intermediate_size"]))
+    dense_width = std::max<int64_t>(c.extra["intermediate_size"].get<int64_t>(), 0);
+  if (!dense_width) dense_width = first_moe ? first_moe->moe_intermediate_size : 1;
   // The Llama-like rest, written by the dense writer from a twin whose MoE layers are dense.
   ModelConfig twin = c;
   twin.layers.clear();

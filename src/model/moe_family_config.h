@@ -33,7 +33,8 @@ bool is_moe_family_model_type(const std::string& model_type);
 /// Turns the sparse layers of `c` (read by config_from_hf_json as dense layers of
 /// intermediate_size) into MoE layers by the family's rules above. Throws FormatError naming
 /// `file` and the field on a missing or mistyped field, a layer index outside 0..L-1 in
-/// mlp_only_layers, or a malformed moe_block_configs.
+/// mlp_only_layers, a malformed moe_block_configs, a DeciLM block_configs, or a dense layer
+/// without intermediate_size: what it accepts, moe_family_config_to_hf_json writes back.
 void apply_moe_family(const nlohmann::json& j, const std::string& file, ModelConfig& c);
 
 /// Writes config.json of a Qwen3-MoE / Mixtral model: the Llama-like fields, then the MoE

@@ -237,4 +237,12 @@ MoeModel moe_model_from_tensor_map(const ModelConfig& c, const TensorMap& m,
   return model;
 }
 
+std::vector<int64_t> generate(const MoeModel& m, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& opt) {
+  const c10::Device dev = m.weights.embed_tokens.device();
+  KVCache cache = KVCache::allocate(m.config, 1, int64_t(prompt.size()) + opt.max_new_tokens, dev);
+  return generate_with([&](const at::Tensor& input) { return m.forward(input, &cache, true); },
+                       dev, m.config.eos_token_id, prompt, opt);
+}
+
 }  // namespace ac

@@ -143,6 +143,11 @@ struct MoeModel {
 MoeModel moe_model_from_tensor_map(const ModelConfig& c, const TensorMap& m,
                                    const std::string& file);
 
+/// Greedy or sampled generation through the KV cache (generate of model/llama.h: prompt ids
+/// with BOS, the new tokens returned). Throws ConfigError on an empty prompt, or as forward does.
+std::vector<int64_t> generate(const MoeModel& m, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& opt);
+
 /// The folder loader is load_moe_checkpoint (io/checkpoint.h).
 
 }  // namespace ac

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <utility>
 
 #include "common/error.h"
 #include "common/gemm.h"
@@ -17,18 +18,13 @@ namespace ac {
 
 namespace {
 
-// ACT2FN["relu2"] (activations.py ReLUSquaredActivation).
+// ACT2FN["relu2"] (activations.py ReLUSquaredActivation); NemotronHMLP is down(relu2(up(x))).
 at::Tensor relu2(const at::Tensor& x) { return at::relu(x).square(); }
-
-// NemotronHMLP: down(relu(up(x))^2); the "-" layers and the shared expert.
-at::Tensor relu2_mlp(const at::Tensor& x, const at::Tensor& up, const at::Tensor& down) {
-  return ac::linear(relu2(ac::linear(x, up)), down);
-}
 
 }  // namespace
 
 Routing route_sigmoid(const at::Tensor& router_logits, const at::Tensor& correction_bias,
-                      const SigmoidRouterOptions& o) {
+                      const SigmoidRouterOptions& o, const at::Tensor& allowed) {
   const int64_t E = router_logits.dim() == 2 ? router_logits.size(1) : 0;
   const int64_t per_group = o.n_group > 0 ? E / o.n_group : 0;
   if (router_logits.dim() != 2 || correction_bias.dim() != 1 || correction_bias.size(0) != E ||
@@ -41,8 +37,14 @@ Routing route_sigmoid(const at::Tensor& router_logits, const at::Tensor& correct
         "E / n_group", router_logits.sizes().vec(), correction_bias.sizes().vec(), o.top_k,
         o.n_group, o.topk_group));
   const int64_t N = router_logits.size(0);
+  if (allowed.defined() && (allowed.dim() != 1 || allowed.size(0) != E))
+    throw ConfigError(fmt::format("[route_sigmoid] expert mask {}, expected [{}]",
+                                  allowed.sizes().vec(), E));
   const at::Tensor scores = router_logits.to(at::kFloat).sigmoid();  // [N, E]
   at::Tensor choice = scores + correction_bias.to(at::kFloat);
+  if (allowed.defined())
+    choice = choice.masked_fill(allowed.to(choice.device()).eq(0).unsqueeze(0),
+                                -std::numeric_limits<float>::infinity());
   if (o.n_group > 1) {  // keep the topk_group groups whose two best biased scores sum highest
     const at::Tensor group_scores =
         std::get<0>(choice.view({N, o.n_group, per_group}).topk(2, -1)).sum(-1);  // [N, n_group]
@@ -59,8 +61,11 @@ Routing route_sigmoid(const at::Tensor& router_logits, const at::Tensor& correct
 }
 
 at::Tensor nemotron_h_moe(const at::Tensor& h, const NemotronHMoeWeights& w,
-                          const SigmoidRouterOptions& o) {
-  const Routing r = route_sigmoid(ac::linear(h, w.router), w.correction_bias, o);
+                          const SigmoidRouterOptions& o, const NemotronHLayerMasks* masks,
+                          NemotronHObserver* observer, int64_t layer) {
+  const Routing r = route_sigmoid(ac::linear(h, w.router), w.correction_bias, o,
+                                  masks ? masks->experts : at::Tensor());
+  if (observer) observer->on_routing(layer, r);
   const bool latent = w.fc1_latent_proj.defined();
   const at::Tensor x = latent ? ac::linear(h, w.fc1_latent_proj) : h;  // [N, Din]
   at::Tensor routed = at::zeros_like(x);                                // [N, Din]
@@ -70,11 +75,20 @@ at::Tensor nemotron_h_moe(const at::Tensor& h, const NemotronHMoeWeights& w,
                                         hit.data_ptr<int64_t>() + hit.numel())) {
     const at::Tensor where = (r.experts == e).nonzero();  // [n, 2]: token row, rank
     const at::Tensor rows = where.select(1, 0), ranks = where.select(1, 1);
-    at::Tensor y = relu2_mlp(x.index_select(0, rows), w.up_proj[e], w.down_proj[e]);  // [n, Din]
-    routed.index_add_(0, rows, y * r.weights.index({rows, ranks}).unsqueeze(1));
+    at::Tensor act = relu2(ac::linear(x.index_select(0, rows), w.up_proj[e]));  // [n, Fe]
+    if (masks && masks->expert_ffn.defined()) act = act * masks->expert_ffn[e].to(act.device());
+    const at::Tensor y =
+        ac::linear(act, w.down_proj[e]) * r.weights.index({rows, ranks}).unsqueeze(1);  // [n, Din]
+    if (observer) observer->on_expert(layer, e, act, y);
+    routed.index_add_(0, rows, y);
   }
   at::Tensor out = latent ? ac::linear(routed, w.fc2_latent_proj) : routed;  // [N, D]
-  if (w.shared_up.defined()) out = out + relu2_mlp(h, w.shared_up, w.shared_down);
+  if (w.shared_up.defined()) {
+    at::Tensor act = relu2(ac::linear(h, w.shared_up));  // [N, Fs]
+    if (masks && masks->shared_ffn.defined()) act = act * masks->shared_ffn.to(act.device());
+    if (observer) observer->on_shared_expert(layer, act);
+    out = out + ac::linear(act, w.shared_down);
+  }
   return out;
 }
 
@@ -117,7 +131,21 @@ at::Tensor nope_attention(const LayerConfig& lc, const NemotronHLayerWeights& lw
 
 at::Tensor NemotronHModel::forward(const at::Tensor& tokens, NemotronHCache* cache,
                                    bool last_logits_only) const {
+  NemotronHForwardOptions o;
+  o.cache = cache;
+  o.last_logits_only = last_logits_only;
+  return forward(tokens, o);
+}
+
+at::Tensor NemotronHModel::forward(const at::Tensor& tokens,
+                                   const NemotronHForwardOptions& options) const {
   const ModelConfig& c = config;
+  NemotronHCache* cache = options.cache;
+  NemotronHObserver* observer = options.observer;
+  const NemotronHMasks* masks = options.masks;
+  if (masks && masks->layers.size() != c.layers.size())
+    throw ConfigError(fmt::format("[forward] the masks have {} layers, the model {}",
+                                  masks->layers.size(), c.layers.size()));
   check_tokens(c, tokens);
   KVCache* kv = cache ? &cache->kv : nullptr;
   const AttentionSetup setup = attention_setup(c, tokens, kv, /*attention_mask=*/nullptr);
@@ -134,25 +162,42 @@ at::Tensor NemotronHModel::forward(const at::Tensor& tokens, NemotronHCache* cac
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const LayerConfig& lc = c.layers[size_t(i)];
     const NemotronHLayerWeights& lw = layers[size_t(i)];
-    if (!lc.is_present()) continue;  // a removed block: the identity
+    const NemotronHLayerMasks* lm = masks ? &masks->layers[size_t(i)] : nullptr;
+    if (!lc.is_present() || (lm && lm->removed)) continue;  // a removed block: the identity
     const at::Tensor h = rms_norm(x, lw.norm, c.rms_norm_eps);
     at::Tensor out;
     if (lc.has_mamba()) {
+      Mamba2Hooks hooks;
+      if (lm) hooks.channels = lm->mamba_channels;
+      if (observer)
+        hooks.on_out_proj_input = [&](const at::Tensor& g) { observer->on_mamba(i, g); };
       out = mamba2_mixer(h, *lc.mamba, lw.mamba, c.rms_norm_eps,
-                         cache ? &cache->mamba[size_t(i)] : nullptr);
+                         cache ? &cache->mamba[size_t(i)] : nullptr, &hooks);
     } else if (lc.has_attention()) {
-      out = ac::linear(nope_attention(lc, lw, h, i, kv, setup), lw.o_proj);
+      at::Tensor a = nope_attention(lc, lw, h, i, kv, setup);  // [B, T, H*Hd]
+      if (lm && lm->heads.defined())
+        a = (a.view({B, T, lc.num_attention_heads, lc.head_dim}) *
+             lm->heads.to(a.device()).view({1, 1, lc.num_attention_heads, 1}))
+                .view({B, T, lc.num_attention_heads * lc.head_dim});
+      if (observer) observer->on_attention(i, a);
+      out = ac::linear(a, lw.o_proj);
     } else if (lc.has_ffn()) {
-      out = relu2_mlp(h, lw.up_proj, lw.down_proj);
+      at::Tensor act = relu2(ac::linear(h, lw.up_proj));  // [B, T, F]
+      if (lm && lm->ffn.defined()) act = act * lm->ffn.to(act.device());
+      if (observer) observer->on_mlp(i, act);
+      out = ac::linear(act, lw.down_proj);
     } else {
       SigmoidRouterOptions o = router;
-      o.top_k = lc.moe->num_experts_per_tok;
-      out = nemotron_h_moe(h.reshape({B * T, D}), lw.moe, o).view({B, T, D});
+      o.top_k = lm && lm->num_experts_per_tok > 0 ? lm->num_experts_per_tok
+                                                  : lc.moe->num_experts_per_tok;
+      out = nemotron_h_moe(h.reshape({B * T, D}), lw.moe, o, lm, observer, i).view({B, T, D});
     }
-    x = x + out;
+    at::Tensor next = x + out;
+    if (observer) observer->on_block(i, x, next);
+    x = std::move(next);
   }
   if (kv) kv->length = setup.S;
-  if (last_logits_only) x = x.narrow(1, T - 1, 1);
+  if (options.last_logits_only) x = x.narrow(1, T - 1, 1);
   return ac::linear(rms_norm(x, norm_f, c.rms_norm_eps), lm_head);  // [B, T, V]
 }
 
@@ -353,6 +398,15 @@ NemotronHModel nemotron_h_model_from_tensor_map(const ModelConfig& c, const Tens
         unexpected.size() > 1 ? "them" : "it"));
   }
   return model;
+}
+
+std::vector<int64_t> generate(const NemotronHModel& m, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& opt) {
+  const c10::Device dev = m.embeddings.device();
+  NemotronHCache cache = NemotronHCache::allocate(
+      m.config, 1, int64_t(prompt.size()) + opt.max_new_tokens, dev);
+  return generate_with([&](const at::Tensor& input) { return m.forward(input, &cache, true); },
+                       dev, m.config.eos_token_id, prompt, opt);
 }
 
 }  // namespace ac

@@ -4,7 +4,10 @@
 // 'M' (model/mamba2_mixer.h), attention without RoPE '*', a relu² MLP '-' or an MoE 'E', each
 // after an RMSNorm and added to the residual stream. Forward in fp32 and step-by-step decode
 // with NemotronHCache (a KV cache for the attention layers, conv and SSM states for the Mamba
-// layers).
+// layers). NemotronHForwardOptions adds the pruning's 0/1 masks (NemotronHMasks,
+// prune/nemotron_h_prune.h) and an observer of the intermediates the importance scores
+// (NemotronHObserver, importance/nemotron_h_importance.h); without them the forward is the plain
+// one, operation for operation.
 //
 // Letters (model/config.h, model/mamba2_config.h, model/moe_config.h): B batch, T tokens,
 // N = B*T token rows, D hidden, V vocab, H / G query / KV heads, Hd head_dim, F the MLP's width,
@@ -68,11 +71,15 @@ struct SigmoidRouterOptions {
 /// the topk_group groups of E / n_group experts whose two best biased scores sum highest), but
 /// weighted by the unbiased scores, divided by their sum + 1e-20 when norm_topk_prob, times
 /// routed_scaling_factor. Returns experts [N, k] int64 in descending order of biased score and
-/// weights [N, k] fp32. Throws ConfigError("[route_sigmoid] ...") on shapes other than [N, E]
-/// and [E], or options outside 1 <= k <= topk_group * E / n_group, E % n_group == 0,
-/// E / n_group >= 2 (transformers takes each group's top 2), 1 <= topk_group <= n_group.
+/// weights [N, k] fp32. `allowed` [E] fp32 0/1 (optional, the pruning's expert mask): an expert
+/// whose entry is 0 is never chosen (its biased score is -inf), so the choice and the weights
+/// are those of the router sliced to the allowed rows; with n_group > 1 the groups would change,
+/// so the pruning refuses expert masks there. Throws ConfigError("[route_sigmoid] ...") on
+/// shapes other than [N, E] and [E], or options outside 1 <= k <= topk_group * E / n_group,
+/// E % n_group == 0, E / n_group >= 2 (transformers takes each group's top 2),
+/// 1 <= topk_group <= n_group.
 Routing route_sigmoid(const at::Tensor& router_logits, const at::Tensor& correction_bias,
-                      const SigmoidRouterOptions& o);
+                      const SigmoidRouterOptions& o, const at::Tensor& allowed = {});
 
 /// One "E" layer's tensors, fp32 (undefined: absent).
 struct NemotronHMoeWeights {
@@ -86,12 +93,56 @@ struct NemotronHMoeWeights {
   at::Tensor shared_down;      // [D, Fs]
 };
 
+/// 0/1 masks (fp32) on one layer of the full model: the pruning of prune/nemotron_h_prune.h
+/// applied without slicing, so that the masked forward equals the pruned model's. Undefined
+/// tensors mask nothing.
+struct NemotronHLayerMasks {
+  bool removed = false;       // the whole block skipped (the identity)
+  at::Tensor mamba_channels;  // 'M' [nh, P]: Mamba2Hooks::channels
+  at::Tensor heads;           // '*' [H]: each query head's output before o_proj
+  at::Tensor ffn;             // '-' [F]: the relu² activation (the input of down_proj)
+  at::Tensor experts;         // 'E' [E]: route_sigmoid's `allowed`
+  at::Tensor expert_ffn;      // 'E' [E, Fe]: each expert's relu² activation
+  at::Tensor shared_ffn;      // 'E' [Fs]: the shared expert's relu² activation
+  int64_t num_experts_per_tok = 0;  // 'E': k of the masked forward; 0 = the config's
+};
+
+/// Masks of every layer (L entries, or none).
+struct NemotronHMasks {
+  std::vector<NemotronHLayerMasks> layers;
+};
+
+/// Callbacks on the forward's intermediates (importance/nemotron_h_importance.h); tensors are
+/// fp32 and valid during the call only. The defaults do nothing.
+struct NemotronHObserver {
+  virtual ~NemotronHObserver() = default;
+  /// The residual stream before and after block `layer` (a present one), [B, T, D] each.
+  virtual void on_block(int64_t, const at::Tensor& /*input*/, const at::Tensor& /*output*/) {}
+  /// 'M': the input of out_proj, [B, T, d_inner] (Mamba2Hooks::on_out_proj_input).
+  virtual void on_mamba(int64_t, const at::Tensor&) {}
+  /// '*': the attention output before o_proj, [B, T, H*Hd] (head h at [h*Hd, (h+1)*Hd)).
+  virtual void on_attention(int64_t, const at::Tensor&) {}
+  /// '-': the relu² activation, [B, T, F].
+  virtual void on_mlp(int64_t, const at::Tensor&) {}
+  /// 'E': the routing of the layer's N rows.
+  virtual void on_routing(int64_t, const Routing&) {}
+  /// 'E': expert e on its n rows: its relu² activation [n, Fe] and its output times its routing
+  /// weight [n, Din] (before fc2_latent_proj).
+  virtual void on_expert(int64_t, int64_t /*e*/, const at::Tensor& /*act*/,
+                         const at::Tensor& /*out*/) {}
+  /// 'E': the shared expert's relu² activation, [N, Fs].
+  virtual void on_shared_expert(int64_t, const at::Tensor&) {}
+};
+
 /// NemotronHMoE on the normed hidden states h [N, D] fp32: the router on h; the routed experts
 /// (relu², not gated: down(relu(up(x))^2) times the expert's weight, summed) on
 /// fc1_latent_proj(h) and their sum through fc2_latent_proj when latent; plus the shared expert
 /// on h. Returns [N, D]. Each expert hit runs once on its rows (NemotronHExperts.forward).
+/// `masks` and `observer` (optional) as NemotronHForwardOptions; `layer` names the layer to the
+/// observer.
 at::Tensor nemotron_h_moe(const at::Tensor& h, const NemotronHMoeWeights& w,
-                          const SigmoidRouterOptions& o);
+                          const SigmoidRouterOptions& o, const NemotronHLayerMasks* masks = nullptr,
+                          NemotronHObserver* observer = nullptr, int64_t layer = -1);
 
 /// One layer's tensors, fp32; only its kind's are defined.
 struct NemotronHLayerWeights {
@@ -115,6 +166,15 @@ struct NemotronHCache {
                                  const c10::Device& device = c10::kCPU);
 };
 
+/// Options of NemotronHModel::forward beyond the tokens. Defaults: the plain forward.
+struct NemotronHForwardOptions {
+  NemotronHCache* cache = nullptr;
+  /// The pruning's masks (L entries; prune/nemotron_h_prune.h nemotron_h_masks_for_plan).
+  const NemotronHMasks* masks = nullptr;
+  NemotronHObserver* observer = nullptr;
+  bool last_logits_only = false;
+};
+
 /// A Nemotron-H decoder: config + weights. Cheap to copy (tensors share storage).
 struct NemotronHModel {
   ModelConfig config;
@@ -130,6 +190,9 @@ struct NemotronHModel {
   /// of another batch size or depth.
   at::Tensor forward(const at::Tensor& tokens, NemotronHCache* cache = nullptr,
                      bool last_logits_only = false) const;
+  /// The same with masks and an observer (NemotronHForwardOptions). Also throws ConfigError
+  /// when `masks` has another layer count than the model.
+  at::Tensor forward(const at::Tensor& tokens, const NemotronHForwardOptions& options) const;
 };
 
 /// Builds the model from tensors named as in the header (any float dtype, converted to fp32),
@@ -141,6 +204,11 @@ struct NemotronHModel {
 /// or a tensor the model has no place for.
 NemotronHModel nemotron_h_model_from_tensor_map(const ModelConfig& c, const TensorMap& m,
                                                 const std::string& file);
+
+/// Greedy or sampled generation through NemotronHCache (generate of model/llama.h: prompt ids
+/// with BOS, the new tokens returned). Throws ConfigError on an empty prompt, or as forward does.
+std::vector<int64_t> generate(const NemotronHModel& m, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& opt);
 
 /// The folder loader is load_nemotron_h_checkpoint (io/nemotron_h_checkpoint.h).
 

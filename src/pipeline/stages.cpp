@@ -85,25 +85,29 @@ void check_data_dir(const fs::path& from) {
                                         "earlier compress run)", from.string(), name));
 }
 
+}  // namespace
+
 // The three token files in `dir`, checked against the teacher's vocabulary and, where both are
 // recorded, its tokenizer (the teacher in `teacher_dir`).
-Corpus read_token_files(const LlamaModel& teacher, const fs::path& teacher_dir,
+Corpus read_token_files(const ModelConfig& teacher, const fs::path& teacher_dir,
                         const fs::path& dir) {
-  const int32_t bos = int32_t(teacher.config.bos_token_id);
+  const int32_t bos = int32_t(teacher.bos_token_id);
   Corpus c;
   TokenDataset* sets[] = {&c.calibration, &c.train, &c.heldout};
   for (int i = 0; i < 3; ++i) {
     const fs::path f = dir / kDataFiles[i];
     TokenFile file = read_token_file(f);
-    check_token_file_tokenizer(file.tokenizer, f, teacher_dir, teacher.config.vocab_size,
+    check_token_file_tokenizer(file.tokenizer, f, teacher_dir, teacher.vocab_size,
                                "compress");
     *sets[i] = TokenDataset(std::move(file.ids), file.vocab_size, bos);
-    if (sets[i]->vocab_size() > teacher.config.vocab_size)
+    if (sets[i]->vocab_size() > teacher.vocab_size)
       throw ConfigError(msg("compress", "{}: vocab_size {}, the teacher's is {}", f.string(),
-                            sets[i]->vocab_size(), teacher.config.vocab_size));
+                            sets[i]->vocab_size(), teacher.vocab_size));
   }
   return c;
 }
+
+namespace {
 
 void write_token_files(const Corpus& c, int64_t vocab_size, const TokenizerFingerprint& tokenizer,
                        const fs::path& dir) {
@@ -136,11 +140,13 @@ Corpus sample_data(const LlamaModel& model, const CompressDataOptions& o,
   return c;
 }
 
+}  // namespace
+
 // The user's text (--data-text), tokenized with the teacher's tokenizer: the train split trains,
 // its first calibration_sequences windows calibrate, the held-out split evaluates.
-Corpus text_data(const LlamaModel& teacher, const CompressOptions& opt) {
-  const int64_t V = teacher.config.vocab_size;
-  const int32_t bos = int32_t(teacher.config.bos_token_id);
+Corpus text_data(const ModelConfig& teacher, const CompressOptions& opt) {
+  const int64_t V = teacher.vocab_size;
+  const int32_t bos = int32_t(teacher.bos_token_id);
   const CompressDataOptions& o = opt.data;
   TextData t = tokenize_text_data(opt.in.data_text, opt.in.model_dir, V, opt.in.text_field);
   for (const auto& [part, n] : {std::pair<const char*, size_t>{"train", t.train.size()},
@@ -166,6 +172,8 @@ Corpus text_data(const LlamaModel& teacher, const CompressOptions& opt) {
   c.heldout = TokenDataset(std::move(t.heldout), V, bos);
   return c;
 }
+
+namespace {
 
 // Reloads the exported checkpoint and checks it gives the student's logits bit for bit.
 double export_roundtrip_diff(const fs::path& dir, const LlamaModel& student, const at::Tensor& batch) {
@@ -433,16 +441,16 @@ Corpus stage_data(Run& run) {
   const fs::path dir = run.folder.path() / "data";
   const int64_t V = run.teacher.config.vocab_size;
   if (std::optional<json> done = run.folder.completed("data")) {
-    Corpus c = read_token_files(run.teacher, run.opt.in.model_dir, dir);
+    Corpus c = read_token_files(run.teacher.config, run.opt.in.model_dir, dir);
     c.source = field(*done, "source", "stages.json data");
     c.overlap_removed = field(*done, "overlap_removed", "stages.json data").get<int64_t>();
     return c;
   }
   Corpus c;
   if (!run.opt.in.data_text.empty()) {
-    c = text_data(run.teacher, run.opt);
+    c = text_data(run.teacher.config, run.opt);
   } else if (!run.opt.in.data_dir.empty()) {
-    c = read_token_files(run.teacher, run.opt.in.model_dir, run.opt.in.data_dir);
+    c = read_token_files(run.teacher.config, run.opt.in.model_dir, run.opt.in.data_dir);
     c.source = {{"source", "token files"}, {"path", run.opt.in.data_dir.string()}};
   } else {
     c = sample_data(run.teacher, run.opt.data, run.device);

@@ -50,6 +50,18 @@ struct Corpus {
   int64_t overlap_removed = 0;  // held-out documents removed because training has them
 };
 
+/// The three token files (calibration, train, heldout .tokens) of `dir`, checked against the
+/// teacher's vocabulary and, where both are recorded, the tokenizer in `teacher_dir` (data/
+/// token_file.h). Throws ConfigError naming the file on a missing file or another tokenizer or
+/// vocabulary.
+Corpus read_token_files(const ModelConfig& teacher, const fs::path& teacher_dir,
+                        const fs::path& dir);
+
+/// The user's text (--data-text, data/data_source.h) tokenized with the teacher's tokenizer:
+/// train = the train split (calibration = its first calibration_sequences windows), held-out =
+/// the held-out split. Throws ConfigError when a split is shorter than one --seq-len window.
+Corpus text_data(const ModelConfig& teacher, const CompressOptions& opt);
+
 /// What the search stage chose for one method, everything later stages and the report need.
 struct SearchedMethod {
   std::string method;        // "autocompress" or "minitron"

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "hardware/granularity.h"
 #include "io/checkpoint.h"
+#include "model/trainable.h"
 #include "prune/arch.h"
 #include "prune/depth.h"
 
@@ -68,13 +69,36 @@ void write_pruned(const fs::path& dir, const PrunedModel& pruned, const fs::path
   write_pruning_map(dir / kPruningMapFile, pruned.map);
 }
 
-DistillResult distill_step(const LlamaModel& teacher, LlamaModel& student,
-                           const TokenDataset& train, const DistillOptions& opt, const char* who,
-                           const std::string& resume_hint) {
+namespace {
+
+template <class M>
+DistillResult distill_any(const M& teacher, M& student, const TokenDataset& train,
+                          const DistillOptions& opt, const char* who,
+                          const std::string& resume_hint) {
   DistillResult r = distill(teacher, student, train, opt);
   stop_if_interrupted(r, who, fmt::format("its state is in {}: {}", opt.state_dir.string(),
                                           resume_hint));
   return r;
+}
+
+}  // namespace
+
+DistillResult distill_step(const LlamaModel& teacher, LlamaModel& student,
+                           const TokenDataset& train, const DistillOptions& opt, const char* who,
+                           const std::string& resume_hint) {
+  return distill_any(teacher, student, train, opt, who, resume_hint);
+}
+
+DistillResult distill_step(const NemotronHModel& teacher, NemotronHModel& student,
+                           const TokenDataset& train, const DistillOptions& opt, const char* who,
+                           const std::string& resume_hint) {
+  return distill_any(teacher, student, train, opt, who, resume_hint);
+}
+
+DistillResult distill_step(const MoeModel& teacher, MoeModel& student, const TokenDataset& train,
+                           const DistillOptions& opt, const char* who,
+                           const std::string& resume_hint) {
+  return distill_any(teacher, student, train, opt, who, resume_hint);
 }
 
 EvalResult eval_step(const LlamaModel& model, const LlamaModel* teacher,
@@ -82,6 +106,30 @@ EvalResult eval_step(const LlamaModel& model, const LlamaModel* teacher,
   if (stride > 0)
     return sliding_window_evaluate(model, teacher, heldout.ids(), opt.seq_len, stride, opt);
   return evaluate(model, teacher, heldout, opt);
+}
+
+namespace {
+
+template <class M>
+EvalResult eval_packed(const M& model, const M* teacher, const TokenDataset& heldout,
+                       const EvalOptions& opt, int64_t stride) {
+  if (stride > 0)
+    throw ConfigError(msg("eval", "--stride {}: the sliding-window evaluation runs the Llama "
+                          "family's forward only; a {} model is scored in packed windows of "
+                          "--seq-len (leave --stride out)", stride, model_kind_name(model)));
+  return evaluate(model, teacher, heldout, opt);
+}
+
+}  // namespace
+
+EvalResult eval_step(const NemotronHModel& model, const NemotronHModel* teacher,
+                     const TokenDataset& heldout, const EvalOptions& opt, int64_t stride) {
+  return eval_packed(model, teacher, heldout, opt, stride);
+}
+
+EvalResult eval_step(const MoeModel& model, const MoeModel* teacher, const TokenDataset& heldout,
+                     const EvalOptions& opt, int64_t stride) {
+  return eval_packed(model, teacher, heldout, opt, stride);
 }
 
 }  // namespace ac

@@ -26,6 +26,8 @@
 #include "hardware/scenario.h"
 #include "importance/importance.h"
 #include "model/llama.h"
+#include "model/moe_model.h"
+#include "model/nemotron_h_model.h"
 #include "pipeline/limits.h"
 #include "prune/prune.h"
 #include "prune/pruning_map.h"
@@ -89,10 +91,27 @@ DistillResult distill_step(const LlamaModel& teacher, LlamaModel& student,
                            const TokenDataset& train, const DistillOptions& opt, const char* who,
                            const std::string& resume_hint);
 
+/// The same for a Nemotron-H or a Qwen3-MoE / Mixtral student (distill/distill.h, the kinds'
+/// overloads: what reads the Llama forward's hidden states is refused there).
+DistillResult distill_step(const NemotronHModel& teacher, NemotronHModel& student,
+                           const TokenDataset& train, const DistillOptions& opt, const char* who,
+                           const std::string& resume_hint);
+DistillResult distill_step(const MoeModel& teacher, MoeModel& student, const TokenDataset& train,
+                           const DistillOptions& opt, const char* who,
+                           const std::string& resume_hint);
+
 /// The held-out evaluation of `model` (and its agreement with `teacher` when not null):
 /// packed windows of opt.seq_len, or, with stride > 0, windows of opt.seq_len sliding by
 /// `stride` (eval/eval.h). Bits per byte when opt.token_bytes is set. Throws as evaluate does.
 EvalResult eval_step(const LlamaModel& model, const LlamaModel* teacher,
                      const TokenDataset& heldout, const EvalOptions& opt, int64_t stride = 0);
+
+/// The same for a Nemotron-H or a Qwen3-MoE / Mixtral model in packed windows. Throws
+/// ConfigError naming --stride when `stride` > 0 (the sliding-window evaluation runs the Llama
+/// family's forward only).
+EvalResult eval_step(const NemotronHModel& model, const NemotronHModel* teacher,
+                     const TokenDataset& heldout, const EvalOptions& opt, int64_t stride = 0);
+EvalResult eval_step(const MoeModel& model, const MoeModel* teacher, const TokenDataset& heldout,
+                     const EvalOptions& opt, int64_t stride = 0);
 
 }  // namespace ac

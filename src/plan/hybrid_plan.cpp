@@ -69,8 +69,9 @@ class PartMemo {
 
 class HybridGreedy {
  public:
-  HybridGreedy(const Plan& plan, PartMemo& memo, std::set<Lever> levers)
-      : plan_(plan), parent_(plan.config), memo_(memo), levers_(std::move(levers)) {
+  HybridGreedy(const Plan& plan, PartMemo& memo, std::set<Lever> levers, const QualityLoss& quality)
+      : plan_(plan), parent_(plan.config), memo_(memo), levers_(std::move(levers)),
+        quality_(quality) {
     parent_.extra = nlohmann::json::object();  // copied at every move
     const EngineStructure& r = plan.scenario.engine_spec.structure;
     const bool global_moe = is_moe_family_model_type(parent_.model_type);
@@ -93,8 +94,12 @@ class HybridGreedy {
       for (const Move& m : moves(c)) {
         ModelConfig n = apply(c, m);
         const double gain = ex - excess(n);
-        const double lost = (double(c.num_parameters() - n.num_parameters())) / params_ +
-                            (double(c.num_active_parameters() - n.num_active_parameters())) / active_;
+        // A measured loss may be 0 (a structure the calibration text never uses): such a move
+        // is taken first, by its gain.
+        const double lost =
+            quality_ ? std::max(quality_(c, n), 1e-12)
+                     : (double(c.num_parameters() - n.num_parameters())) / params_ +
+                           (double(c.num_active_parameters() - n.num_active_parameters())) / active_;
         if (gain <= 0 || lost <= 0) continue;
         const double score = gain / lost, kept = kept_fraction(c, m);
         if (score > best_score * (1 + 1e-9) ||
@@ -237,6 +242,7 @@ class HybridGreedy {
   PartMemo& memo_;
   std::set<Lever> levers_;
   std::map<Lever, bool> per_layer_;
+  const QualityLoss& quality_;
   double params_ = 1, active_ = 1;
 };
 
@@ -290,7 +296,7 @@ std::vector<std::string> hybrid_changes(const ModelConfig& p, const ModelConfig&
 
 }  // namespace
 
-void add_hybrid_suggestions(Plan& plan, const Profile* profile) {
+void add_hybrid_suggestions(Plan& plan, const Profile* profile, const QualityLoss& quality) {
   PartMemo memo(plan.scenario, profile);
   const std::vector<std::pair<std::string, std::set<Lever>>> descents = {
       {"greedy per layer", {Lever::experts, Lever::width, Lever::top_k, Lever::layer, Lever::mamba_heads}},
@@ -299,7 +305,7 @@ void add_hybrid_suggestions(Plan& plan, const Profile* profile) {
       {"experts per token only", {Lever::top_k}},
       {"layers only", {Lever::layer}}};
   for (const auto& [label, levers] : descents) {
-    HybridGreedy greedy(plan, memo, levers);
+    HybridGreedy greedy(plan, memo, levers, quality);
     ModelConfig c = greedy.run(&plan.greedy_steps);
     if (!check_limits(memo.estimate(c), plan.limits).empty()) continue;
     ModelConfig out = plan.config;  // the parent's extra fields carried over

@@ -17,10 +17,12 @@
 //   mamba_heads  mamba_num_heads of every Mamba-2 layer down by n_groups (Mamba sizes are global
 //                in vLLM, TensorRT-LLM and llama.cpp), to ceil(min_width_fraction nh)
 // Without weights the quality a move costs is estimated by what it removes: the share of the
-// parent's parameters plus the share of its active (per-token) parameters. Each step takes the
+// parent's parameters plus the share of its active (per-token) parameters. `compress` passes a
+// QualityLoss from measured importance instead (importance/nemotron_h_importance.h
+// nemotron_h_importance_loss): a move that removes little of what the calibration text uses
+// costs little, whatever its size. Each step takes the
 // move with the largest drop of the total relative excess over the limits per unit of that
-// estimate, ties to the layer least cut along the lever, until every limit holds. `compress`
-// ranks with measured importance instead (issue 42's importance of experts, widths and layers).
+// estimate, ties to the layer least cut along the lever, until every limit holds.
 // The descents: all moves together ("greedy per layer"), then each lever alone ("experts
 // only", "expert width only", "experts per token only", "layers only"); those that fit, and
 // differ from the first, are suggested.
@@ -31,8 +33,9 @@ namespace ac {
 
 /// Fills plan.per_layer (all levers) and plan.levers (one lever each) for a hybrid
 /// plan.config, and adds the moves taken to plan.greedy_steps. plan.limits must be resolved.
+/// `quality` (optional) prices each move; unset, the parameter shares above.
 /// Throws ConfigError from predict (a scenario costed from a profile's tables: hybrid layers are
 /// costed on a GPU's roofline only).
-void add_hybrid_suggestions(Plan& plan, const Profile* profile);
+void add_hybrid_suggestions(Plan& plan, const Profile* profile, const QualityLoss& quality = {});
 
 }  // namespace ac

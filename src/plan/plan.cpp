@@ -567,7 +567,7 @@ CostEstimate add_per_layer_suggestion(Plan& plan, const Profile* profile, MemoCo
 }  // namespace
 
 Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profile* profile,
-               const PlanOptions& options) {
+               const PlanOptions& options, const QualityLoss& quality) {
   check_options(options);
   config.validate("plan");
   Plan plan;
@@ -596,7 +596,7 @@ Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profil
     return plan;
   }
   if (config.is_hybrid()) {
-    add_hybrid_suggestions(plan, profile);
+    add_hybrid_suggestions(plan, profile, quality);
     plan.verdict = plan.levers.empty() && !plan.per_layer ? "no_fit" : "fits_after_changes";
     if (plan.verdict == "no_fit") plan.reachable = reachable(plan, {});
     return plan;
@@ -675,10 +675,11 @@ json Plan::to_json() const {
 }
 
 Plan plan_deployment(const ModelConfig& config, const std::string& config_path,
-                     const Scenario& scenario, const Profile* profile, PlanOptions options) {
+                     const Scenario& scenario, const Profile* profile, PlanOptions options,
+                     const QualityLoss& quality) {
   if (options.width_granularity == 0)  // not given: the device's width step
     options.width_granularity = width_granularity_for(profile, scenario.device_spec);
-  Plan plan = make_plan(config, scenario, profile, options);
+  Plan plan = make_plan(config, scenario, profile, options, quality);
   plan.config_path = config_path;
   return plan;
 }

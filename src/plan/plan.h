@@ -26,6 +26,7 @@
 //    "no_fit" (no structural change in the space meets the limits; the smallest cost reached
 //    per limit is given with the limit).
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -113,6 +114,12 @@ PlanSuggestion verified_suggestion(const std::string& kind, const std::string& l
                                    const ModelConfig& c, const Plan& plan, const Profile* profile,
                                    std::vector<std::string> changes);
 
+/// What a structural change costs in quality, for the hybrid descent (plan/hybrid_plan.h): from
+/// an architecture to a smaller one of the same parent (same layer count, removed layers marked),
+/// a number >= 0, larger = worse. Unset: the parameters and active parameters the change
+/// removes, as shares of the parent's (config.json alone, no weights).
+using QualityLoss = std::function<double(const ModelConfig& from, const ModelConfig& to)>;
+
 /// Plans `config` for `scenario`. A hybrid config (ModelConfig::is_hybrid) is planned by
 /// plan/hybrid_plan.h: per-layer descents over experts, expert widths, experts per token and
 /// whole layers; no uniform grid. `profile` may be null (then a GPU's spec roofline is used; a
@@ -120,13 +127,14 @@ PlanSuggestion verified_suggestion(const std::string& kind, const std::string& l
 /// device, dtype the device lacks) or on bad options (width_granularity unset or < 1, fractions
 /// outside (0, 1]).
 Plan make_plan(const ModelConfig& config, const Scenario& scenario, const Profile* profile,
-               const PlanOptions& options = {});
+               const PlanOptions& options = {}, const QualityLoss& quality = {});
 
 /// `autocompress plan` (and the Python package's plan()): make_plan with
 /// options.width_granularity 0 meaning the device's width step (hardware/granularity.h
 /// width_granularity_for), and `config_path` (where `config` was read) recorded in the plan.
-/// Throws what make_plan throws.
+/// `quality` as make_plan's. Throws what make_plan throws.
 Plan plan_deployment(const ModelConfig& config, const std::string& config_path,
-                     const Scenario& scenario, const Profile* profile, PlanOptions options = {});
+                     const Scenario& scenario, const Profile* profile, PlanOptions options = {},
+                     const QualityLoss& quality = {});
 
 }  // namespace ac

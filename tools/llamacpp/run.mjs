@@ -16,7 +16,9 @@
 // add_special false, so no BOS, and parse_special true, so that the text of an added token is
 // that token, as in Hugging Face's tokenizers). No context is created.
 //
-// Used by tests/test_export.cpp (LlamaCpp.*), tests/test_gguf_tokenizer.cpp (GgufTokenizer.*),
+// AC_LLAMA_LOG=1 in the environment shows llama.cpp's own log (why a file is refused, say).
+//
+// Used by tests/test_export.cpp (LlamaCpp.*), tests/test_nemotron_h_gguf.cpp (LlamaCppNemotronH.*), tests/test_gguf_tokenizer.cpp (GgufTokenizer.*),
 // for the TPOT figure of the export report and by bench/gguf_types.sh (perplexity.mjs beside it
 // gives llama.cpp's perplexity).
 //
@@ -33,7 +35,7 @@ const textsArg = args.find((a) => a.startsWith("--texts="));
 if (textsArg) {
     const [modelPath] = args.filter((a) => !a.startsWith("--"));
     const texts = JSON.parse(fs.readFileSync(textsArg.slice("--texts=".length), "utf8"));
-    const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
+    const llama = await getLlama({gpu: false, build: "never", logLevel: process.env.AC_LLAMA_LOG ? LlamaLogLevel.debug : LlamaLogLevel.error});
     const model = await llama.loadModel({modelPath});
     const ids = texts.map((t) => model.tokenize(t, true));
     console.log(JSON.stringify({llama_cpp: llama.llamaCppRelease, ids}));
@@ -49,7 +51,7 @@ if (!modelPath || promptIds === undefined || !nText) {
 const threads = threadsText && Number(threadsText) > 0 ? Number(threadsText)
     : (os.availableParallelism ? os.availableParallelism() : os.cpus().length);
 const contextSize = Math.max(256, Number(contextText || 0));
-const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
+const llama = await getLlama({gpu: false, build: "never", logLevel: process.env.AC_LLAMA_LOG ? LlamaLogLevel.debug : LlamaLogLevel.error});
 const model = await llama.loadModel({modelPath});
 const context = await model.createContext({contextSize, batchSize: Math.min(512, contextSize), threads});
 const sequence = context.getSequence();
