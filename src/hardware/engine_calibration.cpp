@@ -81,6 +81,7 @@ json EngineCalibration::to_json() const {
                       {"ubatch_tokens", memory.ubatch_tokens},
                       {"coefficients", memory.coefficients},
                       {"fit_mape_percent", memory.mape_percent}}},
+          {"weights_repacked_into", weights_repacked_into},
           {"elapsed_s", elapsed_s}};
 }
 
@@ -98,6 +99,7 @@ EngineCalibration EngineCalibration::from_json(const json& j, const std::string&
   c.kv_cache_dtype = json_get<std::string>(j, "kv_cache_dtype", where);
   c.prompt_tokens = json_get_or<int64_t>(j, "prompt_tokens", 0, where);
   c.output_tokens = json_get_or<int64_t>(j, "output_tokens", 0, where);
+  c.weights_repacked_into = json_get_or<std::string>(j, "weights_repacked_into", "", where);
   if (!j.contains("correction"))
     throw FormatError(msg("load_profile", "{}: missing field 'correction'", where));
   c.correction = LatencyCorrection::from_json(j.at("correction"), where + ".correction");

@@ -60,6 +60,11 @@ struct EngineCalibration {
   int64_t prompt_tokens = 0, output_tokens = 0;  // the workload it was measured on
   LatencyCorrection correction;  // fitted on the engine's measured TTFT / TPOT
   EngineMemoryModel memory;
+  // The buffer type llama.cpp repacked the weights into on this CPU ("AMX" on CPUs with AMX,
+  // "CPU_REPACK"), "" when it used the GGUF's tensors as they are. Where set, llama.cpp holds
+  // that copy beside the mapped file, and its model buffer is not the GGUF's bytes, which is
+  // what the memory model predicts: memory predictions for this engine miss the copy.
+  std::string weights_repacked_into;
   double elapsed_s = 0;
 
   /// Whether it was measured for this engine, thread count and dtypes (threads already

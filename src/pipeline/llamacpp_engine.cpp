@@ -56,9 +56,16 @@ std::string llamacpp_client(const std::string& name, fs::path* script) {
   return "";
 }
 
+std::string LlamaCppBuffers::repacked_into() const {
+  for (const std::string& t : model_buffer_types)
+    if (t != "CPU" && t != "CPU_Mapped") return t;
+  return "";
+}
+
 json LlamaCppBuffers::to_json() const {
   return {{"model_bytes", model}, {"kv_bytes", kv}, {"output_bytes", output},
-          {"compute_bytes", compute}, {"total_bytes", total()}};
+          {"compute_bytes", compute}, {"total_bytes", total()},
+          {"model_buffer_types", model_buffer_types}};
 }
 
 LlamaCppRun measure_llamacpp_files(const std::vector<fs::path>& ggufs,
@@ -96,6 +103,8 @@ LlamaCppRun measure_llamacpp_files(const std::vector<fs::path>& ggufs,
     const json& b = m.at("buffers");
     lm.buffers = {json_get<int64_t>(b, "model", where), json_get<int64_t>(b, "kv", where),
                   json_get<int64_t>(b, "output", where), json_get<int64_t>(b, "compute", where)};
+    for (const json& t : b.value("model_buffer_types", json::array()))
+      if (t.is_string()) lm.buffers.model_buffer_types.push_back(t.get<std::string>());
     std::vector<Measurement> parts;
     for (const json& run_j : m.at("runs")) {
       Measurement p;
@@ -275,6 +284,8 @@ static EngineCalibration fit_llamacpp(const Profile& profile, const std::vector<
     const double pred = double(predict(archs[i], s, &with).peak_memory_bytes);
     const double meas = double(run.models[first + i].buffers.total());
     ec.memory.mape_percent += std::fabs(pred - meas) / meas * 100.0 / double(archs.size());
+    if (ec.weights_repacked_into.empty())
+      ec.weights_repacked_into = run.models[first + i].buffers.repacked_into();
   }
   return ec;
 }
@@ -312,7 +323,24 @@ EngineCalibration calibrate_llamacpp(const Profile& profile, const ModelConfig& 
                        ec.release, ec.correction.fit.mape_ttft, ec.correction.fit.loo_mape_ttft,
                        ec.correction.fit.mape_tpot, ec.correction.fit.loo_mape_tpot,
                        ec.memory.mape_percent, ec.elapsed_s));
+  if (!ec.weights_repacked_into.empty())
+    log_warn(fmt::format("[calibrate] llama.cpp repacks the weights into {} buffers on this CPU "
+                         "and keeps them beside the mapped file: its model buffer is not the "
+                         "GGUF's bytes, which the memory predictions for llama.cpp count (memory "
+                         "{:.1f}% off here)", ec.weights_repacked_into, ec.memory.mape_percent));
   return ec;
+}
+
+// Says so when llama.cpp repacked the weights on this CPU (LlamaCppBuffers::repacked_into): the
+// memory errors validate reports then include the copy, which the memory model leaves out.
+static void warn_if_repacked(const LlamaCppRun& run) {
+  for (const auto& m : run.models)
+    if (const std::string t = m.buffers.repacked_into(); !t.empty()) {
+      log_warn(fmt::format("[validate] llama.cpp repacks the weights into {} buffers on this "
+                           "CPU: its model buffers hold that copy beside the mapped file, which "
+                           "the memory predictions for llama.cpp leave out", t));
+      return;
+    }
 }
 
 ValidationReport validate_llamacpp(const std::vector<ModelConfig>& archs, const ModelConfig& base,
@@ -330,6 +358,7 @@ ValidationReport validate_llamacpp(const std::vector<ModelConfig>& archs, const 
                           s.workload.weight_dtype, s.workload.kv_cache_dtype, s.name));
   if (!recalibrate) {
     const LlamaCppRun run = measure_random(archs, vocab, s, rounds, /*weight_seed=*/1000, scratch);
+    warn_if_repacked(run);
     std::vector<Measurement> measured;
     for (const auto& m : run.models) measured.push_back(m.measured);
     return validation_report(archs, measured, s, profile);
@@ -351,6 +380,7 @@ ValidationReport validate_llamacpp(const std::vector<ModelConfig>& archs, const 
     if (i < archs.size()) judged_at.push_back(all.size()), all.push_back(archs[i]);
   }
   LlamaCppRun run = measure_random(all, vocab, s, rounds, /*weight_seed=*/1000, scratch);
+  warn_if_repacked(run);
   LlamaCppRun calib_run = run;
   calib_run.models.clear();
   for (size_t i : calib_at) calib_run.models.push_back(run.models[i]);

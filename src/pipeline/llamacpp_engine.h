@@ -35,10 +35,16 @@ namespace ac {
 /// tools/llamacpp/<name> when it can. Never throws.
 std::string llamacpp_client(const std::string& name, fs::path* script);
 
-/// The buffers llama.cpp reports allocating for a model and its context (bytes).
+/// The buffers llama.cpp reports allocating for a model and its context (bytes, each summed
+/// over the buffer types that report it).
 struct LlamaCppBuffers {
   int64_t model = 0, kv = 0, output = 0, compute = 0;
+  std::vector<std::string> model_buffer_types;  // e.g. {"CPU_Mapped"}, or {"AMX", "CPU_Mapped"}
   int64_t total() const { return model + kv + output + compute; }
+  /// The buffer type holding a repacked copy of the weights (any but CPU and CPU_Mapped: AMX
+  /// on CPUs with AMX, CPU_REPACK), "" when none: llama.cpp's model buffer is then the mapped
+  /// file plus that copy, not the GGUF's tensor bytes.
+  std::string repacked_into() const;
   nlohmann::json to_json() const;
 };
 

@@ -14,8 +14,8 @@
 // every model alike. Loading is not timed.
 //
 // Prints {"llama_cpp": release, "threads": T, "context": C, "models": [{"path", "buffers":
-// {"model", "kv", "output", "compute"} (bytes, from the first round), "runs": [{"ttft_ms",
-// "token_ms": [N - 1 decode intervals]}]}]}. Run by calibrate / validate --engine llama.cpp and
+// {"model", "kv", "output", "compute"} (bytes, from the first round), "model_buffer_types"},
+// "runs": [{"ttft_ms", "token_ms": [N - 1 decode intervals]}]}]}. Run by calibrate / validate --engine llama.cpp and
 // compress's llama.cpp stage (pipeline/llamacpp_engine.h llamacpp_client).
 //
 // In tools/llamacpp/ rather than tests/: measure.mjs is the llama.cpp client autocompress itself
@@ -38,12 +38,17 @@ const llama = await getLlama({
     logger: (level, message) => { log.push(message); },
 });
 
-// "<what> buffer size =  58.64 MiB" -> bytes, summed over backends (CPU, CPU_Mapped, ...).
+// "<type> <what> buffer size =  58.64 MiB" -> bytes, summed over buffer types (CPU, CPU_Mapped,
+// ...). model_buffer_types lists the types that held weights: a type other than CPU and
+// CPU_Mapped (AMX on CPUs with AMX, CPU_REPACK) is a copy of the weights repacked for the CPU's
+// kernels, allocated beside the mapped file.
 function buffers(lines) {
-    const out = {model: 0, kv: 0, output: 0, compute: 0};
+    const out = {model: 0, kv: 0, output: 0, compute: 0, model_buffer_types: []};
     for (const line of lines) {
-        const m = /(model|KV|output|compute) buffer size\s*=\s*([0-9.]+) MiB/.exec(line);
-        if (m) out[m[1] === "KV" ? "kv" : m[1]] += Math.round(Number(m[2]) * 1024 * 1024);
+        const m = /(\S+)\s+(model|KV|output|compute) buffer size\s*=\s*([0-9.]+) MiB/.exec(line);
+        if (!m) continue;
+        out[m[2] === "KV" ? "kv" : m[2]] += Math.round(Number(m[3]) * 1024 * 1024);
+        if (m[2] === "model" && !out.model_buffer_types.includes(m[1])) out.model_buffer_types.push(m[1]);
     }
     return out;
 }
