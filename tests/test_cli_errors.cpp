@@ -32,28 +32,9 @@ namespace {
 
 using test::TempDir;
 
-/// What a command printed on stderr and its exit status.
-struct CliResult {
-  int rc = 0;
-  std::string err;
-};
-
-/// Runs `autocompress ARGS` with stderr captured in `logs` (a folder outside the one checked for
-/// leftovers).
-CliResult run_cli(const std::string& args, const fs::path& logs) {
-  const fs::path err = logs / "stderr.txt";
-  const std::string cmd = fmt::format("AC_QUIET=1 {} {} > /dev/null 2> '{}'", test::cli_bin(),
-                                      args, err.string());
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(err)};
-}
-
-/// Every name in `dir` (one level).
-std::set<std::string> names_in(const fs::path& dir) {
-  std::set<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
-  return out;
-}
+using test::CliRun;
+using test::names_in;
+using test::run_cli;
 
 /// D 32, 3 layers of 4 query heads in 2 KV groups (head_dim 8), FFN 48, vocab 48; 256 positions
 /// (the default --seq-len).
@@ -88,14 +69,14 @@ struct Fixture {
     write_arch(dir / "arch.json", target);
   }
   std::string path(const std::string& name) const { return (dir / name).string(); }
-  CliResult run(const std::string& args) const { return run_cli(args, logs.path); }
+  CliRun run(const std::string& args) const { return run_cli(args, logs.path); }
 };
 
 /// Expects a refusal (rc != 0) whose stderr holds every needle, and `dir` unchanged.
 void expect_refused(const Fixture& fx, const std::string& args,
                     const std::vector<std::string>& needles) {
   const std::set<std::string> before = names_in(fx.dir);
-  const CliResult r = fx.run(args);
+  const CliRun r = fx.run(args);
   EXPECT_NE(r.rc, 0) << args;
   for (const std::string& n : needles)
     EXPECT_NE(r.err.find(n), std::string::npos) << args << "\nstderr: " << r.err
@@ -121,7 +102,7 @@ TEST(CliErrors, ImportanceOfAnotherModel) {
                                  fx.path("train.tokens"), fx.path("searched.json")),
                  search_needles);
   // The parent's own importance passes the same check (the refusal is the importance's).
-  const CliResult ok = fx.run(fmt::format("prune --model {} --importance {} --arch {} --out {}",
+  const CliRun ok = fx.run(fmt::format("prune --model {} --importance {} --arch {} --out {}",
                                           fx.path("parent"),
                                           fx.path("parent.importance.safetensors"),
                                           fx.path("arch.json"), fx.path("pruned")));
@@ -217,7 +198,7 @@ TEST(CliErrors, SeqLenBeyondTheModelsContext) {
                                  fx.path("searched.json")),
                  needles);
   // At the model's context it runs.
-  const CliResult ok = fx.run(fmt::format("eval --model {} --data {} --seq-len 256 "
+  const CliRun ok = fx.run(fmt::format("eval --model {} --data {} --seq-len 256 "
                                           "--max-batches 1", m, data));
   EXPECT_EQ(ok.rc, 0) << ok.err;
   // A Mistral whose attention slides past 16 positions: refused before the forward would stop.
@@ -231,7 +212,7 @@ TEST(CliErrors, SeqLenBeyondTheModelsContext) {
                                  data),
                  {"--seq-len 32", "expected at most sliding_window 16 of " +
                                       fx.path("mistral/config.json")});
-  const CliResult in_window = fx.run(fmt::format("eval --model {} --data {} --seq-len 16 "
+  const CliRun in_window = fx.run(fmt::format("eval --model {} --data {} --seq-len 16 "
                                                  "--max-batches 1", fx.path("mistral"), data));
   EXPECT_EQ(in_window.rc, 0) << in_window.err;
 }
@@ -247,7 +228,7 @@ TEST(CliErrors, RefusedDistillLeavesNoState) {
   expect_refused(fx, base + " --eval-at-tokens 128", {"--eval-at-tokens needs --eval-data"});
   // A state folder that was there before is the user's: kept.
   fs::create_directories(fx.dir / "mine.state");
-  const CliResult r = fx.run(fmt::format("distill --teacher {} --student {} --data {} --tokens 256 "
+  const CliRun r = fx.run(fmt::format("distill --teacher {} --student {} --data {} --tokens 256 "
                                          "--out {} --state-dir {} --seq-len 1", fx.path("parent"),
                                          fx.path("parent"), fx.path("train.tokens"),
                                          fx.path("out"), fx.path("mine.state")));
@@ -290,7 +271,7 @@ TEST(CliErrors, TokenizeReadsATokenizerJsonAlone) {
   // tokenizer.bin cannot be read without config.json's vocab_size: the error says so.
   fs::create_directories(d.path / "bin");
   write_file_atomic(d.path / "bin/tokenizer.bin", "not read");
-  const CliResult r = run_cli(fmt::format("tokenize --model {} --prompt x",
+  const CliRun r = run_cli(fmt::format("tokenize --model {} --prompt x",
                                           (d.path / "bin").string()), logs.path);
   EXPECT_NE(r.rc, 0);
   for (const std::string& n : std::vector<std::string>{"--model " + (d.path / "bin").string(),

@@ -34,19 +34,11 @@ namespace {
 
 using test::TempDir;
 
-/// What a command printed (stdout and stderr apart) and its exit status.
-struct CliRun {
-  int rc = 0;
-  std::string out, err;
-};
+using test::CliRun;
 
-/// Runs `autocompress ARGS` with its logs on (no AC_QUIET: some checks read the log lines).
+/// `autocompress ARGS` with its logs on (no AC_QUIET: some checks read the log lines).
 CliRun run_cli(const std::string& args, const fs::path& logs) {
-  const fs::path out = logs / "stdout.txt", err = logs / "stderr.txt";
-  const std::string cmd = fmt::format("env -u AC_QUIET {} {} > '{}' 2> '{}'", test::cli_bin(),
-                                      args, out.string(), err.string());
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+  return test::run_cli(args, logs, /*log=*/true);
 }
 
 bool has(const std::string& text, const std::string& needle) {

@@ -55,25 +55,9 @@ using test::TempDir;
 
 constexpr int64_t kSeqLen = 24, kBatch = 4;
 
-struct CliRun {
-  int rc = 0;
-  std::string err;
-};
-
-// `autocompress ARGS`, stderr kept in `logs`.
-CliRun run_cli(const std::string& args, const fs::path& logs) {
-  const fs::path err = logs / "stderr.txt";
-  const std::string cmd = fmt::format("AC_QUIET=1 {} {} > /dev/null 2> '{}'", test::cli_bin(),
-                                      args, err.string());
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(err)};
-}
-
-std::set<std::string> names_in(const fs::path& dir) {
-  std::set<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
-  return out;
-}
+using test::CliRun;
+using test::names_in;
+using test::run_cli;
 
 void write_tokens(const fs::path& path, int64_t n, int64_t vocab, uint64_t seed) {
   const at::Tensor ids = test::random_tokens(1, n, vocab, seed).to(at::kInt).view({-1});

@@ -12,6 +12,11 @@
 #include "test_paths.h"
 #include "test_support.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <set>
+
 using namespace ac;
 using json = nlohmann::json;
 
@@ -107,4 +112,45 @@ TEST(HybridPlan, EngineRulesNameLayerAndField) {
     ASSERT_EQ(m.size(), 1u) << e.name;
     EXPECT_NE(m[0].find("layer 2: Mamba-2 shape"), std::string::npos) << m[0];
   }
+}
+
+// The plan narrows every Mamba-2 head (mamba_head_dim) in Minitron's steps (P = 64: 16), down to
+// min_width_fraction P, where the quality loss prices that lever as cheap: Minitron's deeper cut
+// halved head_dim where the plan could only drop heads. Every suggestion still meets the limits
+// by an independent predict() and loads in the engine.
+TEST(HybridPlan, NarrowsMambaHeadsWhereThatCostsLeast) {
+  const ModelConfig c = super_config();
+  int64_t P = 0;
+  for (const auto& l : c.layers)
+    if (l.has_mamba()) P = l.mamba->mamba_head_dim;
+  ASSERT_EQ(P, 64);
+  // Removing anything but head_dim costs 100x its parameter share.
+  const QualityLoss quality = [&](const ModelConfig& from, const ModelConfig& to) {
+    const double share =
+        double(from.num_parameters() - to.num_parameters()) / double(c.num_parameters());
+    for (size_t i = 0; i < from.layers.size(); ++i) {
+      const LayerConfig& a = from.layers[i];
+      const LayerConfig& b = to.layers[i];
+      if (a.has_mamba() && b.has_mamba() && a.mamba->mamba_head_dim != b.mamba->mamba_head_dim)
+        return share;
+    }
+    return 100 * share;
+  };
+  const Scenario s = find_scenario("b200-128k", test::source_dir());
+  PlanOptions o;
+  o.width_granularity = width_granularity_for(nullptr, s.device_spec);
+  const Plan p = make_plan(c, s, nullptr, o, quality);
+  ASSERT_TRUE(p.per_layer.has_value());
+  expect_sound(p);
+  const auto& layers = p.per_layer->config.layers;
+  std::set<int64_t> head_dims;
+  for (const auto& l : layers)
+    if (l.has_mamba()) head_dims.insert(l.mamba->mamba_head_dim);
+  ASSERT_EQ(head_dims.size(), 1u);  // every Mamba-2 layer alike
+  const int64_t narrowed = *head_dims.begin();
+  // The cheap lever is spent first, to its floor: 64 -> 48 -> 32 -> 16 (0.25 of 64).
+  EXPECT_EQ(narrowed, 16);
+  const std::string changes = fmt::format("{}", fmt::join(p.per_layer->changes, "; "));
+  EXPECT_NE(changes.find(fmt::format("Mamba-2 head_dim 64 -> {}", narrowed)), std::string::npos)
+      << changes;
 }

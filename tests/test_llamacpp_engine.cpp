@@ -312,7 +312,9 @@ TEST(LlamaCppEngineClient, CalibrationThenValidationMeasureWhatTheySay) {
   // llama.cpp uses the GGUF's tensors as they are; where it repacks them (AMX), the copy is
   // left out of the prediction and the calibration says so.
   const bool repacked = !ec.weights_repacked_into.empty();
-  if (!repacked) EXPECT_LT(ec.memory.mape_percent, 3.0);
+  if (!repacked) {
+    EXPECT_LT(ec.memory.mape_percent, 3.0);
+  }
   p.set_engine_calibration(ec);
   std::vector<ModelConfig> archs = random_architectures(base, 3, /*seed=*/99);
   for (auto& a : archs) a = snap_to_rows(a, 32);
@@ -321,7 +323,9 @@ TEST(LlamaCppEngineClient, CalibrationThenValidationMeasureWhatTheySay) {
                                                o, &refit);
   ASSERT_EQ(r.rows.size(), 3u);
   EXPECT_EQ(refit.correction.fit.models, 7);
-  if (!repacked) EXPECT_LT(r.mape_memory, 3.0);
+  if (!repacked) {
+    EXPECT_LT(r.mape_memory, 3.0);
+  }
   for (const auto& row : r.rows) {
     EXPECT_GT(row.measured.tpot_ms, 0);
     EXPECT_EQ(row.predicted.source, "profile+llama.cpp");

@@ -94,7 +94,9 @@ TEST(NemotronHMinitron, GridShapesAreHomogeneousFeasibleAndRankedByKl) {
     EXPECT_LE(mamba.size(), 1u);
     EXPECT_LE(mlp.size(), 1u);
     EXPECT_LE(moe.size(), 1u);
-    if (i > 0) EXPECT_LE(g.ranked[i - 1].kl_after_pruning, c.kl_after_pruning);
+    if (i > 0) {
+      EXPECT_LE(g.ranked[i - 1].kl_after_pruning, c.kl_after_pruning);
+    }
     // The KL by hand: sum over positions of p_t (log p_t - log p_s), over the tokens.
     const NemotronHModel s = prune_nemotron_h_model(f.teacher, f.imp, c.config);
     double sum = 0, n = 0;

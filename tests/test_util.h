@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -76,6 +77,30 @@ inline CommandOutput run_command(const std::string& cmd, bool merge_stderr = fal
 inline std::string cli_bin() {
   const char* env = std::getenv("AC_BIN");
   return env ? env : (binary_dir() / "autocompress").string();
+}
+
+/// What a run of the CLI printed (stdout and stderr apart) and its exit status (-1: killed).
+struct CliRun {
+  int rc = 0;
+  std::string out, err;
+};
+
+/// Runs `autocompress ARGS` (cli_bin()) with stdout and stderr kept in `logs` (a folder apart
+/// from any the test checks for leftovers); AC_QUIET=1 unless `log` (some checks read the log
+/// lines).
+inline CliRun run_cli(const std::string& args, const fs::path& logs, bool log = false) {
+  const fs::path out = logs / "stdout.txt", err = logs / "stderr.txt";
+  const std::string cmd = fmt::format("{} {} {} > '{}' 2> '{}'", log ? "env -u AC_QUIET" : "AC_QUIET=1",
+                                      cli_bin(), args, out.string(), err.string());
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
+
+/// Every name in `dir` (one level).
+inline std::set<std::string> names_in(const fs::path& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
 }
 
 /// stories15M (stories15m_dir()) imported with `autocompress import llama2c` into DIR/stories15m;

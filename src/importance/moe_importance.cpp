@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/error.h"
+#include "importance/importance_file.h"
 #include "io/safetensors.h"
 
 namespace ac {
@@ -97,26 +98,10 @@ void save_moe_importance(const fs::path& path, const MoeImportance& imp) {
       t[fmt::format("layers.{}.{}", i, kParts[j])] = parts[j]->to(at::kFloat).contiguous();
   }
   save_safetensors(path, t,
-                   {{"format", kFormat},
-                    {"num_layers", std::to_string(imp.layers.size())},
-                    {"num_tokens", std::to_string(imp.num_tokens)}});
+                   importance_file_metadata(kFormat, int64_t(imp.layers.size()), imp.num_tokens));
 }
 
 namespace {
-
-int64_t meta_count(const std::map<std::string, std::string>& meta, const char* key,
-                   const std::string& file) {
-  const auto it = meta.find(key);
-  int64_t v = -1;
-  try {
-    if (it != meta.end()) v = std::stoll(it->second);
-  } catch (const std::exception&) {
-  }
-  if (v < 0)
-    throw FormatError(fmt::format("[load_moe_importance] {}: metadata '{}' must be a count, found "
-                                  "'{}'", file, key, it == meta.end() ? "nothing" : it->second));
-  return v;
-}
 
 // The tensor `name` as one of layer `li`'s four parts; FormatError on anything else.
 void take_part(const SafetensorsFile& f, const std::string& name, const std::string& file,
@@ -156,15 +141,11 @@ void check_layer(const MoeLayerImportance& li, size_t i, const std::string& file
 MoeImportance load_moe_importance(const fs::path& path) {
   SafetensorsFile f(path);
   const std::string file = path.string();
-  const auto& meta = f.metadata();
-  const auto format = meta.find("format");
-  if (format == meta.end() || format->second != kFormat)
-    throw FormatError(fmt::format("[load_moe_importance] {}: format '{}', expected '{}': not an "
-                                  "MoE importance file?", file,
-                                  format == meta.end() ? "" : format->second, kFormat));
+  const ImportanceFileHeader h = read_importance_file_header(f, kFormat, "load_moe_importance",
+                                                              "an MoE importance file");
   MoeImportance imp;
-  imp.layers.resize(size_t(meta_count(meta, "num_layers", file)));
-  imp.num_tokens = meta_count(meta, "num_tokens", file);
+  imp.layers.resize(size_t(h.num_layers));
+  imp.num_tokens = h.num_tokens;
   for (const std::string& name : f.names()) {
     int64_t i = -1;
     char part[16] = {0};

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/error.h"
+#include "importance/importance_file.h"
 #include "io/safetensors.h"
 #include "model/nemotron_h_config.h"
 
@@ -166,20 +167,6 @@ at::Tensor& slot(NemotronHLayerImportance& li, const Part& p) {
   return p.member ? li.*p.member : li.moe.*p.moe_member;
 }
 
-int64_t meta_count(const std::map<std::string, std::string>& meta, const char* key,
-                   const std::string& file) {
-  const auto it = meta.find(key);
-  int64_t v = -1;
-  try {
-    if (it != meta.end()) v = std::stoll(it->second);
-  } catch (const std::exception&) {
-  }
-  if (v < 0)
-    throw FormatError(fmt::format("[load_nemotron_h_importance] {}: metadata '{}' must be a "
-                                  "count, found '{}'", file, key,
-                                  it == meta.end() ? "nothing" : it->second));
-  return v;
-}
 
 }  // namespace
 
@@ -193,23 +180,17 @@ void save_nemotron_h_importance(const fs::path& path, const NemotronHImportance&
         t[fmt::format("layers.{}.{}", i, p.name)] = slot(li, p).to(at::kFloat).contiguous();
   }
   save_safetensors(path, t,
-                   {{"format", kFormat},
-                    {"num_layers", std::to_string(imp.layers.size())},
-                    {"num_tokens", std::to_string(imp.num_tokens)}});
+                   importance_file_metadata(kFormat, int64_t(imp.layers.size()), imp.num_tokens));
 }
 
 NemotronHImportance load_nemotron_h_importance(const fs::path& path) {
   SafetensorsFile f(path);
   const std::string file = path.string();
-  const auto& meta = f.metadata();
-  const auto format = meta.find("format");
-  if (format == meta.end() || format->second != kFormat)
-    throw FormatError(fmt::format("[load_nemotron_h_importance] {}: format '{}', expected '{}': "
-                                  "not a Nemotron-H importance file?", file,
-                                  format == meta.end() ? "" : format->second, kFormat));
+  const ImportanceFileHeader h = read_importance_file_header(f, kFormat, "load_nemotron_h_importance",
+                                                              "a Nemotron-H importance file");
   NemotronHImportance imp;
-  imp.layers.resize(size_t(meta_count(meta, "num_layers", file)));
-  imp.num_tokens = meta_count(meta, "num_tokens", file);
+  imp.layers.resize(size_t(h.num_layers));
+  imp.num_tokens = h.num_tokens;
   for (const std::string& name : f.names()) {
     if (name == "block_influence") {
       imp.block_influence = f.get(name).to(at::kFloat).clone();

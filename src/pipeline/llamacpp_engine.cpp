@@ -244,6 +244,21 @@ static LlamaCppRun measure_random(const std::vector<ModelConfig>& archs, const G
   return run;
 }
 
+// The buffer type llama.cpp repacked the weights into on this CPU, the first any of `run`'s
+// models reports (LlamaCppBuffers::repacked_into); "" where every model used the mapped file.
+static std::string repacked_into(const LlamaCppRun& run) {
+  for (const auto& m : run.models)
+    if (std::string t = m.buffers.repacked_into(); !t.empty()) return t;
+  return "";
+}
+
+// What calibrate and validate say when llama.cpp repacked the weights (into `type` buffers).
+static std::string repacked_note(const std::string& type) {
+  return fmt::format("llama.cpp repacks the weights into {} buffers on this CPU and keeps them "
+                     "beside the mapped file: its model buffers are not the GGUF's bytes, which "
+                     "the memory predictions for llama.cpp count", type);
+}
+
 // The calibration of `s`'s engine fitted on `archs` measured as models[first, first + n) of
 // `run`: the latency correction (fit_correction over the engine's work features) and the
 // memory model.
@@ -284,9 +299,8 @@ static EngineCalibration fit_llamacpp(const Profile& profile, const std::vector<
     const double pred = double(predict(archs[i], s, &with).peak_memory_bytes);
     const double meas = double(run.models[first + i].buffers.total());
     ec.memory.mape_percent += std::fabs(pred - meas) / meas * 100.0 / double(archs.size());
-    if (ec.weights_repacked_into.empty())
-      ec.weights_repacked_into = run.models[first + i].buffers.repacked_into();
   }
+  ec.weights_repacked_into = repacked_into(run);
   return ec;
 }
 
@@ -324,23 +338,16 @@ EngineCalibration calibrate_llamacpp(const Profile& profile, const ModelConfig& 
                        ec.correction.fit.mape_tpot, ec.correction.fit.loo_mape_tpot,
                        ec.memory.mape_percent, ec.elapsed_s));
   if (!ec.weights_repacked_into.empty())
-    log_warn(fmt::format("[calibrate] llama.cpp repacks the weights into {} buffers on this CPU "
-                         "and keeps them beside the mapped file: its model buffer is not the "
-                         "GGUF's bytes, which the memory predictions for llama.cpp count (memory "
-                         "{:.1f}% off here)", ec.weights_repacked_into, ec.memory.mape_percent));
+    log_warn(fmt::format("[calibrate] {} (memory {:.1f}% off here)",
+                         repacked_note(ec.weights_repacked_into), ec.memory.mape_percent));
   return ec;
 }
 
-// Says so when llama.cpp repacked the weights on this CPU (LlamaCppBuffers::repacked_into): the
-// memory errors validate reports then include the copy, which the memory model leaves out.
+// Says so when llama.cpp repacked the weights on this CPU: the memory errors validate reports
+// then include the copy, which the memory model leaves out.
 static void warn_if_repacked(const LlamaCppRun& run) {
-  for (const auto& m : run.models)
-    if (const std::string t = m.buffers.repacked_into(); !t.empty()) {
-      log_warn(fmt::format("[validate] llama.cpp repacks the weights into {} buffers on this "
-                           "CPU: its model buffers hold that copy beside the mapped file, which "
-                           "the memory predictions for llama.cpp leave out", t));
-      return;
-    }
+  if (const std::string t = repacked_into(run); !t.empty())
+    log_warn(fmt::format("[validate] {}", repacked_note(t)));
 }
 
 ValidationReport validate_llamacpp(const std::vector<ModelConfig>& archs, const ModelConfig& base,

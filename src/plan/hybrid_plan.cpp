@@ -17,7 +17,7 @@ namespace ac {
 
 namespace {
 
-enum class Lever { experts, width, top_k, layer, mamba_heads };
+enum class Lever { experts, width, top_k, layer, mamba_heads, mamba_head_dim };
 
 struct Move {
   Lever lever;
@@ -80,6 +80,7 @@ class HybridGreedy {
     per_layer_[Lever::top_k] = r.per_layer_experts_per_token && !global_moe;
     per_layer_[Lever::layer] = true;
     per_layer_[Lever::mamba_heads] = false;
+    per_layer_[Lever::mamba_head_dim] = false;
     params_ = double(parent_.num_parameters());
     active_ = double(parent_.num_active_parameters());
   }
@@ -153,6 +154,11 @@ class HybridGreedy {
       const int64_t v = l.mamba->mamba_num_heads - l.mamba->n_groups;
       return v >= smallest_count(p.mamba->mamba_num_heads, f) ? v : 0;
     }
+    if (lv == Lever::mamba_head_dim) {  // Minitron's head_dim ladder (search/nemotron_h_minitron.h)
+      const int64_t full = p.mamba->mamba_head_dim;
+      const int64_t v = l.mamba->mamba_head_dim - std::max<int64_t>(8, full / 4 / 8 * 8);
+      return v >= std::max<int64_t>(1, smallest_count(full, f)) ? v : 0;
+    }
     return 0;
   }
 
@@ -190,13 +196,15 @@ class HybridGreedy {
     if (levers_.count(Lever::layer))
       for (int64_t i = 0; i < c.num_layers(); ++i)
         if (removable(c, i)) out.push_back({Lever::layer, i});
-    if (levers_.count(Lever::mamba_heads))
+    for (Lever lv : {Lever::mamba_heads, Lever::mamba_head_dim}) {
+      if (!levers_.count(lv)) continue;
       for (int64_t i = 0; i < c.num_layers(); ++i)
-        if (c.layers[size_t(i)].has_mamba()) {
-          if (next_value(Lever::mamba_heads, c.layers[size_t(i)], parent_.layers[size_t(i)]) > 0)
-            out.push_back({Lever::mamba_heads, -1});
+        if (c.layers[size_t(i)].has_mamba()) {  // every Mamba-2 layer alike: the first decides
+          if (next_value(lv, c.layers[size_t(i)], parent_.layers[size_t(i)]) > 0)
+            out.push_back({lv, -1});
           break;
         }
+    }
     return out;
   }
 
@@ -206,6 +214,7 @@ class HybridGreedy {
     if (lv == Lever::width) l.moe->moe_intermediate_size = v;
     if (lv == Lever::top_k) l.moe->num_experts_per_tok = v;
     if (lv == Lever::mamba_heads) l.mamba->mamba_num_heads = v;
+    if (lv == Lever::mamba_head_dim) l.mamba->mamba_head_dim = v;
   }
 
   ModelConfig apply(const ModelConfig& c, const Move& m) const {
@@ -218,7 +227,8 @@ class HybridGreedy {
     }
     for (int64_t i = 0; i < n.num_layers(); ++i) {
       LayerConfig& l = n.layers[size_t(i)];
-      const bool kind = m.lever == Lever::mamba_heads ? l.has_mamba() : l.has_moe();
+      const bool mamba = m.lever == Lever::mamba_heads || m.lever == Lever::mamba_head_dim;
+      const bool kind = mamba ? l.has_mamba() : l.has_moe();
       if (kind && (m.layer < 0 || m.layer == i)) move_layer(l, parent_.layers[size_t(i)], m.lever);
     }
     return n;
@@ -258,6 +268,7 @@ std::vector<std::string> hybrid_changes(const ModelConfig& p, const ModelConfig&
   std::vector<int64_t> experts, widths, topk;
   std::vector<std::string> removed;
   int64_t experts_from = 0, width_from = 0, topk_from = 0, mamba_from = 0, mamba_to = 0;
+  int64_t head_dim_from = 0, head_dim_to = 0;
   for (size_t i = 0; i < c.layers.size(); ++i) {
     const LayerConfig& l = c.layers[i];
     const LayerConfig& q = p.layers[i];
@@ -277,6 +288,8 @@ std::vector<std::string> hybrid_changes(const ModelConfig& p, const ModelConfig&
     }
     if (l.has_mamba() && l.mamba->mamba_num_heads != q.mamba->mamba_num_heads)
       mamba_from = q.mamba->mamba_num_heads, mamba_to = l.mamba->mamba_num_heads;
+    if (l.has_mamba() && l.mamba->mamba_head_dim != q.mamba->mamba_head_dim)
+      head_dim_from = q.mamba->mamba_head_dim, head_dim_to = l.mamba->mamba_head_dim;
   }
   if (!experts.empty())
     out.push_back(fmt::format("experts {} -> {} in {} MoE layers", experts_from, span(experts),
@@ -289,6 +302,9 @@ std::vector<std::string> hybrid_changes(const ModelConfig& p, const ModelConfig&
                               topk.size()));
   if (mamba_from)
     out.push_back(fmt::format("Mamba-2 heads {} -> {} in every Mamba-2 layer", mamba_from, mamba_to));
+  if (head_dim_from)
+    out.push_back(fmt::format("Mamba-2 head_dim {} -> {} in every Mamba-2 layer", head_dim_from,
+                              head_dim_to));
   if (!removed.empty())
     out.push_back(fmt::format("{} layers removed ({})", removed.size(), fmt::join(removed, ", ")));
   return out;
@@ -299,11 +315,14 @@ std::vector<std::string> hybrid_changes(const ModelConfig& p, const ModelConfig&
 void add_hybrid_suggestions(Plan& plan, const Profile* profile, const QualityLoss& quality) {
   PartMemo memo(plan.scenario, profile);
   const std::vector<std::pair<std::string, std::set<Lever>>> descents = {
-      {"greedy per layer", {Lever::experts, Lever::width, Lever::top_k, Lever::layer, Lever::mamba_heads}},
+      {"greedy per layer",
+       {Lever::experts, Lever::width, Lever::top_k, Lever::layer, Lever::mamba_heads,
+        Lever::mamba_head_dim}},
       {"experts only", {Lever::experts}},
       {"expert width only", {Lever::width}},
       {"experts per token only", {Lever::top_k}},
-      {"layers only", {Lever::layer}}};
+      {"layers only", {Lever::layer}},
+      {"Mamba-2 only", {Lever::mamba_heads, Lever::mamba_head_dim}}};
   for (const auto& [label, levers] : descents) {
     HybridGreedy greedy(plan, memo, levers, quality);
     ModelConfig c = greedy.run(&plan.greedy_steps);

@@ -16,6 +16,10 @@
 //                context; at most max_ffn_removed_fraction of L removed in all)
 //   mamba_heads  mamba_num_heads of every Mamba-2 layer down by n_groups (Mamba sizes are global
 //                in vLLM, TensorRT-LLM and llama.cpp), to ceil(min_width_fraction nh)
+//   mamba_head_dim  mamba_head_dim of every Mamba-2 layer down by max(8, about P / 4 in
+//                multiples of 8) (P the parent's), to ceil(min_width_fraction P): the step of
+//                Minitron's head_dim grid (search/nemotron_h_minitron.h). Narrower heads keep
+//                every head's own state and decay; fewer heads drop them whole
 // Without weights the quality a move costs is estimated by what it removes: the share of the
 // parent's parameters plus the share of its active (per-token) parameters. `compress` passes a
 // QualityLoss from measured importance instead (importance/nemotron_h_importance.h
@@ -24,7 +28,8 @@
 // move with the largest drop of the total relative excess over the limits per unit of that
 // estimate, ties to the layer least cut along the lever, until every limit holds.
 // The descents: all moves together ("greedy per layer"), then each lever alone ("experts
-// only", "expert width only", "experts per token only", "layers only"); those that fit, and
+// only", "expert width only", "experts per token only", "layers only", "Mamba-2 only": heads
+// and head_dim); those that fit, and
 // differ from the first, are suggested.
 #pragma once
 #include "plan/plan.h"

@@ -38,24 +38,7 @@ void layer_problems(size_t i, const LayerConfig& p, const LayerConfig& t,
 }
 
 MoeLayerPlan plan_layer(const MoeLayerImportance& li, const MoeConfig& t) {
-  MoeLayerPlan lp;
-  lp.experts = top_k_indices(li.experts, t.num_experts);
-  std::vector<at::Tensor> rows;
-  const auto* e = lp.experts.data_ptr<int64_t>();
-  for (int64_t j = 0; j < lp.experts.numel(); ++j)
-    rows.push_back(top_k_indices(li.expert_ffn[e[j]], t.moe_intermediate_size));
-  lp.expert_ffn = at::stack(rows);  // [E', Fe']
-  return lp;
-}
-
-// The experts `lp.experts` of a stacked [E, ...] tensor, each with its own channels along
-// `dim` (1: gate/up [E, Fe, D]; 2: down [E, D, Fe]): [E', ...] with Fe' there.
-at::Tensor take_experts(const at::Tensor& t, const MoeLayerPlan& lp, int64_t dim) {
-  std::vector<at::Tensor> out;
-  const auto* e = lp.experts.data_ptr<int64_t>();
-  for (int64_t j = 0; j < lp.experts.numel(); ++j)
-    out.push_back(t[e[j]].index_select(dim - 1, lp.expert_ffn[j].to(t.device())));
-  return at::stack(out).contiguous();
+  return keep_routed_experts(li.experts, li.expert_ffn, t.num_experts, t.moe_intermediate_size);
 }
 
 }  // namespace
@@ -127,12 +110,7 @@ MoeMasks moe_masks_for_plan(const ModelConfig& parent, const MoePrunePlan& plan)
     const MoeConfig& p = *parent.layers[i].moe;
     const MoeLayerPlan& lp = plan.layers[i];
     MoeLayerMasks& lm = masks.layers[i];
-    lm.experts = at::zeros({p.num_experts}, at::kFloat);
-    lm.experts.index_fill_(0, lp.experts, 1.0);
-    lm.expert_ffn = at::zeros({p.num_experts, p.moe_intermediate_size}, at::kFloat);
-    const auto* e = lp.experts.data_ptr<int64_t>();
-    for (int64_t j = 0; j < lp.experts.numel(); ++j)
-      lm.expert_ffn[e[j]].index_fill_(0, lp.expert_ffn[j], 1.0);
+    routed_expert_masks(lp, p.num_experts, p.moe_intermediate_size, lm.experts, lm.expert_ffn);
   }
   return masks;
 }

@@ -22,15 +22,12 @@
 
 #include "importance/moe_importance.h"
 #include "model/moe_model.h"
+#include "prune/routed_experts.h"
 
 namespace ac {
 
-/// Indices (into the parent, ascending, int64) of what survives in one sparse layer; undefined
-/// in a dense layer.
-struct MoeLayerPlan {
-  at::Tensor experts;     // [E'] experts kept
-  at::Tensor expert_ffn;  // [E', Fe'] row j: the channels kept in expert experts[j]
-};
+// MoeLayerPlan (prune/routed_experts.h): indices into the parent, ascending, of what survives
+// in one sparse layer; undefined in a dense layer.
 
 /// The selection plus the config of the pruned model (the parent's, with the targets' E', Fe'
 /// and the clamped k in each sparse layer).

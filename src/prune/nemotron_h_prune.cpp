@@ -133,12 +133,8 @@ NemotronHLayerPlan plan_layer(const LayerConfig& t, const NemotronHLayerImportan
     lp.ffn = top_k_indices(li.ffn, t.intermediate_size);
   } else {
     const MoeConfig& m = *t.moe;
-    lp.moe.experts = top_k_indices(li.moe.experts, m.num_experts);
-    std::vector<at::Tensor> rows;
-    const auto* e = lp.moe.experts.data_ptr<int64_t>();
-    for (int64_t j = 0; j < lp.moe.experts.numel(); ++j)
-      rows.push_back(top_k_indices(li.moe.expert_ffn[e[j]], m.moe_intermediate_size));
-    lp.moe.expert_ffn = at::stack(rows);  // [E', Fe']
+    lp.moe = keep_routed_experts(li.moe.experts, li.moe.expert_ffn, m.num_experts,
+                                 m.moe_intermediate_size);
     if (m.shared_expert_intermediate_size > 0)
       lp.shared_ffn = top_k_indices(li.shared_ffn, m.shared_expert_intermediate_size);
   }
@@ -182,16 +178,6 @@ Mamba2Weights slice_mamba(const Mamba2Weights& w, const Mamba2Config& p,
 // The rows of heads `heads` of width `Hd` in a [heads * Hd, ...] projection.
 at::Tensor head_rows(const at::Tensor& heads, int64_t Hd) {
   return (heads.unsqueeze(1) * Hd + at::arange(Hd, at::kLong).unsqueeze(0)).flatten();
-}
-
-// The experts lp.experts of a stacked [E, ...] tensor, each with its own channels along `dim`
-// (1: up [E, Fe, Din]; 2: down [E, Din, Fe]).
-at::Tensor take_experts(const at::Tensor& t, const MoeLayerPlan& lp, int64_t dim) {
-  std::vector<at::Tensor> out;
-  const auto* e = lp.experts.data_ptr<int64_t>();
-  for (int64_t j = 0; j < lp.experts.numel(); ++j)
-    out.push_back(t[e[j]].index_select(dim - 1, lp.expert_ffn[j].to(t.device())));
-  return at::stack(out).contiguous();
 }
 
 NemotronHMoeWeights slice_moe(const NemotronHMoeWeights& w, const NemotronHLayerPlan& lp) {
@@ -324,11 +310,8 @@ NemotronHMasks nemotron_h_masks_for_plan(const ModelConfig& parent,
       lm.ffn = ones_at(p.intermediate_size, lp.ffn);
     } else {
       const MoeConfig& pm = *p.moe;
-      lm.experts = ones_at(pm.num_experts, lp.moe.experts);
-      lm.expert_ffn = at::zeros({pm.num_experts, pm.moe_intermediate_size}, at::kFloat);
-      const auto* e = lp.moe.experts.data_ptr<int64_t>();
-      for (int64_t j = 0; j < lp.moe.experts.numel(); ++j)
-        lm.expert_ffn[e[j]].index_fill_(0, lp.moe.expert_ffn[j], 1.0);
+      routed_expert_masks(lp.moe, pm.num_experts, pm.moe_intermediate_size, lm.experts,
+                          lm.expert_ffn);
       if (lp.shared_ffn.defined())
         lm.shared_ffn = ones_at(pm.shared_expert_intermediate_size, lp.shared_ffn);
       lm.num_experts_per_tok = plan.config.layers[i].moe->num_experts_per_tok;
