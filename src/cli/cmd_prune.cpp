@@ -7,6 +7,7 @@
 // export/moe_hf_export.h (pipeline/moe_steps.h).
 #include <fmt/format.h>
 
+#include "cli/checkpoint_kind.h"
 #include "cli/command.h"
 #include "cli/device_options.h"
 #include "cli/flag_checks.h"
@@ -33,50 +34,30 @@ struct PruneArgs {
   DeviceArgs compute;
 };
 
-// A Nemotron-H checkpoint: pruned on the CPU from its own importance file; the removed blocks
-// are left out of the written model (export/nemotron_h_export.h), so there is nothing to keep.
-void run_nemotron_h(const PruneArgs& a) {
+// A checkpoint of another kind than the Llama family's (cli/checkpoint_kind.h): pruned on the
+// CPU from the kind's own importance file by `prune_step`, written in the kind's HF layout by
+// `write`, without a pruning map. `no_removed_blocks` says why --keep-removed-blocks means
+// nothing for it.
+template <class M, class Imp, class Inputs>
+void run_kind(const PruneArgs& a, const CheckpointKind<M>& kind, const char* no_removed_blocks,
+              Imp (*load_importance)(const fs::path&),
+              M (*prune_step)(const M&, const Imp&, const ModelConfig&, const Inputs&, const char*),
+              void (*write)(const fs::path&, const M&, const fs::path&)) {
   if (a.keep_removed_blocks)
-    throw ConfigError(msg("prune", "--keep-removed-blocks: {} is a Nemotron-H checkpoint, whose "
-                          "HF layout leaves removed blocks out (export/nemotron_h_export.h)",
-                          a.model));
+    throw ConfigError(msg("prune", "--keep-removed-blocks: {} is a {} checkpoint, {}", a.model,
+                          kind.name, no_removed_blocks));
   if (!a.compute.resolve().is_cpu())
-    throw ConfigError(msg("prune", "--device {}: a Nemotron-H checkpoint ({}) is pruned on the "
-                          "CPU; leave --device out", a.compute.device, a.model));
-  const NemotronHModel m = load_nemotron_h_checkpoint(a.model);
-  NemotronHPruneInputs names;
+    throw ConfigError(msg("prune", "--device {}: a {} checkpoint ({}) is pruned on the CPU; "
+                          "leave --device out", a.compute.device, kind.name, a.model));
+  const M m = kind.load(a.model);
+  Inputs names;
   names.importance = "--importance " + a.importance;
   names.target = "--arch " + a.arch;
   names.parent = (fs::path(a.model) / "config.json").string();
-  const NemotronHImportance imp = load_nemotron_h_importance(a.importance);
-  const NemotronHModel pruned = nemotron_h_prune_step(m, imp, read_arch(a.arch), names, "prune");
+  const Imp imp = load_importance(a.importance);
+  const M pruned = prune_step(m, imp, read_arch(a.arch), names, "prune");
   StagingDir staging(a.out);
-  write_nemotron_h_files(staging.path(), pruned, /*tokenizer_from=*/a.model);
-  staging.commit();
-  log_info(fmt::format("[prune] {} ({} parameters) -> {} ({} parameters) in {}",
-                       describe(m.config), m.config.num_parameters(), describe(pruned.config),
-                       pruned.config.num_parameters(), a.out));
-}
-
-// A Qwen3-MoE / Mixtral checkpoint: its experts pruned on the CPU from its own importance file
-// (attention and dense layers stay as they are, so no block is removed and there is no map).
-void run_moe(const PruneArgs& a) {
-  if (a.keep_removed_blocks)
-    throw ConfigError(msg("prune", "--keep-removed-blocks: {} is a Qwen3-MoE / Mixtral "
-                          "checkpoint, whose pruning shrinks experts and removes no block",
-                          a.model));
-  if (!a.compute.resolve().is_cpu())
-    throw ConfigError(msg("prune", "--device {}: a Qwen3-MoE / Mixtral checkpoint ({}) is pruned "
-                          "on the CPU; leave --device out", a.compute.device, a.model));
-  const MoeModel m = load_moe_checkpoint(a.model);
-  MoePruneInputs names;
-  names.importance = "--importance " + a.importance;
-  names.target = "--arch " + a.arch;
-  names.parent = (fs::path(a.model) / "config.json").string();
-  const MoeImportance imp = load_moe_importance(a.importance);
-  const MoeModel pruned = moe_prune_step(m, imp, read_arch(a.arch), names, "prune");
-  StagingDir staging(a.out);
-  write_moe_files(staging.path(), pruned, /*tokenizer_from=*/a.model);
+  write(staging.path(), pruned, /*tokenizer_from=*/a.model);
   staging.commit();
   log_info(fmt::format("[prune] {} ({} parameters) -> {} ({} parameters) in {}",
                        describe(m.config), m.config.num_parameters(), describe(pruned.config),
@@ -86,8 +67,13 @@ void run_moe(const PruneArgs& a) {
 void run(const PruneArgs& a) {
   check_not_overwriting_input(a.model, a.out, "prune");
   check_output_flag("prune", "--out", a.out, OutputKind::kFolder);
-  if (is_nemotron_h_checkpoint(a.model)) return run_nemotron_h(a);
-  if (is_moe_family_checkpoint(a.model)) return run_moe(a);
+  if (kNemotronH.is_kind(a.model))
+    return run_kind(a, kNemotronH,
+                    "whose HF layout leaves removed blocks out (export/nemotron_h_export.h)",
+                    load_nemotron_h_importance, nemotron_h_prune_step, write_nemotron_h_files);
+  if (kMoe.is_kind(a.model))
+    return run_kind(a, kMoe, "whose pruning shrinks experts and removes no block",
+                    load_moe_importance, moe_prune_step, write_moe_files);
   const c10::Device device = a.compute.resolve();
   LlamaModel m = load_checkpoint(a.model);
   m.weights = to_device(m.config, m.weights, device);  // the slicing runs there
