@@ -295,6 +295,48 @@ TEST(GgufModel, HeterogeneousRoundTripKeepsFreeLayersAndLlama3Rope) {
   EXPECT_EQ(d, 0.0);
 }
 
+// model_gguf_layout / model_gguf_extents (what the llama.cpp memory model reads, without
+// weights) are the file write_model_gguf writes: names in order, types (F16 where q8_0 / q4_0
+// rows are not whole blocks), shapes and offsets, for a deci file with an FFN-free layer and
+// llama3's rope_freqs, one whose layer 0 has no attention (the one-head stub), and an untied
+// homogeneous llama file.
+TEST(GgufModel, LayoutWithoutWeightsIsTheWrittenFile) {
+  ModelConfig stub0 = deci_config();
+  stub0.layers[0] = no_attn(stub0.layers[0]);
+  ModelConfig untied = ModelConfig::uniform(/*V=*/300, /*D=*/64, /*L=*/2, LayerConfig{4, 2, 16, 96});
+  untied.tie_word_embeddings = false;
+  int checked = 0;
+  for (const ModelConfig& c : {deci_config(), stub0, untied})
+    for (GgmlType dtype : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
+      TempDir tmp;
+      GgufExportOptions o;
+      o.dtype = dtype;
+      write_model_gguf(tmp.path / "m.gguf", LlamaModel{c, random_weights(c, 5, 0.2)},
+                       synthetic_vocab(300), o);
+      const GgufFile g(tmp.path / "m.gguf");
+      const std::vector<GgufTensorPlan> plan = model_gguf_layout(c, dtype);
+      const std::vector<GgufTensorExtent> ext = model_gguf_extents(c, dtype);
+      const std::vector<std::string> names = g.tensor_names();
+      ASSERT_EQ(plan.size(), names.size());
+      ASSERT_EQ(ext.size(), names.size());
+      const uint64_t start = g.data_offset(names.front());
+      for (size_t i = 0; i < names.size(); ++i) {
+        SCOPED_TRACE(names[i] + " " + ggml_type_name(dtype));
+        EXPECT_EQ(plan[i].name, names[i]);
+        EXPECT_EQ(plan[i].type, g.type(names[i]));
+        EXPECT_EQ(plan[i].dims, g.shape(names[i]));
+        EXPECT_EQ(ext[i].type, g.type(names[i]));
+        EXPECT_EQ(ext[i].offset, g.data_offset(names[i]) - start);
+        const std::vector<int64_t> ne = g.ggml_ne(names[i]);
+        EXPECT_EQ(ext[i].row_length, ne[0]);
+        EXPECT_EQ(ext[i].rows, ne.size() > 1 ? ne[1] : 1);
+        EXPECT_EQ(ext[i].bytes, ggml_bytes(g.type(names[i]), uint64_t(ne[0] * ext[i].rows)));
+        ++checked;
+      }
+    }
+  EXPECT_GT(checked, 100);
+}
+
 TEST(GgufModel, Llama3RopeFactorsMatchTheConverterFormula) {
   ModelConfig c = deci_config();  // theta 5e5, factor 8, low 1, high 4, original 16
   at::Tensor f = llama3_rope_factors(c, 16);

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/json_io.h"
+#include "hardware/llamacpp_buffers.h"
 #include "io/checkpoint.h"
 #include "io/llama2c.h"
 #include "io/tokenizer.h"
@@ -194,26 +195,42 @@ GgufMetadata model_metadata(const ModelConfig& c, const GgufVocab& v, const Gguf
   return kv;
 }
 
-std::vector<GgufTensorOut> model_tensors(const LlamaModel& m, GgmlType dtype,
-                                         const std::vector<int64_t>& ffn_free, bool layer0_stub) {
-  const ModelConfig& c = m.config;
-  const ModelWeights& w = m.weights;
-  auto out = [dtype](std::string name, const at::Tensor& t) {
-    return GgufTensorOut{std::move(name), t, gguf_tensor_type(dtype, t.sizes())};
+// What a planned tensor holds (model_tensors fills it).
+enum class TensorSource {
+  Role,       // the role's weight (q/k rows permuted for llama.cpp where the role says so)
+  RopeFreqs,  // llama3 RoPE's frequency factors
+  StubOnes,   // a stub part's norm: ones
+  StubZeros,  // a stub part's other tensors: zeros (the part adds exactly 0)
+};
+
+struct PlannedTensor {
+  GgufTensorPlan plan;
+  TensorSource source = TensorSource::Role;
+  const TensorRole* role = nullptr;
+  int64_t layer = -1;
+};
+
+// write_model_gguf's tensors of `c`, in file order, without their data: the one place that
+// order is decided (model_tensors and model_gguf_layout both read it).
+std::vector<PlannedTensor> plan_model_tensors(const ModelConfig& c, GgmlType dtype,
+                                              const std::vector<int64_t>& ffn_free,
+                                              bool layer0_stub) {
+  std::vector<PlannedTensor> ts;
+  auto add = [&](std::string name, std::vector<int64_t> dims, TensorSource source,
+                 const TensorRole* role = nullptr, int64_t layer = -1) {
+    const GgmlType type = gguf_tensor_type(dtype, dims);
+    ts.push_back({{std::move(name), type, std::move(dims)}, source, role, layer});
   };
-  std::vector<GgufTensorOut> ts;
   for (const TensorRole& r : kModelRoles)
-    if (role_present(r, c)) ts.push_back(out(gguf_tensor_name(r), role_tensor(w, r)));
+    if (role_present(r, c)) add(gguf_tensor_name(r), role_shape(r, c), TensorSource::Role, &r);
   if (c.rope_scaling && c.rope_scaling->rope_type == "llama3")
-    ts.push_back(out(kRopeFreqs, llama3_rope_factors(c, common_head_dim(c))));
+    add(kRopeFreqs, {common_head_dim(c) / 2}, TensorSource::RopeFreqs);
   // A stub part: norms of ones, every other tensor zero, so that it adds exactly 0.
   auto stub = [&](int64_t i, RolePart part, const LayerConfig& shape) {
     for (const TensorRole& r : kLayerRoles)
-      if (r.part == part) {
-        const std::vector<int64_t> dims = role_shape(r, c, &shape);
-        ts.push_back(out(gguf_tensor_name(r, i),
-                         r.shape == RoleShape::D ? at::ones(dims) : at::zeros(dims)));
-      }
+      if (r.part == part)
+        add(gguf_tensor_name(r, i), role_shape(r, c, &shape),
+            r.shape == RoleShape::D ? TensorSource::StubOnes : TensorSource::StubZeros);
   };
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const LayerConfig& l = c.layers[size_t(i)];
@@ -226,27 +243,60 @@ std::vector<GgufTensorOut> model_tensors(const LlamaModel& m, GgmlType dtype,
       stub(i, RolePart::Attention, one_head);
       if (c.attention_bias) stub(i, RolePart::AttentionBias, one_head);
     }
-    for (const TensorRole& r : kLayerRoles) {
-      if (r.part == RolePart::Ffn || !role_present(r, c, &l)) continue;
-      const at::Tensor& t = role_tensor(w, r, i);
-      if (r.rope_rows == RopeRows::None) {
-        ts.push_back(out(gguf_tensor_name(r, i), t));
-        continue;
-      }
-      const int64_t heads =
-          r.rope_rows == RopeRows::QueryHeads ? l.num_attention_heads : l.num_key_value_heads;
-      ts.push_back(out(gguf_tensor_name(r, i), unpermute_rotary_rows(t, heads)));
-    }
+    for (const TensorRole& r : kLayerRoles)
+      if (r.part != RolePart::Ffn && role_present(r, c, &l))
+        add(gguf_tensor_name(r, i), role_shape(r, c, &l), TensorSource::Role, &r, i);
     if (l.has_ffn()) {
       for (const TensorRole& r : kLayerRoles)
         if (r.part == RolePart::Ffn)
-          ts.push_back(out(gguf_tensor_name(r, i), role_tensor(w, r, i)));
+          add(gguf_tensor_name(r, i), role_shape(r, c, &l), TensorSource::Role, &r, i);
     } else if (std::count(ffn_free.begin(), ffn_free.end(), i)) {
       // A width-1 FFN that adds exactly zero (see the header: llama.cpp skips n_ff == 0 layers).
       LayerConfig width1;
       width1.intermediate_size = 1;
       stub(i, RolePart::Ffn, width1);
     }
+  }
+  return ts;
+}
+
+// The layers write_model_gguf gives a width-1 FFN stub: attention without an FFN.
+std::vector<int64_t> ffn_free_layers(const ModelConfig& c) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < c.num_layers(); ++i)
+    if (c.layers[size_t(i)].has_attention() && !c.layers[size_t(i)].has_ffn()) out.push_back(i);
+  return out;
+}
+
+// Whether write_model_gguf gives layer 0 a one-head attention stub (a deci file whose layer 0
+// has no attention; the header says why).
+bool needs_layer0_stub(const ModelConfig& c) {
+  return !uses_llama_arch(c) && !c.layers.empty() && !c.layers[0].has_attention();
+}
+
+std::vector<GgufTensorOut> model_tensors(const LlamaModel& m, GgmlType dtype,
+                                         const std::vector<int64_t>& ffn_free, bool layer0_stub) {
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
+  std::vector<GgufTensorOut> ts;
+  for (const PlannedTensor& p : plan_model_tensors(c, dtype, ffn_free, layer0_stub)) {
+    at::Tensor t;
+    if (p.source == TensorSource::RopeFreqs) {
+      t = llama3_rope_factors(c, common_head_dim(c));
+    } else if (p.source == TensorSource::StubOnes) {
+      t = at::ones(p.plan.dims);
+    } else if (p.source == TensorSource::StubZeros) {
+      t = at::zeros(p.plan.dims);
+    } else {
+      t = role_tensor(w, *p.role, p.layer);
+      if (p.role->rope_rows != RopeRows::None) {
+        const LayerConfig& l = c.layers[size_t(p.layer)];
+        t = unpermute_rotary_rows(t, p.role->rope_rows == RopeRows::QueryHeads
+                                         ? l.num_attention_heads
+                                         : l.num_key_value_heads);
+      }
+    }
+    ts.push_back(GgufTensorOut{p.plan.name, t, p.plan.type});
   }
   return ts;
 }
@@ -329,15 +379,35 @@ std::string llama2c_tokenizer_bytes(const GgufVocab& v, const std::string& file)
   return out;
 }
 
+std::vector<GgufTensorPlan> model_gguf_layout(const ModelConfig& c, GgmlType dtype) {
+  std::vector<GgufTensorPlan> out;
+  for (PlannedTensor& p : plan_model_tensors(c, dtype, ffn_free_layers(c), needs_layer0_stub(c)))
+    out.push_back(std::move(p.plan));
+  return out;
+}
+
+std::vector<GgufTensorExtent> model_gguf_extents(const ModelConfig& c, GgmlType dtype) {
+  std::vector<GgufTensorExtent> out;
+  uint64_t offset = 0;
+  for (const GgufTensorPlan& p : model_gguf_layout(c, dtype)) {
+    GgufTensorExtent e;
+    e.type = p.type;
+    e.row_length = p.dims.back();
+    e.rows = p.dims.size() > 1 ? p.dims.front() : 1;
+    e.offset = offset;
+    e.bytes = ggml_bytes(p.type, uint64_t(e.rows * e.row_length));
+    e.matmul_weight = is_matmul_weight_name(p.name);
+    offset += (e.bytes + 31) / 32 * 32;  // general.alignment 32 (gguf_general_metadata)
+    out.push_back(e);
+  }
+  return out;
+}
+
 void write_model_gguf(const fs::path& path, const LlamaModel& m, const GgufVocab& vocab,
                       const GgufExportOptions& opt) {
   check_exportable(m, vocab);
-  std::vector<int64_t> ffn_free;
-  for (int64_t i = 0; i < m.config.num_layers(); ++i)
-    if (m.config.layers[size_t(i)].has_attention() && !m.config.layers[size_t(i)].has_ffn())
-      ffn_free.push_back(i);
-  // A deci file whose layer 0 has no attention gets a one-head stub there (the header says why).
-  const bool layer0_stub = !uses_llama_arch(m.config) && !m.config.layers[0].has_attention();
+  const std::vector<int64_t> ffn_free = ffn_free_layers(m.config);
+  const bool layer0_stub = needs_layer0_stub(m.config);
   write_gguf(path, model_metadata(m.config, vocab, opt, ffn_free, layer0_stub),
              model_tensors(m, opt.dtype, ffn_free, layer0_stub));
 }

@@ -64,6 +64,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/fs.h"
+#include "hardware/llamacpp_buffers.h"
 #include "io/gguf.h"
 #include "io/gguf_vocab.h"
 #include "model/llama.h"
@@ -105,6 +106,23 @@ void check_vocab_exportable(const GgufVocab& v, int64_t vocab_size);
 /// norms) or when a special token is not exactly one id.
 void write_model_gguf(const fs::path& path, const LlamaModel& m, const GgufVocab& vocab,
                       const GgufExportOptions& opt = {});
+
+/// One tensor of a model's GGUF as write_model_gguf lays it out.
+struct GgufTensorPlan {
+  std::string name;           // e.g. "blk.3.attn_q.weight"
+  GgmlType type;              // gguf_tensor_type of its dims
+  std::vector<int64_t> dims;  // torch order ([rows, row length]; ggml's ne reversed)
+};
+
+/// The tensors write_model_gguf writes for a model of config `c` exported with `dtype`, in file
+/// order (stubs and llama3's rope_freqs included), without their data: what a cost model needs
+/// to know where each tensor lies in the file (hardware/llamacpp_buffers.h).
+std::vector<GgufTensorPlan> model_gguf_layout(const ModelConfig& c, GgmlType dtype);
+
+/// The same tensors where they lie in the file's data section (offsets padded to
+/// general.alignment 32) and whether llama.cpp multiplies by them: the input of
+/// llamacpp_model_buffers (hardware/llamacpp_buffers.h).
+std::vector<GgufTensorExtent> model_gguf_extents(const ModelConfig& c, GgmlType dtype);
 
 /// A model read back from GGUF: weights in fp32, torch order, HF rotate-half q/k rows.
 struct GgufModel {

@@ -6,6 +6,8 @@
 #include "common/error.h"
 #include "common/runtime.h"
 #include "common/units.h"
+#include "export/gguf_model.h"
+#include "hardware/llamacpp_buffers.h"
 #include "hardware/mamba2_cost.h"
 #include "hardware/moe_cost.h"
 #include "hardware/roofline.h"
@@ -358,6 +360,16 @@ PartCost fixed_cost(const ModelConfig& c, const Scenario& s, const Profile* p) {
     // The engine's own output and compute buffers (hardware/engine_calibration.h).
     r.activation_bytes = int64_t(
         ec->memory.activation_bytes(c, kv_capacity_tokens(w, s.engine_spec), w.batch_size));
+    if (ec->weights_repacked_into == "AMX" && !c.is_hybrid()) {
+      // llama.cpp's model buffers on a CPU with AMX: the repacked copy and the span of the
+      // mapped file (hardware/llamacpp_buffers.h) in place of the GGUF's bytes the parts count.
+      const std::vector<GgufTensorExtent> file =
+          model_gguf_extents(c, gguf_type_for(w.weight_dtype));
+      int64_t file_bytes = 0;
+      for (const GgufTensorExtent& t : file) file_bytes += int64_t(t.bytes);
+      r.weight_bytes +=
+          int64_t(llamacpp_model_buffers(file, c.tie_word_embeddings, "AMX").total()) - file_bytes;
+    }
     return r;
   }
   // The logits of the last position and the RoPE tables cos, sin [T, Hd] (built in float64).

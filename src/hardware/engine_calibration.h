@@ -10,7 +10,8 @@
 // thread synchronization), which the constant terms carry.
 //
 // Memory (llama.cpp's own buffers, its log lines "model / KV / output / compute buffer size"):
-//   model   = the GGUF's tensor bytes (weights in the scenario's type; computed exactly)
+//   model   = the GGUF's tensor bytes (weights in the scenario's type; computed exactly); on a
+//             CPU with AMX, the repacked copy plus the mapped span (hardware/llamacpp_buffers.h)
 //   KV      = n_ctx x sum over attention layers of 2 x G x Hd x KV dtype bytes, n_ctx = prompt
 //             + output rounded up to 256 (computed exactly: the cost model's KV cache)
 //   output  = V x 4 bytes per sequence (the logits buffer)
@@ -62,8 +63,9 @@ struct EngineCalibration {
   EngineMemoryModel memory;
   // The buffer type llama.cpp repacked the weights into on this CPU ("AMX" on CPUs with AMX,
   // "CPU_REPACK"), "" when it used the GGUF's tensors as they are. Where set, llama.cpp holds
-  // that copy beside the mapped file, and its model buffer is not the GGUF's bytes, which is
-  // what the memory model predicts: memory predictions for this engine miss the copy.
+  // that copy beside the mapped file, and its model buffers are not the GGUF's bytes: the
+  // memory model counts AMX's copy and the mapped span (hardware/llamacpp_buffers.h); another
+  // kind is not modelled, and memory predictions for this engine miss it.
   std::string weights_repacked_into;
   double elapsed_s = 0;
 

@@ -127,16 +127,6 @@ LlamaCppRun measure_llamacpp_files(const std::vector<fs::path>& ggufs,
   return run;
 }
 
-GgmlType gguf_type_for(const std::string& weight_dtype) {
-  if (weight_dtype == "fp32") return GgmlType::F32;
-  if (weight_dtype == "fp16") return GgmlType::F16;
-  if (weight_dtype == "bf16") return GgmlType::BF16;
-  if (weight_dtype == "q8_0") return GgmlType::Q8_0;
-  if (weight_dtype == "q4_0") return GgmlType::Q4_0;
-  throw ConfigError(msg("llama.cpp", "weight_dtype '{}' has no GGUF type here: expected fp32, "
-                        "fp16, bf16, q8_0 or q4_0", weight_dtype));
-}
-
 std::vector<int64_t> timing_prompt(int64_t tokens, int64_t vocab_size) {
   std::vector<int64_t> p{1};
   const int64_t hi = std::max<int64_t>(4, std::min<int64_t>(vocab_size, 259));
@@ -252,11 +242,30 @@ static std::string repacked_into(const LlamaCppRun& run) {
   return "";
 }
 
-// What calibrate and validate say when llama.cpp repacked the weights (into `type` buffers).
-static std::string repacked_note(const std::string& type) {
-  return fmt::format("llama.cpp repacks the weights into {} buffers on this CPU and keeps them "
-                     "beside the mapped file: its model buffers are not the GGUF's bytes, which "
-                     "the memory predictions for llama.cpp count", type);
+// What `stage` (calibrate, validate) says of the repacked weights: `measured` is where llama.cpp
+// put them in this run ("" none), `profiled` what the calibration in use says. AMX's copy is
+// modelled (hardware/llamacpp_buffers.h); another kind, or a machine other than the
+// calibration's, makes the memory predictions miss it.
+static void note_repack(const char* stage, const std::string& measured,
+                        const std::string& profiled) {
+  if (measured != profiled) {
+    log_warn(fmt::format("[{}] llama.cpp put the weights in {} buffers here, the calibration in "
+                         "use says {}: its memory predictions follow the calibration (calibrate "
+                         "again on this machine)", stage,
+                         measured.empty() ? "the mapped file's" : measured,
+                         profiled.empty() ? "the mapped file's" : profiled));
+    return;
+  }
+  if (measured.empty()) return;
+  if (measured == "AMX") {
+    log_info(fmt::format("[{}] llama.cpp repacks the weights into AMX buffers on this CPU and "
+                         "keeps them beside the mapped file: the memory model counts both "
+                         "(hardware/llamacpp_buffers.h)", stage));
+    return;
+  }
+  log_warn(fmt::format("[{}] llama.cpp repacks the weights into {} buffers on this CPU and keeps "
+                       "them beside the mapped file: its model buffers are not the GGUF's bytes, "
+                       "which the memory predictions for llama.cpp count", stage, measured));
 }
 
 // The calibration of `s`'s engine fitted on `archs` measured as models[first, first + n) of
@@ -293,6 +302,7 @@ static EngineCalibration fit_llamacpp(const Profile& profile, const std::vector<
   for (size_t i = 0; i < archs.size(); ++i)
     compute.push_back(double(run.models[first + i].buffers.compute));
   ec.memory.fit(archs, run.context_tokens, compute);
+  ec.weights_repacked_into = repacked_into(run);  // before the memory predictions: they count it
   Profile with = profile;
   with.set_engine_calibration(ec);
   for (size_t i = 0; i < archs.size(); ++i) {
@@ -300,7 +310,6 @@ static EngineCalibration fit_llamacpp(const Profile& profile, const std::vector<
     const double meas = double(run.models[first + i].buffers.total());
     ec.memory.mape_percent += std::fabs(pred - meas) / meas * 100.0 / double(archs.size());
   }
-  ec.weights_repacked_into = repacked_into(run);
   return ec;
 }
 
@@ -337,17 +346,8 @@ EngineCalibration calibrate_llamacpp(const Profile& profile, const ModelConfig& 
                        ec.release, ec.correction.fit.mape_ttft, ec.correction.fit.loo_mape_ttft,
                        ec.correction.fit.mape_tpot, ec.correction.fit.loo_mape_tpot,
                        ec.memory.mape_percent, ec.elapsed_s));
-  if (!ec.weights_repacked_into.empty())
-    log_warn(fmt::format("[calibrate] {} (memory {:.1f}% off here)",
-                         repacked_note(ec.weights_repacked_into), ec.memory.mape_percent));
+  note_repack("calibrate", ec.weights_repacked_into, ec.weights_repacked_into);
   return ec;
-}
-
-// Says so when llama.cpp repacked the weights on this CPU: the memory errors validate reports
-// then include the copy, which the memory model leaves out.
-static void warn_if_repacked(const LlamaCppRun& run) {
-  if (const std::string t = repacked_into(run); !t.empty())
-    log_warn(fmt::format("[validate] {}", repacked_note(t)));
 }
 
 ValidationReport validate_llamacpp(const std::vector<ModelConfig>& archs, const ModelConfig& base,
@@ -365,7 +365,8 @@ ValidationReport validate_llamacpp(const std::vector<ModelConfig>& archs, const 
                           s.workload.weight_dtype, s.workload.kv_cache_dtype, s.name));
   if (!recalibrate) {
     const LlamaCppRun run = measure_random(archs, vocab, s, rounds, /*weight_seed=*/1000, scratch);
-    warn_if_repacked(run);
+    note_repack("validate", repacked_into(run),
+                profile.engine_calibration(s)->weights_repacked_into);
     std::vector<Measurement> measured;
     for (const auto& m : run.models) measured.push_back(m.measured);
     return validation_report(archs, measured, s, profile);
@@ -387,11 +388,11 @@ ValidationReport validate_llamacpp(const std::vector<ModelConfig>& archs, const 
     if (i < archs.size()) judged_at.push_back(all.size()), all.push_back(archs[i]);
   }
   LlamaCppRun run = measure_random(all, vocab, s, rounds, /*weight_seed=*/1000, scratch);
-  warn_if_repacked(run);
   LlamaCppRun calib_run = run;
   calib_run.models.clear();
   for (size_t i : calib_at) calib_run.models.push_back(run.models[i]);
   const EngineCalibration ec = fit_llamacpp(profile, calib, calib_run, 0, s, *recalibrate);
+  note_repack("validate", ec.weights_repacked_into, ec.weights_repacked_into);
   if (refit) *refit = ec;
   Profile with = profile;
   with.set_engine_calibration(ec);

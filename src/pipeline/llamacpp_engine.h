@@ -22,6 +22,7 @@
 #include "io/gguf_vocab.h"
 #include "hardware/calibration.h"
 #include "hardware/engine_calibration.h"
+#include "hardware/llamacpp_buffers.h"
 #include "hardware/measure.h"
 #include "hardware/paired_measure.h"
 #include "hardware/profile.h"
@@ -80,9 +81,7 @@ LlamaCppRun measure_llamacpp_files(const std::vector<fs::path>& ggufs,
                                    const std::vector<int64_t>& prompt, int64_t output_tokens,
                                    const LlamaCppRunOptions& opt, const fs::path& scratch);
 
-/// The GGUF weight type of a scenario's weight dtype: fp32 -> F32, fp16 -> F16, bf16 -> BF16,
-/// q8_0, q4_0. Throws ConfigError for another dtype (fp8, int8, int4: not a GGUF type here).
-GgmlType gguf_type_for(const std::string& weight_dtype);
+// gguf_type_for (a scenario's weight dtype as a GGUF type): hardware/llamacpp_buffers.h.
 
 /// A prompt of `tokens` ids for models of vocabulary V: BOS (id 1) then ids cycling over
 /// [3, min(V, 259)) (llama2.c's byte tokens; any ids do for timing).
