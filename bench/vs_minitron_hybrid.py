@@ -65,6 +65,9 @@ def main():
         for m in ("autocompress", "minitron"):
             entry["architectures"][m] = [rows[m]["describe"] for _, rows, _ in rs]
             print(f"\n{m} architectures: " + "; ".join(f"`{x}`" for x in entry["architectures"][m]))
+        # Where AutoCompress's pick came from: the differentiable search or one of the descents.
+        entry["autocompress_source"] = [r["plan"]["label"] for _, _, r in rs]
+        print("\nautocompress picked by: " + "; ".join(entry["autocompress_source"]))
         summary[setting] = entry
     if a.json:
         Path(a.json).write_text(json.dumps(summary, indent=1) + "\n")

@@ -192,6 +192,7 @@ at::Tensor NemotronHModel::forward(const at::Tensor& tokens,
                                                   : lc.moe->num_experts_per_tok;
       out = nemotron_h_moe(h.reshape({B * T, D}), lw.moe, o, lm, observer, i).view({B, T, D});
     }
+    if (lm && lm->gate.defined()) out = out * lm->gate.to(out.device());
     at::Tensor next = x + out;
     if (observer) observer->on_block(i, x, next);
     x = std::move(next);

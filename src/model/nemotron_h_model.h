@@ -105,6 +105,9 @@ struct NemotronHLayerMasks {
   at::Tensor expert_ffn;      // 'E' [E, Fe]: each expert's relu² activation
   at::Tensor shared_ffn;      // 'E' [Fs]: the shared expert's relu² activation
   int64_t num_experts_per_tok = 0;  // 'E': k of the masked forward; 0 = the config's
+  /// [] fp32: the block's output times this before the residual add (the differentiable
+  /// search's soft removal, search/nemotron_h_differentiable.h; 0 = removed); undefined: 1.
+  at::Tensor gate;
 };
 
 /// Masks of every layer (L entries, or none).

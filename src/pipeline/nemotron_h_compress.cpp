@@ -27,6 +27,7 @@
 #include "pipeline/stages.h"
 #include "plan/plan.h"
 #include "prune/nemotron_h_prune.h"
+#include "search/nemotron_h_differentiable.h"
 #include "search/nemotron_h_minitron.h"
 
 namespace ac {
@@ -129,6 +130,7 @@ struct AutoCompressPick {
   json considered = json::array(), retrained = json::array();
   fs::path resume_from;  // the kept finalist's retraining, which the final run continues
   int64_t search_tokens = 0;
+  json differentiable;   // HybridSearchResult::to_json (null: the teacher already fits)
 };
 
 AutoCompressPick autocompress_pick(const SearchInputs& in, const CompressOptions& opt,
@@ -155,8 +157,19 @@ AutoCompressPick autocompress_pick(const SearchInputs& in, const CompressOptions
     p.chosen.cost = plan.full;
     return p;
   }
-  const std::vector<Finalist> finalists = rank_suggestions(
-      {&plan, &by_size}, in.teacher, in.imp, in.calibration, p.considered, p.search_tokens);
+  // The differentiable search's pick (search/nemotron_h_differentiable.h) joins the descents'
+  // suggestions; all are ranked alike.
+  HybridSearchOptions ho;
+  ho.seed = opt.data.seed;
+  const HybridSearchResult learned =
+      nemotron_h_differentiable_search(in.teacher, in.imp, plan, in.calibration, ho, quality);
+  p.search_tokens += learned.search_tokens;
+  p.differentiable = learned.to_json();
+  Plan searched;
+  if (learned.suggestion) searched.levers.push_back(*learned.suggestion);
+  const std::vector<Finalist> finalists =
+      rank_suggestions({&searched, &plan, &by_size}, in.teacher, in.imp, in.calibration,
+                       p.considered, p.search_tokens);
   p.chosen = finalists.front().suggestion;
   // The best few by KL after pruning, each retrained as the start of the final run (its warm-up
   // and decay; the dense pipeline's protocol, CompressSearchOptions::autocompress_retrain): the
@@ -484,7 +497,8 @@ json compress_nemotron_h(const CompressOptions& opt) {
                                                                   chosen.config)},
                 {"removed_layers", removed_layers},
                 {"considered", ac ? ac->considered : json::array()},
-                {"retrained", ac ? ac->retrained : json::array()}}},
+                {"retrained", ac ? ac->retrained : json::array()},
+                {"differentiable", ac ? ac->differentiable : json(nullptr)}}},
       {"eval_after_prune", main_result["eval_after_prune"]},
       {"eval", main_result["eval"]},
       {"distill", main_result["distill"]},

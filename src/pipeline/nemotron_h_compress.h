@@ -9,7 +9,9 @@
 //      GPU's roofline: hybrid layers are costed there only), over experts, expert width, experts
 //      per token, whole layers and the global Mamba-2 heads, each move priced by the share of the
 //      measured importance it removes (nemotron_h_importance_loss), and again by the parameters
-//      each move removes; of every suggestion of both that the pruning can build
+//      each move removes; and the differentiable search (search/nemotron_h_differentiable.h:
+//      a relaxation over the same levers on the teacher under soft masks, its argmax repaired by
+//      that descent); of every suggestion of these that the pruning can build
 //      (prune/nemotron_h_prune.h validate_nemotron_h_target), the best two by KL to the teacher
 //      on the calibration windows are each retrained as the first eighth of the final run
 //      (--autocompress-retrain-top-k / --autocompress-retrain-tokens, as the dense pipeline's),
@@ -31,8 +33,7 @@
 //      plan's moves, the KL and perplexity before and after distillation, one "comparison" row
 //      per method (architecture, search tokens, held-out KL after pruning and distillation), the
 //      files.
-// AutoCompress's search is the plan's descent priced by importance; the differentiable search is
-// the dense pipeline's only so far. The run writes
+// The run writes
 // into a staging folder renamed to --out at the end (nothing half-written); it is not resumable.
 #pragma once
 #include <nlohmann/json.hpp>

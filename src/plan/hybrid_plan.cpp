@@ -85,9 +85,11 @@ class HybridGreedy {
     active_ = double(parent_.num_active_parameters());
   }
 
-  // Moves until every limit holds or no move lowers the excess; returns the last architecture.
-  ModelConfig run(int64_t* steps) {
+  // Moves from `start` (the parent when unset) until every limit holds or no move lowers the
+  // excess; returns the last architecture.
+  ModelConfig run(int64_t* steps, const ModelConfig* start = nullptr) {
     ModelConfig c = parent_;
+    if (start) c.layers = start->layers;
     double ex = excess(c);
     while (ex > 0) {
       double best_score = 0, best_kept = 2;
@@ -156,7 +158,7 @@ class HybridGreedy {
     }
     if (lv == Lever::mamba_head_dim) {  // Minitron's head_dim ladder (search/nemotron_h_minitron.h)
       const int64_t full = p.mamba->mamba_head_dim;
-      const int64_t v = l.mamba->mamba_head_dim - std::max<int64_t>(8, full / 4 / 8 * 8);
+      const int64_t v = l.mamba->mamba_head_dim - mamba_head_dim_step(full);
       return v >= std::max<int64_t>(1, smallest_count(full, f)) ? v : 0;
     }
     return 0;
@@ -310,14 +312,30 @@ std::vector<std::string> hybrid_changes(const ModelConfig& p, const ModelConfig&
   return out;
 }
 
+const std::set<Lever> kAllLevers = {Lever::experts,     Lever::width,       Lever::top_k,
+                                    Lever::layer,       Lever::mamba_heads, Lever::mamba_head_dim};
+
 }  // namespace
+
+std::optional<PlanSuggestion> repair_hybrid(const Plan& plan, const ModelConfig& start,
+                                            const std::string& label, const Profile* profile,
+                                            const QualityLoss& quality, int64_t* steps) {
+  PartMemo memo(plan.scenario, profile);
+  HybridGreedy greedy(plan, memo, kAllLevers, quality);
+  int64_t taken = 0;
+  ModelConfig c = greedy.run(&taken, &start);
+  if (steps) *steps = taken;
+  if (!check_limits(memo.estimate(c), plan.limits).empty()) return std::nullopt;
+  ModelConfig out = plan.config;
+  out.layers = c.layers;
+  return verified_suggestion("per_layer", label, out, plan, profile,
+                             hybrid_changes(plan.config, out));
+}
 
 void add_hybrid_suggestions(Plan& plan, const Profile* profile, const QualityLoss& quality) {
   PartMemo memo(plan.scenario, profile);
   const std::vector<std::pair<std::string, std::set<Lever>>> descents = {
-      {"greedy per layer",
-       {Lever::experts, Lever::width, Lever::top_k, Lever::layer, Lever::mamba_heads,
-        Lever::mamba_head_dim}},
+      {"greedy per layer", kAllLevers},
       {"experts only", {Lever::experts}},
       {"expert width only", {Lever::width}},
       {"experts per token only", {Lever::top_k}},

@@ -32,6 +32,9 @@
 // and head_dim); those that fit, and
 // differ from the first, are suggested.
 #pragma once
+#include <optional>
+#include <string>
+
 #include "plan/plan.h"
 
 namespace ac {
@@ -42,5 +45,16 @@ namespace ac {
 /// Throws ConfigError from predict (a scenario costed from a profile's tables: hybrid layers are
 /// costed on a GPU's roofline only).
 void add_hybrid_suggestions(Plan& plan, const Profile* profile, const QualityLoss& quality = {});
+
+/// The greedy descent over every lever from `start` (plan.config's layer count, its layers each
+/// the parent's kind with sizes at most the parent's, or removed) instead of the parent: the
+/// repair of a searched architecture that breaks a limit (search/nemotron_h_differentiable.h).
+/// A `start` that already meets plan.limits is returned unchanged. Returns the verified
+/// suggestion labelled `label`, or nullopt when no move sequence meets the limits; `steps`
+/// (optional) receives the moves taken. Throws what predict throws.
+std::optional<PlanSuggestion> repair_hybrid(const Plan& plan, const ModelConfig& start,
+                                            const std::string& label, const Profile* profile,
+                                            const QualityLoss& quality = {},
+                                            int64_t* steps = nullptr);
 
 }  // namespace ac

@@ -22,6 +22,8 @@ int64_t smallest_count(int64_t full, double min_fraction) {
   return std::max<int64_t>(1, int64_t(std::ceil(min_fraction * double(full))));
 }
 
+int64_t mamba_head_dim_step(int64_t P) { return std::max<int64_t>(8, P / 4 / 8 * 8); }
+
 std::vector<int64_t> count_ladder(int64_t full, double min_fraction) {
   std::vector<int64_t> out;
   for (int64_t n = full; n >= smallest_count(full, min_fraction); --n) out.push_back(n);

@@ -36,6 +36,10 @@ void require_width_granularity(int64_t g, const char* where);
 /// The fewest of `full` a ladder keeps: max(1, ceil(min_fraction x full)).
 int64_t smallest_count(int64_t full, double min_fraction);
 
+/// The step of a Mamba-2 head_dim ladder below the parent's P: max(8, about P / 4 in multiples
+/// of 8), Minitron's head_dim grid (search/nemotron_h_minitron.h) and the hybrid plan's move.
+int64_t mamba_head_dim_step(int64_t P);
+
 /// full, full - 1, ..., smallest_count(full, min_fraction): counts of KV heads, query heads per
 /// KV head or layers, descending. Empty when full < 1.
 std::vector<int64_t> count_ladder(int64_t full, double min_fraction);

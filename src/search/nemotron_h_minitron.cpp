@@ -141,7 +141,7 @@ NemotronHGrid nemotron_h_minitron_grid(const NemotronHModel& teacher,
   else
     heads = {0};
   const std::vector<int64_t> head_dims =
-      s.P > 0 ? step_ladder(s.P, std::max<int64_t>(8, s.P / 4 / 8 * 8), smallest_count(s.P, frac))
+      s.P > 0 ? step_ladder(s.P, mamba_head_dim_step(s.P), smallest_count(s.P, frac))
               : std::vector<int64_t>{0};
   const std::vector<int64_t> ffn =
       s.F > 0 ? stepped_width_ladder(s.F, g, frac, s.F / 8, FirstRung::nearest)
