@@ -4,7 +4,7 @@
 //   measured   the real decode step of the native engine (measure_native, interleaved rounds
 //              over every width, p10 of the steps);
 //   in forward the same decode step written out op for op with the model's own weights and KV
-//              cache, each op timed alone inside the step (so each op sees the cache state the
+//              cache (hardware/in_forward.h timed_decode_step), each op timed alone inside the step (so each op sees the cache state the
 //              forward leaves it), summed per class: gemm (projections), attention, elementwise
 //              (norms, SwiGLU, residual adds, embedding), lm_head, and what is left of the step;
 //   tables     the profile's table sums of the same classes (calibration.h correction_features),
@@ -20,91 +20,20 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <map>
 
 #include "common/gemm.h"
 #include "common/runtime.h"
 #include "hardware/calibration.h"
+#include "hardware/in_forward.h"
 #include "hardware/cost_model.h"
 #include "hardware/measure.h"
-#include "hardware/native_ops.h"
 #include "hardware/timer.h"
 #include "hardware/validate.h"
-#include "model/kernels.h"
 #include "model/llama.h"
 
 namespace ac {
 
 namespace {
-
-// Per-class times of one decode step, ms.
-struct StepSplit {
-  double gemm = 0, attention = 0, elementwise = 0, lm_head = 0, total = 0;
-};
-
-// One decode step of `m` at context position `pos` (cache filled with random keys and values up
-// to there), timing each op. Mirrors LlamaModel::hidden_states + forward for T = 1 without masks.
-StepSplit timed_decode_step(const LlamaModel& m, std::vector<at::Tensor>& ck,
-                            std::vector<at::Tensor>& cv, int64_t pos, const at::Tensor& token) {
-  const ModelConfig& c = m.config;
-  const ModelWeights& w = m.weights;
-  StepSplit s;
-  auto tick = [](double& acc, double t0) {
-    const double t1 = timer_ms();
-    acc += t1 - t0;
-    return t1;
-  };
-  const double start = timer_ms();
-  double t = start;
-  at::Tensor x = at::embedding(w.embed_tokens, token);  // [1, 1, D]
-  t = tick(s.elementwise, t);
-  std::map<int64_t, std::pair<at::Tensor, at::Tensor>> rope;
-  for (int64_t i = 0; i < c.num_layers(); ++i) {
-    const LayerConfig& lc = c.layers[size_t(i)];
-    const LayerWeights& lw = w.layers[size_t(i)];
-    if (lc.has_attention()) {
-      const int64_t H = lc.num_attention_heads, G = lc.num_key_value_heads, Hd = lc.head_dim;
-      t = timer_ms();
-      at::Tensor h = rms_norm(x, lw.input_layernorm, c.rms_norm_eps);
-      t = tick(s.elementwise, t);
-      auto it = rope.find(Hd);
-      if (it == rope.end()) it = rope.emplace(Hd, rope_tables(c, Hd, pos, 1)).first;
-      t = timer_ms();
-      at::Tensor q = ac::linear(h, lw.q_proj, lw.q_bias);
-      at::Tensor k = ac::linear(h, lw.k_proj, lw.k_bias);
-      at::Tensor v = ac::linear(h, lw.v_proj, lw.v_bias);
-      t = tick(s.gemm, t);
-      at::Tensor a = native_ops::attention(q, k, v, ck[size_t(i)], cv[size_t(i)], pos, H, G, Hd,
-                                           it->second.first, it->second.second, {});
-      t = tick(s.attention, t);
-      at::Tensor out = ac::linear(a, lw.o_proj);
-      t = tick(s.gemm, t);
-      x = x + out;
-      t = tick(s.elementwise, t);
-    }
-    if (lc.has_ffn()) {
-      t = timer_ms();
-      at::Tensor h = rms_norm(x, lw.post_attention_layernorm, c.rms_norm_eps);
-      t = tick(s.elementwise, t);
-      at::Tensor g = ac::linear(h, lw.gate_proj), u = ac::linear(h, lw.up_proj);
-      t = tick(s.gemm, t);
-      at::Tensor act = swiglu(g, u);
-      t = tick(s.elementwise, t);
-      at::Tensor out = ac::linear(act, lw.down_proj);
-      t = tick(s.gemm, t);
-      x = x + out;
-      t = tick(s.elementwise, t);
-    }
-  }
-  t = timer_ms();
-  at::Tensor h = rms_norm(x, w.norm, c.rms_norm_eps);
-  t = tick(s.elementwise, t);
-  at::Tensor logits = ac::linear(h, w.lm_head);
-  t = tick(s.lm_head, t);
-  (void)logits.argmax(-1);
-  s.total = timer_ms() - start;
-  return s;
-}
 
 double q(std::vector<double> v, double p) { return sample_quantile(std::move(v), p); }
 
@@ -143,7 +72,9 @@ int width_probe(int argc, char** argv) {
       measure_interleaved(archs, wl, rounds, /*weight_seed=*/1000, /*progress=*/true);
   // The op-by-op step, interleaved the same way.
   c10::InferenceMode no_grad;
-  std::vector<std::vector<StepSplit>> split(archs.size());
+  std::vector<std::vector<DecodeStepSplit>> split(archs.size());
+  Profile bare = profile;
+  bare.in_forward.clear();
   std::vector<LlamaModel> models;
   for (size_t i = 0; i < archs.size(); ++i)
     models.push_back(LlamaModel{archs[i], random_weights(archs[i], 1000 + i)});
@@ -157,7 +88,8 @@ int width_probe(int argc, char** argv) {
         cv.push_back(at::rand({1, G, wl.context_tokens(), Hd}));
       }
       for (int k = 0; k < steps + 2; ++k) {
-        StepSplit s = timed_decode_step(models[i], ck, cv, C - 1, token);
+        DecodeStepSplit s = timed_decode_step(models[i], ck, cv, C - 1, token);
+        s.logits = at::Tensor();
         if (k >= 2) split[i].push_back(s);
       }
     }
@@ -166,10 +98,10 @@ int width_probe(int argc, char** argv) {
              "D", "measured", "in fwd", "tables", "pred", "gemm", "table", "attn", "table",
              "elem", "table", "head", "table", "rest");
   for (size_t i = 0; i < archs.size(); ++i) {
-    const auto [pre, dec] = correction_features(profile, archs[i], wl);
+    const auto [pre, dec] = correction_features(bare, archs[i], wl);  // the tables as timed
     const CostEstimate e = predict(archs[i], scen, &profile);
     std::vector<double> g, a, el, h, tot;
-    for (const StepSplit& s : split[i]) {
+    for (const DecodeStepSplit& s : split[i]) {
       g.push_back(s.gemm), a.push_back(s.attention), el.push_back(s.elementwise);
       h.push_back(s.lm_head), tot.push_back(s.total);
     }

@@ -124,6 +124,26 @@ TEST(CostCalibration, PhysicalBoundsHoldFactorsAndConstants) {
   EXPECT_THROW(fit_phase_correction(s, 0, bad), ConfigError);
 }
 
+TEST(CostCalibration, InForwardBoundsNarrowTheDecodeFactors) {
+  // physical(1.25): factors in [0.8, 1.25], constants >= 0. A truth of gemm 1.5 and lm_head 0.6
+  // stops at 1.25 and 0.8, the best fit inside that box.
+  const CorrectionBounds b = CorrectionBounds::physical(1.25);
+  EXPECT_EQ(b.lo, (Coefs{0.8, 0.8, 0.8, 0.8, 0, 0}));
+  EXPECT_EQ(b.hi[3], 1.25);
+  PhaseSamples s = synthetic_samples({1.5, 1.1, 0.9, 0.6, 0.02, 0.1}, 20, 17);
+  const Coefs got = fit_phase_correction(s, 0, b).coefficients();
+  EXPECT_EQ(got[0], 1.25);
+  EXPECT_EQ(got[3], 0.8);
+  expect_box_optimum(s, got, b);
+  EXPECT_THROW(CorrectionBounds::physical(0.9), ConfigError);
+  EXPECT_THROW(CorrectionBounds::physical(NAN), ConfigError);
+  // The native decode's bounds: the narrow box only with in-forward ratios in the profile.
+  Profile p;
+  EXPECT_EQ(native_decode_bounds(p).hi[0], 2.0);
+  p.in_forward.push_back(InForwardRatio{});
+  EXPECT_EQ(native_decode_bounds(p).hi[0], 1.25);
+}
+
 TEST(CostCalibration, FitRejectsBadMeasurements) {
   PhaseSamples s = synthetic_samples({1, 1, 1, 1, 0, 0}, 3, 1);
   s.y[1] = 0;

@@ -17,7 +17,7 @@
 namespace {
 struct CalibrateArgs {
   std::string profile, out, samples, base, engine = "native", scenario, tokenizer;
-  int count = 12, repeats = 3;
+  int count = ac::ProfileOptions{}.calibration_models, repeats = 3;
   uint64_t seed = 0xCA1B;
   double ridge = ac::kCorrectionRidge;
   bool no_shapes = false;
@@ -83,13 +83,16 @@ void run(const CalibrateArgs& a) {
   const double t0 = ac::now_s();
   std::vector<ac::ModelConfig> archs = ac::calibration_architectures({base}, a.count, a.seed);
   if (a.no_shapes) archs.erase(archs.begin());
+  // The in-forward ratios first: the samples' features are read through them.
+  p.in_forward = ac::in_forward_for(p, base, p.workload, /*progress=*/true);
   auto samples = ac::measure_calibration(p, archs, p.workload, a.repeats, /*progress=*/true);
   if (!a.samples.empty()) ac::write_json_file(a.samples, ac::calibration_samples_json(samples));
-  ac::LatencyCorrection c = ac::fit_correction(samples, a.ridge);
+  ac::LatencyCorrection c = ac::fit_native_correction(p, samples, a.ridge);
   c.fit.base = ac::describe(base);
   c.fit.seed = a.seed;
   c.fit.repeats = a.repeats;
   c.fit.elapsed_s = ac::now_s() - t0;
+  std::printf("%s", ac::describe_in_forward(p.in_forward).c_str());
   std::printf("%s", ac::describe_fit(c.fit).c_str());
   if (!a.out.empty()) {
     p.correction = c;

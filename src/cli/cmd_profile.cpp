@@ -15,7 +15,9 @@ struct ProfileArgs {
   std::string device = "cpu", scenario, out = "profile.json";
   std::vector<std::string> models;
   bool calibrate = false;
-  int min_repeats = 7, calibration_models = 12, calibration_repeats = 3;
+  bool no_in_forward = false;
+  int min_repeats = 7, calibration_models = ac::ProfileOptions{}.calibration_models,
+      calibration_repeats = 3;
   uint64_t calibration_seed = 0xCA1B;
 };
 
@@ -37,6 +39,7 @@ void run(const ProfileArgs& a) {
   ac::ProfileOptions opt;
   if (s.device_spec.kind == "cuda") opt.gpu = s.device_spec;  // throws there without CUDA / GPU
   opt.calibrate = a.calibrate;
+  opt.in_forward = !a.no_in_forward;
   opt.min_repeats = a.min_repeats;
   opt.calibration_models = a.calibration_models;
   opt.calibration_repeats = a.calibration_repeats;
@@ -53,6 +56,10 @@ void run(const ProfileArgs& a) {
               a.out.c_str());
   if (p.width_granularity > 0)
     std::printf("width granularity %lld (hardware/granularity.h)\n", (long long)p.width_granularity);
+  if (p.decode_gemm_capped > 0)
+    std::printf("decode GEMM entries above a wider one's time, lowered to it: %d "
+                "(hardware/profile.h cap_decode_gemm_table)\n", p.decode_gemm_capped);
+  std::printf("%s", ac::describe_in_forward(p.in_forward).c_str());
   if (p.correction.fitted) std::printf("%s", ac::describe_fit(p.correction.fit).c_str());
   if (!p.residency_curve(p.workload.batch_size).empty())
     std::printf("cache residency: last-level cache %.0f MiB; the first model's weights %.0f%% "
@@ -81,6 +88,10 @@ ac::cli::RegisterCommand reg(30, [](CLI::App& app) {
   s->add_option("--out", a->out, "profile JSON to write")->capture_default_str();
   s->add_flag("--calibrate", a->calibrate, "fit the latency correction on real forwards of "
                                            "calibration architectures (quiet machine only)");
+  s->add_flag("--no-in-forward", a->no_in_forward, "with --calibrate: fit the correction on the "
+                                                 "tables as timed alone, without each op class's "
+                                                 "ratio inside a real decode step (the model "
+                                                 "before 2026-12-06)");
   s->add_option("--calibration-models", a->calibration_models, "random calibration prunes "
                                                               "(besides the models)")->capture_default_str();
   s->add_option("--calibration-seed", a->calibration_seed, "their seed (validate's default is 1)")->capture_default_str();

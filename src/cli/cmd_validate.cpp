@@ -19,7 +19,7 @@ struct ValidateArgs {
   int count = 20, repeats = 3;
   uint64_t seed = 1;
   bool recalibrate = false;
-  int calibration_models = 12;
+  int calibration_models = ac::ProfileOptions{}.calibration_models;
 };
 
 void run(const ValidateArgs& a) {

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/progress.h"
 #include "common/runtime.h"
+#include "hardware/in_forward.h"
 #include "hardware/validate.h"
 
 namespace ac {
@@ -65,7 +66,11 @@ std::vector<ModelConfig> calibration_architectures(const std::vector<ModelConfig
     throw ConfigError(msg("calibration", "expected >= 1 shape and count >= 0, found {} shapes "
                                          "and count {}", shapes.size(), count));
   std::vector<ModelConfig> out = shapes;
-  for (auto& c : width_spread_architectures(shapes.front(), count, seed)) out.push_back(std::move(c));
+  const int at_base = count / 4;
+  for (auto& c : width_spread_architectures(shapes.front(), count - at_base, seed))
+    out.push_back(std::move(c));
+  for (auto& c : base_width_architectures(shapes.front(), at_base, seed + 1))
+    out.push_back(std::move(c));
   return out;
 }
 
@@ -138,12 +143,37 @@ static PhaseSamples phase_samples(const std::vector<CalibrationSample>& samples,
 
 LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge,
                                  const CorrectionBounds& bounds) {
+  return fit_correction(samples, ridge, bounds, bounds);
+}
+
+CorrectionBounds native_decode_bounds(const Profile& profile) {
+  return profile.in_forward.empty() ? CorrectionBounds::physical() : CorrectionBounds::physical(1.25);
+}
+
+LatencyCorrection fit_native_correction(const Profile& profile,
+                                        const std::vector<CalibrationSample>& samples,
+                                        double ridge) {
+  return fit_correction(samples, ridge, CorrectionBounds::physical(), native_decode_bounds(profile));
+}
+
+std::vector<InForwardRatio> in_forward_for(const Profile& profile, const ModelConfig& base,
+                                           const Workload& workload, bool progress) {
+  if (profile.identity.device != "cpu" || base.is_hybrid() || base.qk_norm || base.sliding_window)
+    return {};
+  InForwardOptions o;
+  o.progress = progress;
+  return measure_in_forward(profile, base, workload, o);
+}
+
+LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge,
+                                 const CorrectionBounds& prefill_bounds,
+                                 const CorrectionBounds& decode_bounds) {
   if (samples.empty()) throw ConfigError(msg("fit_correction", "no calibration samples"));
   PhaseSamples pre = phase_samples(samples, true), dec = phase_samples(samples, false);
   LatencyCorrection c;
   c.fitted = true;
-  c.prefill = fit_phase_correction(pre, ridge, bounds);
-  c.decode = fit_phase_correction(dec, ridge, bounds);
+  c.prefill = fit_phase_correction(pre, ridge, prefill_bounds);
+  c.decode = fit_phase_correction(dec, ridge, decode_bounds);
   CorrectionFit& f = c.fit;
   f.models = int(samples.size());
   f.ridge = ridge;
@@ -153,8 +183,8 @@ LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, 
   f.uncorrected_mape_ttft = correction_mape(pre, PhaseCorrection{});
   f.uncorrected_mape_tpot = correction_mape(dec, PhaseCorrection{});
   if (samples.size() >= 2) {
-    f.loo_mape_ttft = correction_loo_mape(pre, ridge, bounds);
-    f.loo_mape_tpot = correction_loo_mape(dec, ridge, bounds);
+    f.loo_mape_ttft = correction_loo_mape(pre, ridge, prefill_bounds);
+    f.loo_mape_tpot = correction_loo_mape(dec, ridge, decode_bounds);
   }
   return c;
 }
@@ -167,7 +197,7 @@ LatencyCorrection calibrate_correction(const Profile& profile,
       calibration_architectures(shapes, opt.calibration_models, opt.calibration_seed);
   std::vector<CalibrationSample> samples =
       measure_calibration(profile, archs, workload, opt.calibration_repeats, opt.progress);
-  LatencyCorrection c = fit_correction(samples, kCorrectionRidge);
+  LatencyCorrection c = fit_native_correction(profile, samples, kCorrectionRidge);
   c.fit.base = describe(shapes.front());
   c.fit.seed = opt.calibration_seed;
   c.fit.repeats = opt.calibration_repeats;

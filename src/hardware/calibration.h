@@ -61,8 +61,10 @@ struct CalibrationSample {
   PhaseFeatures prefill, decode;
 };
 
-/// `shapes` followed by `count` random prunes of shapes.front() drawn with `seed`, their hidden
-/// sizes spread over the search's range (width_spread_architectures, validate.h).
+/// `shapes` followed by `count` random prunes of shapes.front() drawn with `seed`: count -
+/// count / 4 with their hidden sizes spread over the search's range (width_spread_architectures,
+/// validate.h), then count / 4 at the base's own width with every layer drawn
+/// (base_width_architectures, seed + 1), where the search picks most often on a CPU.
 /// Throws ConfigError when `shapes` is empty or count < 0.
 std::vector<ModelConfig> calibration_architectures(const std::vector<ModelConfig>& shapes,
                                                    int count, uint64_t seed);
@@ -93,11 +95,34 @@ std::vector<CalibrationSample> calibration_samples(const Profile& profile,
 LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge,
                                  const CorrectionBounds& bounds = CorrectionBounds::physical());
 
+/// The same with the prefill's and the decode's own bounds.
+LatencyCorrection fit_correction(const std::vector<CalibrationSample>& samples, double ridge,
+                                 const CorrectionBounds& prefill_bounds,
+                                 const CorrectionBounds& decode_bounds);
+
+/// How far the native engine's decode factors may move: within [0.8, 1.25] when `profile` has
+/// in-forward ratios (its decode tables then already cost each class as inside a step,
+/// hardware/in_forward.h), else CorrectionBounds::physical()'s [0.5, 2].
+CorrectionBounds native_decode_bounds(const Profile& profile);
+
+/// The fit of the native engine on `samples` of `profile`: fit_correction with the prefill in
+/// CorrectionBounds::physical() and the decode in native_decode_bounds(profile).
+LatencyCorrection fit_native_correction(const Profile& profile,
+                                        const std::vector<CalibrationSample>& samples,
+                                        double ridge);
+
+/// Measures the in-forward ratios of `base` on this CPU (measure_in_forward, its default ladder
+/// of hidden sizes) when `profile` is a CPU profile and `base` a plain Llama-family decoder;
+/// empty otherwise (the ratios then stay 1).
+std::vector<InForwardRatio> in_forward_for(const Profile& profile, const ModelConfig& base,
+                                           const Workload& workload, bool progress);
+
 /// Default ridge of the fit (relative residuals vs squared deviation from the prior).
 constexpr double kCorrectionRidge = 1e-3;
 
-/// Profile + fit in one: calibration_architectures(shapes, opt...), measure, fit; records seed,
-/// base, architectures, repeats, elapsed time.
+/// Profile + fit in one: calibration_architectures(shapes, opt...), measure, fit
+/// (fit_native_correction: `profile`'s in-forward ratios are measured first, by the caller);
+/// records seed, base, architectures, repeats, elapsed time.
 LatencyCorrection calibrate_correction(const Profile& profile,
                                        const std::vector<ModelConfig>& shapes,
                                        const Workload& workload, const ProfileOptions& opt);

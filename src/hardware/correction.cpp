@@ -119,6 +119,16 @@ CorrectionBounds CorrectionBounds::physical() {
   return b;
 }
 
+CorrectionBounds CorrectionBounds::physical(double range) {
+  if (!(range >= 1) || !std::isfinite(range))
+    throw ConfigError(msg("CorrectionBounds::physical", "range: expected a finite number >= 1, "
+                                                        "found {}", range));
+  CorrectionBounds b;
+  for (int j = 0; j < kFactors; ++j) b.lo[size_t(j)] = 1 / range, b.hi[size_t(j)] = range;
+  b.lo[4] = b.lo[5] = 0;
+  return b;
+}
+
 CorrectionBounds CorrectionBounds::nonnegative_factors() {
   CorrectionBounds b;
   for (int j = 0; j < kFactors; ++j) b.lo[size_t(j)] = 0;
@@ -295,6 +305,74 @@ LatencyCorrection LatencyCorrection::from_json(const json& j, const std::string&
   pair("leave_one_out_mape_percent", c.fit.loo_mape_ttft, c.fit.loo_mape_tpot);
   pair("uncorrected_mape_percent", c.fit.uncorrected_mape_ttft, c.fit.uncorrected_mape_tpot);
   return c;
+}
+
+json InForwardRatio::to_json() const {
+  json j = {{"hidden_size", hidden_size}, {"working_set_bytes", working_set_bytes},
+            {"total_ms", total_ms}, {"rest_ms", rest_ms}};
+  for (int k = 0; k < 4; ++k) {
+    const char* n = correction_term_names()[size_t(k)];
+    j["ratio"][n] = ratio[size_t(k)];
+    j["in_forward_ms"][n] = in_forward_ms[size_t(k)];
+    j["table_ms"][n] = table_ms[size_t(k)];
+  }
+  return j;
+}
+
+InForwardRatio InForwardRatio::from_json(const json& j, const std::string& where) {
+  if (!j.is_object())
+    throw FormatError(msg("load_profile", "{}: expected an object, found {}", where, j.type_name()));
+  InForwardRatio r;
+  r.hidden_size = json_get<int64_t>(j, "hidden_size", where);
+  if (r.hidden_size < 1)
+    throw FormatError(msg("load_profile", "{}.hidden_size: expected >= 1, found {}", where,
+                          r.hidden_size));
+  r.working_set_bytes = json_get_or<double>(j, "working_set_bytes", 0.0, where);
+  r.total_ms = json_get_or<double>(j, "total_ms", 0.0, where);
+  r.rest_ms = json_get_or<double>(j, "rest_ms", 0.0, where);
+  auto group = [&](const char* key) -> const json& {
+    if (!j.contains(key) || !j.at(key).is_object())
+      throw FormatError(msg("load_profile", "{}.{}: expected an object gemm / attention / "
+                                            "elementwise / lm_head", where, key));
+    return j.at(key);
+  };
+  const json &ratio = group("ratio"), &in = group("in_forward_ms"), &table = group("table_ms");
+  for (int k = 0; k < 4; ++k) {
+    const char* n = correction_term_names()[size_t(k)];
+    r.ratio[size_t(k)] = json_get<double>(ratio, n, where + ".ratio");
+    if (!(r.ratio[size_t(k)] > 0) || !std::isfinite(r.ratio[size_t(k)]))
+      throw FormatError(msg("load_profile", "{}.ratio.{}: expected a positive finite number, "
+                                            "found {}", where, n, r.ratio[size_t(k)]));
+    r.in_forward_ms[size_t(k)] = json_get_or<double>(in, n, 0.0, where + ".in_forward_ms");
+    r.table_ms[size_t(k)] = json_get_or<double>(table, n, 0.0, where + ".table_ms");
+  }
+  return r;
+}
+
+double in_forward_ratio(const std::vector<InForwardRatio>& r, int term, int64_t hidden_size) {
+  AC_CHECK(term >= 0 && term < 4, "in_forward_ratio: term {} is not a factor", term);
+  if (r.empty()) return 1.0;
+  const size_t t = size_t(term);
+  if (hidden_size <= r.front().hidden_size) return r.front().ratio[t];
+  if (hidden_size >= r.back().hidden_size) return r.back().ratio[t];
+  size_t i = 1;
+  while (r[i].hidden_size < hidden_size) ++i;
+  const double a = double(hidden_size - r[i - 1].hidden_size) /
+                   double(r[i].hidden_size - r[i - 1].hidden_size);
+  return (1 - a) * r[i - 1].ratio[t] + a * r[i].ratio[t];
+}
+
+std::string describe_in_forward(const std::vector<InForwardRatio>& r) {
+  if (r.empty()) return "";
+  std::string out = fmt::format("decode op classes inside a real step over their tables, hidden "
+                                "sizes {}..{} ({} widths):", r.front().hidden_size,
+                                r.back().hidden_size, r.size());
+  for (int k = 0; k < 4; ++k) {
+    double lo = r.front().ratio[size_t(k)], hi = lo;
+    for (const auto& e : r) lo = std::min(lo, e.ratio[size_t(k)]), hi = std::max(hi, e.ratio[size_t(k)]);
+    out += fmt::format("{} {} {:.2f}-{:.2f}", k ? "," : "", correction_term_names()[size_t(k)], lo, hi);
+  }
+  return out + "\n";
 }
 
 std::string describe_fit(const CorrectionFit& f) {

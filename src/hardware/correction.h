@@ -97,6 +97,10 @@ struct CorrectionBounds {
   /// noise on collinear features (the 2026-12-04 profiles of machine B fitted a per-step
   /// constant of -0.8 ms on TPOTs of 1-3 ms).
   static CorrectionBounds physical();
+  /// Factors in [1 / range, range] and constants >= 0 (range >= 1): the decode phase of a
+  /// profile with in-forward ratios (hardware/in_forward.h), whose scaled tables already hold
+  /// each class's cost inside a step, so the factors only correct what remains.
+  static CorrectionBounds physical(double range);
   /// Factors >= 0, constants free: an engine measured through its work features (llama.cpp,
   /// hardware/engine_calibration.h), whose factors are ms per unit of work, not ratios.
   static CorrectionBounds nonnegative_factors();
@@ -126,5 +130,38 @@ double correction_mape(const PhaseSamples& s, const PhaseCorrection& c);
 /// Needs >= 2 samples.
 double correction_loo_mape(const PhaseSamples& s, double ridge,
                            const CorrectionBounds& bounds = CorrectionBounds::physical());
+
+/// The decode phase's in-forward ratios at one hidden size (hardware/in_forward.h): per factor
+/// term (gemm, attention, elementwise, lm_head, the order of PhaseCorrection::coefficients())
+/// what the class cost inside a real decode step (in_forward_ms, the 10th percentile over the
+/// timed steps) over the sum of its table entries (table_ms), times the share of the step
+/// between the timed ops: ratio_k = in_forward_ms_k / table_ms_k * (total_ms - step table) /
+/// sum_k in_forward_ms_k (>= 1). total_ms: the whole op-by-op step (p10); rest_ms: total_ms -
+/// the step table - sum_k in_forward_ms_k, what no op's timer saw.
+struct InForwardRatio {
+  int64_t hidden_size = 0;
+  double working_set_bytes = 0;  // what the step touches (decode_working_set_bytes, cost_model.h),
+                                 // for a person: the ratios are keyed by the hidden size
+  std::array<double, 4> ratio{1, 1, 1, 1};
+  std::array<double, 4> in_forward_ms{}, table_ms{};
+  double total_ms = 0, rest_ms = 0;
+
+  json to_json() const;
+  /// Throws FormatError naming `where` and the field on a malformed object or a ratio that is
+  /// not positive and finite.
+  static InForwardRatio from_json(const json& j, const std::string& where);
+};
+
+/// One line for a person: the measured hidden sizes and each ratio's range over them (empty
+/// `r`: ""); the per-width values are in the profile's JSON ("in_forward").
+std::string describe_in_forward(const std::vector<InForwardRatio>& r);
+
+/// The ratio of factor term `term` (0..3) at `hidden_size`: linear in the hidden size between
+/// the two nearest measured ones, the nearest one's outside their range; 1 when `r` is empty
+/// (a profile without in-forward ratios). Keyed by the hidden size, not by the bytes the step
+/// touches: on machine C the tables' errors follow the shapes (a GEMM of width 288 timed alone
+/// 1.4x its neighbours), and keyed by the working set the same validation's TPOT error was 4.2%
+/// against 3.4% (docs/benchmarks.md, 2026-12-06). `r` must be sorted by hidden size.
+double in_forward_ratio(const std::vector<InForwardRatio>& r, int term, int64_t hidden_size);
 
 }  // namespace ac

@@ -25,6 +25,15 @@ PartCost& PartCost::operator+=(const PartCost& o) {
   return *this;
 }
 
+double decode_working_set_bytes(const ModelConfig& c, const Workload& w) {
+  double kv = 0;
+  for (const LayerConfig& l : c.layers)
+    if (l.has_attention()) kv += double(l.num_key_value_heads * l.head_dim);
+  return double(c.num_parameters()) * dtype_bytes(w.weight_dtype, "decode_working_set_bytes") +
+         2.0 * double(w.batch_size) * kv * double(w.context_tokens()) *
+             dtype_bytes(w.kv_cache_dtype, "decode_working_set_bytes");
+}
+
 int64_t kv_capacity_tokens(const Workload& w, const EngineSpec& engine) {
   int64_t b = engine.kv_block_size_tokens;
   return (w.context_tokens() + b - 1) / b * b;
@@ -35,8 +44,9 @@ namespace {
 // Latency source for one op: the native profile's tables, or the device roofline.
 class OpCosts {
  public:
-  OpCosts(const Scenario& s, const Profile* p)
-      : s_(s), p_(p), engine_(p ? p->engine_calibration(s) : nullptr) {
+  // hidden_size: the model's, where the profile's in-forward ratios are read (0: none).
+  OpCosts(const Scenario& s, const Profile* p, int64_t hidden_size = 0)
+      : s_(s), p_(p), engine_(p ? p->engine_calibration(s) : nullptr), hidden_size_(hidden_size) {
     const Workload& w = s.workload;
     tp_ = double(w.tensor_parallel);
     wbytes_ = dtype_bytes(w.weight_dtype, "predict");
@@ -62,13 +72,15 @@ class OpCosts {
   double gemm(const Phase& ph, int64_t N, int64_t K) const {
     if (engine_) return corr(ph).gemm * double(ph.M) * double(N) * double(K) * wbytes_ * 1e-6;
     if (use_tables())
-      return corr(ph).gemm * resident(ph, "gemm", {double(ph.M), double(N), double(K)});
+      return corr(ph).gemm * in_forward(ph, 0) *
+             resident(ph, "gemm", {double(ph.M), double(N), double(K)});
     return rf_->gemm_ms(ph, double(ph.M), double(N), double(K));
   }
   double lm_head(const Phase& ph, int64_t V, int64_t D) const {
     if (engine_) return corr(ph).lm_head * double(ph.B) * double(V) * double(D) * wbytes_ * 1e-6;
     if (use_tables())
-      return corr(ph).lm_head * resident(ph, "lm_head", {double(ph.B), double(V), double(D)});
+      return corr(ph).lm_head * in_forward(ph, 3) *
+             resident(ph, "lm_head", {double(ph.B), double(V), double(D)});
     Phase last = ph;
     last.M = ph.B;  // logits of the last position only
     return gemm(last, V, D);
@@ -82,7 +94,7 @@ class OpCosts {
     }
     if (use_tables()) {
       const char* t = ph.prefill ? "attention_prefill" : "attention_decode";
-      return corr(ph).attention *
+      return corr(ph).attention * in_forward(ph, 1) *
              p_->table(t).lookup({double(ph.B), double(Hd), double(G), double(H), double(ph.T_or_C)}, t);
     }
     double h = double(H) / tp_, g = double(G) / tp_;
@@ -102,7 +114,8 @@ class OpCosts {
   double small(const char* table, const Phase& ph, int64_t W, int reads = 1) const {
     if (engine_) return corr(ph).elementwise * double(ph.M) * double(W) * 1e-6;
     if (use_tables())
-      return corr(ph).elementwise * p_->table(table).lookup({double(ph.M), double(W)}, table);
+      return corr(ph).elementwise * in_forward(ph, 2) *
+             p_->table(table).lookup({double(ph.M), double(W)}, table);
     return rf_->elementwise_ms(ph, double(ph.M) * double(W), reads);
   }
   // Once-per-call work beside the layers; Hd: head dim of the first attention layer.
@@ -133,6 +146,12 @@ class OpCosts {
     const std::string w = std::string(table) + "_warm";
     return cold - residency_ * std::max(0.0, cold - p_->table(w).lookup(q, w));
   }
+  // The profile's in-forward ratio of factor term `term` at the model's hidden size: the
+  // native engine's decode tables only (hardware/in_forward.h); 1 otherwise.
+  double in_forward(const Phase& ph, int term) const {
+    if (ph.prefill || engine_ || !p_ || hidden_size_ <= 0) return 1.0;
+    return in_forward_ratio(p_->in_forward, term, hidden_size_);
+  }
   // The profile's fitted correction of this phase (identity when not fitted).
   const PhaseCorrection& corr(const Phase& ph) const {
     static const PhaseCorrection identity;
@@ -146,6 +165,7 @@ class OpCosts {
   double tp_ = 1, wbytes_ = 4, kvbytes_ = 4, abytes_ = 4;
   std::optional<Roofline> rf_;  // the device roofline, when the tables are not used
   double residency_ = 0;  // 0: the cold tables, 1: the warm ones (decode only)
+  int64_t hidden_size_ = 0;
   bool has_residency_ = false;
 };
 
@@ -282,7 +302,7 @@ PartCost attention_part_cost(const ModelConfig& c, const LayerConfig& l, const S
     return r;
   }
   check_profile(s, p);
-  OpCosts op(s, p);
+  OpCosts op(s, p, c.hidden_size);
   const EngineSpec& e = s.engine_spec;
   bool qkv = e.fuses("qkv_proj") && !op.use_tables(), add = e.fuses("add_rmsnorm") && !op.use_tables();
   Phase pre = prefill_phase(s.workload), dec = decode_phase(s.workload);
@@ -314,7 +334,7 @@ PartCost ffn_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenari
     return r;
   }
   check_profile(s, p);
-  OpCosts op(s, p);
+  OpCosts op(s, p, c.hidden_size);
   const EngineSpec& e = s.engine_spec;
   bool native = op.use_tables();
   bool gu = e.fuses("gate_up_proj") && !native, silu = e.fuses("silu_mul") || native,
@@ -335,7 +355,7 @@ PartCost ffn_part_cost(const ModelConfig& c, const LayerConfig& l, const Scenari
 
 PartCost fixed_cost(const ModelConfig& c, const Scenario& s, const Profile* p) {
   check_profile(s, p);
-  OpCosts op(s, p);
+  OpCosts op(s, p, c.hidden_size);
   PartCost r;
   const int64_t D = c.hidden_size, V = c.vocab_size;
   int64_t Hd = 0;

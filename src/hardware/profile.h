@@ -43,6 +43,11 @@
 // forwards (model/llama.h) of calibration architectures (hardware/correction.h,
 // hardware/calibration.h). It needs a quiet machine: the fit is only as good as the
 // measurements. `calibration` (one constant per step) is the older form, still read.
+//
+// In-forward ratios (`in_forward`, with the correction on a CPU): per hidden size of the
+// base, what each op class of one decode step costs inside a real step over its table sum
+// (hardware/in_forward.h). The decode tables are scaled by them (interpolated in the hidden
+// size) before the correction, which is then fitted within [0.8, 1.25] around them.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -126,6 +131,9 @@ struct Profile {
   double gemm_peak_flops = 0;               // best FLOP/s over the measured GEMMs
   Calibration calibration;       // older profiles: constant residual per step (else zeros)
   LatencyCorrection correction;  // fitted residual model (identity when not fitted)
+  std::vector<InForwardRatio> in_forward;  // the decode tables' in-forward ratios per hidden
+                                           // size, ascending (hardware/in_forward.h; with
+                                           // --calibrate on a CPU; empty: none, factor 1)
   std::vector<EngineCalibration> engines;  // other engines measured here (llama.cpp), each
                                            // for one thread count and weight type
   int64_t last_level_cache_bytes = 0;  // the CPU's (DeviceSpec); 0: no residency tables
@@ -133,6 +141,8 @@ struct Profile {
   int64_t cold_pool_bytes = 0;  // weights the other GEMM tables rotate over (beyond it)
   int passes = 1;               // passes over every shape (ProfileOptions::passes)
   std::vector<WidthRepeatability> width_repeatability;  // with >= 2 passes, per hidden size
+  int decode_gemm_capped = 0;  // decode GEMM entries lowered to their monotone envelope
+                               // (cap_decode_gemm_table)
   int64_t width_granularity = 0;  // derived from gemm_width_scan (0: not derived)
   std::vector<std::pair<int64_t, double>> granularity_levels;  // (granularity, mean efficiency)
   double elapsed_s = 0;
@@ -189,7 +199,10 @@ struct ProfileOptions {
                                // weights (clamped to [64 MiB, 1 GiB])
   int64_t min_width = 32;      // smallest N / K of the width ladder
   bool calibrate = false;      // fit the correction on real forwards (hardware/calibration.h)
-  int calibration_models = 12;  // random calibration prunes of the first shape (plus the shapes)
+  bool in_forward = true;       // with calibrate on a CPU: the decode's in-forward ratios
+                                // (hardware/in_forward.h) before the fit
+  int calibration_models = 16;  // random calibration prunes of the first shape (plus the shapes):
+                                // 12 over the widths, 4 at its own (calibration_architectures)
   uint64_t calibration_seed = 0xCA1B;  // their seed (validate uses other seeds by default)
   int calibration_repeats = 3;  // interleaved measured rounds per calibration architecture
   bool width_scan = true;       // time gemm_width_scan and derive the width granularity
@@ -212,6 +225,15 @@ std::vector<int64_t> reduction_ladder(const std::vector<int64_t>& widths);
 /// Piecewise-linear interpolation of a residency curve (Profile::residency_curve) at `w` bytes,
 /// constant beyond its ends; 0 for an empty curve.
 double residency_at(const std::vector<std::pair<double, double>>& curve, double w);
+
+/// Caps every entry of a GEMM table (dims M, N, K) with M = `rows` at the fastest entry of the
+/// same M that is at least as wide in N and in K (the monotone envelope), and returns how many
+/// it lowered. A decode GEMM (a matrix-vector product for M = B) reads every weight once: a
+/// wider one is not faster, and an entry above a wider neighbour is the loop's artifact, not
+/// the kernel's (machine C, 2026-12-06: 33 of 165 decode entries above their envelope by 5-58%,
+/// the width-288 ones among them, while inside a real step the same GEMMs cost 0.7-1.0x their
+/// neighbours' trend). The prefill's rows (compute-bound, tiled) are left as timed.
+int cap_decode_gemm_table(OpTable& table, int64_t rows);
 
 /// The warning a profile deserves when its passes disagree: the hidden sizes of
 /// p.width_repeatability whose TTFT or TPOT prediction moved more than `max_spread` (a fraction)

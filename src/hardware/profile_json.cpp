@@ -213,12 +213,18 @@ json Profile::to_json() const {
                            {"decode_step_ms", calibration.decode_step_ms},
                            {"models", calibration.models}}},
           {"correction", correction.to_json()},
+          {"in_forward", [&] {
+             json a = json::array();
+             for (const auto& r : in_forward) a.push_back(r.to_json());
+             return a;
+           }()},
           {"engines", engines_json},
           {"last_level_cache_bytes", last_level_cache_bytes},
           {"warm_pool_bytes", warm_pool_bytes},
           {"cold_pool_bytes", cold_pool_bytes},
           {"passes", passes},
           {"width_repeatability", rep},
+          {"decode_gemm_capped", decode_gemm_capped},
           {"width_granularity", width_granularity},
           {"granularity_levels", levels},
           {"elapsed_s", elapsed_s},
@@ -348,6 +354,20 @@ Profile Profile::from_json(const json& j, const std::string& file) {
                                        json_get<double>(wr[i], "tpot_spread", w)});
     }
   }
+  if (j.contains("in_forward")) {
+    const json& f = j.at("in_forward");
+    if (!f.is_array())
+      throw FormatError(msg("load_profile", "{}: in_forward: expected an array", file));
+    for (size_t i = 0; i < f.size(); ++i) {
+      p.in_forward.push_back(
+          InForwardRatio::from_json(f[i], fmt::format("{}: in_forward[{}]", file, i)));
+      if (i > 0 && p.in_forward[i].hidden_size <= p.in_forward[i - 1].hidden_size)
+        throw FormatError(msg("load_profile", "{}: in_forward[{}].hidden_size: expected ascending "
+                                              "hidden sizes, found {} after {}", file, i,
+                              p.in_forward[i].hidden_size, p.in_forward[i - 1].hidden_size));
+    }
+  }
+  p.decode_gemm_capped = json_get_or<int>(j, "decode_gemm_capped", 0, file);
   p.width_granularity = json_get_or<int64_t>(j, "width_granularity", 0, file);
   if (p.width_granularity < 0 || p.width_granularity > (int64_t(1) << 20))
     throw FormatError(msg("load_profile", "{}: width_granularity: expected 0 (not derived) or a "

@@ -121,6 +121,26 @@ std::vector<ModelConfig> width_spread_architectures(const ModelConfig& base, int
   return out;
 }
 
+std::vector<ModelConfig> base_width_architectures(const ModelConfig& base, int count,
+                                                  uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<ModelConfig> out;
+  for (int tries = 0; int(out.size()) < count; ++tries) {
+    AC_CHECK(tries < 1000 * (count + 1), "base_width_architectures: no prune of {} kept attention",
+             describe(base));
+    ModelConfig c = base;
+    bool attention = false;
+    for (size_t k = 0; k < c.layers.size(); ++k) {
+      c.layers[k] = random_layer(base.layers[k], rng);
+      attention = attention || c.layers[k].has_attention();
+    }
+    if (!attention || c.layers == base.layers) continue;
+    c.validate("base_width_architectures");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 c10::Device profile_device(const Profile& p) {
   return p.identity.gpu_model.empty() ? c10::Device(c10::kCPU)
                                       : compute_device("cuda", p.identity.device);
@@ -271,8 +291,8 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
                           profile_device(profile));
   const std::vector<Measurement> calibration_measured(measured.begin() + archs.size(), measured.end());
   Profile now = profile;
-  now.correction = fit_correction(
-      calibration_samples(now, calibration, calibration_measured, s.workload), kCorrectionRidge);
+  now.correction = fit_native_correction(
+      now, calibration_samples(now, calibration, calibration_measured, s.workload), kCorrectionRidge);
   now.correction.fit.base = describe(calibration.front());
   now.correction.fit.seed = profile.correction.fit.seed;
   now.correction.fit.repeats = repeats;

@@ -36,6 +36,13 @@ std::vector<ModelConfig> random_architectures(const ModelConfig& base, int count
 std::vector<ModelConfig> width_spread_architectures(const ModelConfig& base, int count,
                                                     uint64_t seed);
 
+/// `count` prunes of `base` (seeded) at the base's own hidden size, every layer drawn as in
+/// random_architectures, each keeping attention in some layer and none the base itself: the
+/// search's most frequent pick on a CPU (the teacher's width with layers cut), which the
+/// width-spread set has only once.
+std::vector<ModelConfig> base_width_architectures(const ModelConfig& base, int count,
+                                                  uint64_t seed);
+
 struct ValidationRow {
   ModelConfig config;
   CostEstimate predicted;
