@@ -6,7 +6,9 @@
 
 Per run: MAPE and worst error of TTFT, TPOT and peak memory; the mean signed error (the bias
 every row shares: the machine faster or slower than when profiled); the TPOT MAPE once that bias
-is divided out; the TPOT errors per hidden size; the profile's fitted decode correction.
+is divided out; the TPOT errors per hidden size; the profile's fitted decode correction; the
+errors as fractions of the base (the teacher) measured in the same rounds, when validate measured
+it (its "relative_to_base").
 Standard library only.
 """
 import json
@@ -60,7 +62,19 @@ def run_summary(validate_path, profile_path):
         "tpot_max_reduced_width": max([abs(x) for d, x in zip(e["hidden"], e["tpot"])
                                        if d < max(e["hidden"])] or [0]),
         "correction": corr,
+        # As fractions of the base measured in the same rounds (validate's relative_to_base):
+        # the error a relative limit meets, with the machine's drift cancelled.
+        "relative": relative(v),
     }
+
+
+def relative(v):
+    r = v.get("relative_to_base")
+    if not r:
+        return None
+    return {"base": r["base"], "ttft_mape": r["mape_percent"]["ttft_ms"],
+            "ttft_max": r["max_ape_percent"]["ttft_ms"], "tpot_mape": r["mape_percent"]["tpot_ms"],
+            "tpot_max": r["max_ape_percent"]["tpot_ms"]}
 
 
 def main():
@@ -75,16 +89,22 @@ def main():
         if os.path.exists(os.path.join(out, "agree.json")):
             agree = json.load(open(os.path.join(out, "agree.json")))
         print(f"{'run':>3} | {'TTFT MAPE':>9} {'max':>6} | {'TPOT MAPE':>9} {'max':>6} {'bias':>6} "
-              f"{'debiased':>8} {'max D<288':>9} | {'memory':>6}")
+              f"{'debiased':>8} {'max D<288':>9} | {'memory':>6} | {'TTFT/base':>9} {'max':>6} | "
+              f"{'TPOT/base':>9} {'max':>6}")
         for i, r in enumerate(rs, 1):
+            rel = r["relative"]
+            tail = (f" | {rel['ttft_mape']:>8.2f}% {rel['ttft_max']:>5.1f}% | {rel['tpot_mape']:>8.2f}% "
+                    f"{rel['tpot_max']:>5.1f}%") if rel else " | (base not measured)"
             print(f"{i:>3} | {r['ttft_mape']:>8.2f}% {r['ttft_max']:>5.1f}% | {r['tpot_mape']:>8.2f}% "
                   f"{r['tpot_max']:>5.1f}% {r['tpot_bias']:>+5.1f}% {r['tpot_mape_debiased']:>7.2f}% "
-                  f"{r['tpot_max_reduced_width']:>8.1f}% | {r['memory_mape']:>5.2f}%")
+                  f"{r['tpot_max_reduced_width']:>8.1f}% | {r['memory_mape']:>5.2f}%{tail}")
         if agree:
             for p in agree["pairs"]:
                 print(f"profiles {os.path.basename(p['a'])} vs {os.path.basename(p['b'])}: largest TPOT "
                       f"difference {p['max_tpot_diff_percent']:.2f}%, TTFT {p['max_ttft_diff_percent']:.2f}% "
-                      f"over {agree['architectures']} architectures (teacher TPOT {p['teacher_tpot_diff_percent']:.2f}%)")
+                      f"over {agree['architectures']} architectures (teacher TPOT {p['teacher_tpot_diff_percent']:.2f}%); "
+                      f"as fractions of each one's teacher: TPOT {p.get('max_relative_tpot_diff_percent', float('nan')):.2f}%, "
+                      f"TTFT {p.get('max_relative_ttft_diff_percent', float('nan')):.2f}%")
         tmp = os.path.join(out, "summary.json.tmp")
         with open(tmp, "w") as f:
             json.dump({"runs": rs, "agree": agree}, f, indent=1)

@@ -150,17 +150,36 @@ int profile_agreement(int argc, char** argv) {
   nlohmann::json pairs = nlohmann::json::array();
   for (size_t i = 0; i < ps.size(); ++i)
     for (size_t j = i + 1; j < ps.size(); ++j) {
-      double tpot = 0, ttft = 0, teacher_tpot = 0;
+      double tpot = 0, ttft = 0, teacher_tpot = 0, teacher_ttft = 0, rel_tpot = 0, rel_ttft = 0;
+      std::string worst_tpot, worst_ttft;
       for (size_t k = 0; k < archs.size(); ++k) {
         const double dp = std::fabs(e[i][k].tpot_ms / e[j][k].tpot_ms - 1) * 100;
         const double dt = std::fabs(e[i][k].ttft_ms / e[j][k].ttft_ms - 1) * 100;
+        if (dt > ttft) worst_ttft = describe(archs[k]);
+        if (dp > tpot) worst_tpot = describe(archs[k]);
         tpot = std::max(tpot, dp), ttft = std::max(ttft, dt);
-        if (k == 0) teacher_tpot = dp;
+        if (k == 0) teacher_tpot = dp, teacher_ttft = dt;
+        // As the search reads them: a fraction of the teacher's prediction by the same profile.
+        const double rp = (e[i][k].tpot_ms / e[i][0].tpot_ms) / (e[j][k].tpot_ms / e[j][0].tpot_ms);
+        const double rt = (e[i][k].ttft_ms / e[i][0].ttft_ms) / (e[j][k].ttft_ms / e[j][0].ttft_ms);
+        rel_tpot = std::max(rel_tpot, std::fabs(rp - 1) * 100);
+        rel_ttft = std::max(rel_ttft, std::fabs(rt - 1) * 100);
       }
       pairs.push_back({{"a", paths[i]}, {"b", paths[j]}, {"max_tpot_diff_percent", tpot},
-                       {"max_ttft_diff_percent", ttft}, {"teacher_tpot_diff_percent", teacher_tpot}});
+                       {"max_ttft_diff_percent", ttft}, {"teacher_tpot_diff_percent", teacher_tpot},
+                       {"teacher_ttft_diff_percent", teacher_ttft},
+                       {"max_relative_tpot_diff_percent", rel_tpot},
+                       {"max_relative_ttft_diff_percent", rel_ttft},
+                       {"worst_tpot_architecture", worst_tpot}, {"worst_ttft_architecture", worst_ttft}});
     }
-  std::cout << nlohmann::json{{"architectures", archs.size()}, {"pairs", pairs}}.dump() << std::endl;
+  nlohmann::json rows = nlohmann::json::array();  // every profile's predictions, per architecture
+  for (size_t k = 0; k < archs.size(); ++k) {
+    nlohmann::json tpot = nlohmann::json::array(), ttft = nlohmann::json::array();
+    for (size_t i = 0; i < ps.size(); ++i) tpot.push_back(e[i][k].tpot_ms), ttft.push_back(e[i][k].ttft_ms);
+    rows.push_back({{"architecture", describe(archs[k])}, {"tpot_ms", tpot}, {"ttft_ms", ttft}});
+  }
+  std::cout << nlohmann::json{{"architectures", archs.size()}, {"pairs", pairs}, {"rows", rows}}.dump()
+            << std::endl;
   return 0;
 }
 

@@ -563,6 +563,59 @@ TEST(CostCalibration, ValidationSeparatesTheSharedBiasFromTheModelsError) {
   EXPECT_NEAR(j.at("debiased_mape_percent").at("tpot_ms").get<double>(), r.debiased_mape_tpot, 1e-12);
 }
 
+TEST(CostCalibration, ErrorsRelativeToTheBaseCancelTheMachinesDrift) {
+  Workload w;
+  w.prompt_tokens = 8;
+  w.output_tokens = 4;
+  const ModelConfig c = residency_model();
+  const Profile p = residency_profile(c, w, 0.5);
+  const Scenario s = calibration_scenario(w);
+  ModelConfig narrow = c;
+  narrow.hidden_size = 8;
+  const std::vector<ModelConfig> archs{c, narrow};
+  // The model misses the rows by +10% and -5% and the base by +4%; the machine is `slower`
+  // times slower than profiled for every one of them alike.
+  const std::vector<double> err{0.10, -0.05};
+  auto measure = [&](const ModelConfig& a, double e, double slower) {
+    const CostEstimate est = predict(a, s, &p);
+    Measurement m;
+    m.tpot_ms = m.tpot_median_ms = slower * est.tpot_ms / (1 + e);
+    m.ttft_ms = m.ttft_median_ms = slower * est.ttft_ms / (1 + e);
+    m.peak_memory_bytes = est.peak_memory_bytes;
+    return m;
+  };
+  ValidationReport first, drifted;
+  for (double slower : {1.0, 1.07}) {
+    std::vector<Measurement> rows;
+    for (size_t i = 0; i < archs.size(); ++i) rows.push_back(measure(archs[i], err[i], slower));
+    ValidationReport r = validation_report(archs, rows, s, p);
+    add_relative_errors(r, c, measure(c, 0.04, slower), s, p);
+    (slower == 1.0 ? first : drifted) = std::move(r);
+  }
+  ASSERT_TRUE(first.relative && drifted.relative);
+  // By hand: (1 + e) / 1.04 - 1 per row: +5.769%, -8.654%.
+  const double a = 100 * (1.10 / 1.04 - 1), b = 100 * (0.95 / 1.04 - 1);
+  EXPECT_NEAR(first.relative->mape_tpot, (std::fabs(a) + std::fabs(b)) / 2, 1e-9);
+  EXPECT_NEAR(first.relative->max_ape_tpot, std::fabs(b), 1e-9);
+  EXPECT_NEAR(first.relative->bias_ttft, (a + b) / 2, 1e-9);
+  ASSERT_EQ(first.by_width.size(), 2u);
+  EXPECT_NEAR(first.by_width[0].relative_bias_tpot, b, 1e-9);  // D = 8
+  EXPECT_NEAR(first.by_width[1].relative_bias_tpot, a, 1e-9);  // D = 16
+  // The drift moves the plain errors (bias +2.5% -> about -4.2%), not the relative ones.
+  EXPECT_NEAR(first.bias_tpot, 2.5, 1e-9);
+  EXPECT_NEAR(drifted.bias_tpot, 100 * ((1.10 + 0.95) / 2 / 1.07 - 1), 1e-9);
+  EXPECT_NEAR(drifted.relative->mape_tpot, first.relative->mape_tpot, 1e-9);
+  EXPECT_NEAR(drifted.relative->mape_ttft, first.relative->mape_ttft, 1e-9);
+  const json j = drifted.to_json();
+  EXPECT_EQ(j.at("relative_to_base").at("base").get<std::string>(), describe(c));
+  EXPECT_NEAR(j.at("relative_to_base").at("mape_percent").at("tpot_ms").get<double>(),
+              first.relative->mape_tpot, 1e-9);
+  EXPECT_TRUE(validation_report(archs, {measure(c, 0, 1), measure(narrow, 0, 1)}, s, p)
+                  .to_json().at("relative_to_base").is_null());
+  Measurement zero;
+  EXPECT_THROW(add_relative_errors(first, c, zero, s, p), ConfigError);
+}
+
 TEST(CostCalibration, LastLevelCacheFromSysfs) {
   EXPECT_EQ(parse_cache_size("32768K"), int64_t(32) << 20);
   EXPECT_EQ(parse_cache_size("2M"), int64_t(2) << 20);

@@ -152,8 +152,17 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
   const std::vector<ModelConfig> judged = random_architectures(c, 2, 77);
   const std::vector<ModelConfig> calib = calibration_architectures({c}, 2, o.calibration_seed);
   LatencyCorrection refit;
-  ValidationReport rep = validate_native_recalibrated(judged, calib, s, p, 1, false, &refit);
+  ValidationReport rep = validate_native_recalibrated(judged, calib, s, p, 1, false, &refit, c);
   ASSERT_EQ(rep.rows.size(), 2u);
+  // The base (in the calibration set) measured in the same rounds: the errors relative to it,
+  // by hand from the rows.
+  ASSERT_TRUE(rep.relative.has_value());
+  EXPECT_GT(rep.relative->base_measured.tpot_ms, 0);
+  double relative = 0;
+  for (const auto& r : rep.rows)
+    relative += 50.0 * std::abs((r.predicted.tpot_ms / rep.relative->base_predicted.tpot_ms) /
+                                (r.measured.tpot_ms / rep.relative->base_measured.tpot_ms) - 1);
+  EXPECT_NEAR(rep.relative->mape_tpot, relative, 1e-9);
   EXPECT_TRUE(refit.fitted);
   EXPECT_EQ(refit.fit.models, 3);  // the shape and its two prunes
   Profile with = p;
@@ -177,6 +186,27 @@ TEST(Profile, TinyProfileHasEveryTableOnItsGrid) {
   other.identity.latency_statistic = "median";  // an older profile's tables
   test::expect_error<ConfigError>([&] { check_profile_is_this_machine(other); },
                                   {"tables hold median latencies", "re-run `autocompress profile`"});
+}
+
+TEST(Profile, AnEntryWithOnePassLeftOut) {
+  // Three passes of a shape; by hand: fastest 1 (pass 1), the slowest pass's fastest 4.
+  const std::vector<std::vector<double>> passes{{3, 2}, {1, 5}, {4, 6}};
+  const OpTiming all = pass_timing({1, 8, 8}, passes);
+  EXPECT_EQ(all.ms, 1);
+  EXPECT_EQ(all.passes, 3);
+  EXPECT_EQ(all.repeats, 6);
+  EXPECT_DOUBLE_EQ(all.pass_spread, 3.0);
+  EXPECT_EQ(all.dims, (std::vector<int64_t>{1, 8, 8}));
+  // Without pass 1: fastest 2, from 4 calls of 2 passes; the slowest pass's fastest is 4.
+  const OpTiming loo = pass_timing({1, 8, 8}, passes, 1);
+  EXPECT_EQ(loo.ms, 2);
+  EXPECT_EQ(loo.passes, 2);
+  EXPECT_EQ(loo.repeats, 4);
+  EXPECT_DOUBLE_EQ(loo.pass_spread, 1.0);
+  EXPECT_EQ(pass_timing({1}, passes, 0).ms, 1);   // the fastest pass kept
+  EXPECT_EQ(pass_timing({1}, passes, 7).ms, 1);   // no such pass: none left out
+  EXPECT_EQ(pass_timing({1}, {{5, 3}}, 0).ms, 3);  // one pass: kept
+  EXPECT_THROW(pass_timing({1}, {{5}, {}}), InternalError);
 }
 
 TEST(Measure, CountingAllocatorCountsLiveAndPeakBytes) {

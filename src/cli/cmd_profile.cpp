@@ -72,8 +72,9 @@ void run(const ProfileArgs& a) {
     for (const auto& r : p.width_repeatability)
       if (std::max(r.tpot_spread, r.ttft_spread) > worst)
         worst = std::max(r.tpot_spread, r.ttft_spread), at = r.hidden_size;
-    std::printf("repeatability: the %d passes predicted the base at most %.1f%% apart (at hidden "
-                "size %lld)\n", p.passes, 100 * worst, (long long)at);
+    std::printf("repeatability: with each of the %d passes left out in turn, the profile "
+                "predicted the base at most %.1f%% apart (at hidden size %lld)\n", p.passes,
+                100 * worst, (long long)at);
   }
 }
 

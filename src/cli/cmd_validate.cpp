@@ -3,6 +3,7 @@
 // architectures run in llama.cpp (GGUFs of the scenario's weight type, its threads) and are
 // predicted with the profile's llama.cpp calibration.
 #include <cstdio>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/flag_checks.h"
@@ -33,6 +34,9 @@ void run(const ValidateArgs& a) {
   std::vector<ac::ModelConfig> archs;
   for (const auto& m : a.models) archs.push_back(ac::read_architecture(m));
   const ac::ModelConfig base = a.base.empty() ? ac::stories15m_shape() : ac::read_architecture(a.base);
+  // The base is measured beside prunes of it (or when named): the errors relative to it.
+  const std::optional<ac::ModelConfig> relative_to =
+      (archs.empty() || !a.base.empty()) ? std::optional<ac::ModelConfig>(base) : std::nullopt;
   if (archs.empty()) archs = ac::random_architectures(base, a.count, a.seed);
   ac::ValidationReport rep;
   ac::LatencyCorrection refit;
@@ -84,9 +88,9 @@ void run(const ValidateArgs& a) {
     const uint64_t cseed = p.correction.fitted ? p.correction.fit.seed : ac::ProfileOptions{}.calibration_seed;
     rep = ac::validate_native_recalibrated(
         archs, ac::calibration_architectures({base}, a.calibration_models, cseed), s, p,
-        a.repeats, /*progress=*/true, &refit);
+        a.repeats, /*progress=*/true, &refit, relative_to);
   } else {
-    rep = ac::validate_native(archs, s, p, a.repeats);
+    rep = ac::validate_native(archs, s, p, a.repeats, /*progress=*/true, relative_to);
   }
   std::printf("%s", rep.table().c_str());
   // The correction must be judged on architectures it was not fitted on.
@@ -123,7 +127,7 @@ ac::cli::RegisterCommand reg(90, [](CLI::App& app) {
   s->add_option("--profile", a->profile, "profile JSON of this machine's CPU or GPU")->required();
   s->add_option("--scenario", a->scenario, "scenario name (scenarios/NAME.json) or path")->required();
   s->add_option("--model", a->models, "architecture(s) to measure (default: random prunes)");
-  s->add_option("--base", a->base, "architecture the random prunes start from (default: stories15M's shape)");
+  s->add_option("--base", a->base, "architecture the random prunes start from (default: stories15M's shape); measured in the same rounds as the others, and each error also given as a fraction of its own (how a relative limit reads the model)");
   s->add_option("--count", a->count, "random architectures")->capture_default_str();
   s->add_option("--seed", a->seed, "seed of the random architectures")->capture_default_str();
   s->add_option("--repeats", a->repeats, "measured runs per architecture")->capture_default_str();

@@ -158,8 +158,7 @@ LatencyCorrection fit_native_correction(const Profile& profile,
 
 std::vector<InForwardRatio> in_forward_for(const Profile& profile, const ModelConfig& base,
                                            const Workload& workload, bool progress) {
-  if (profile.identity.device != "cpu" || base.is_hybrid() || base.qk_norm || base.sliding_window)
-    return {};
+  if (profile.identity.device != "cpu" || !in_forward_measures(base)) return {};
   InForwardOptions o;
   o.progress = progress;
   return measure_in_forward(profile, base, workload, o);

@@ -308,8 +308,7 @@ LatencyCorrection LatencyCorrection::from_json(const json& j, const std::string&
 }
 
 json InForwardRatio::to_json() const {
-  json j = {{"hidden_size", hidden_size}, {"working_set_bytes", working_set_bytes},
-            {"total_ms", total_ms}, {"rest_ms", rest_ms}};
+  json j = {{"hidden_size", hidden_size}, {"total_ms", total_ms}, {"rest_ms", rest_ms}};
   for (int k = 0; k < 4; ++k) {
     const char* n = correction_term_names()[size_t(k)];
     j["ratio"][n] = ratio[size_t(k)];
@@ -327,7 +326,6 @@ InForwardRatio InForwardRatio::from_json(const json& j, const std::string& where
   if (r.hidden_size < 1)
     throw FormatError(msg("load_profile", "{}.hidden_size: expected >= 1, found {}", where,
                           r.hidden_size));
-  r.working_set_bytes = json_get_or<double>(j, "working_set_bytes", 0.0, where);
   r.total_ms = json_get_or<double>(j, "total_ms", 0.0, where);
   r.rest_ms = json_get_or<double>(j, "rest_ms", 0.0, where);
   auto group = [&](const char* key) -> const json& {

@@ -140,8 +140,6 @@ double correction_loo_mape(const PhaseSamples& s, double ridge,
 /// the step table - sum_k in_forward_ms_k, what no op's timer saw.
 struct InForwardRatio {
   int64_t hidden_size = 0;
-  double working_set_bytes = 0;  // what the step touches (decode_working_set_bytes, cost_model.h),
-                                 // for a person: the ratios are keyed by the hidden size
   std::array<double, 4> ratio{1, 1, 1, 1};
   std::array<double, 4> in_forward_ms{}, table_ms{};
   double total_ms = 0, rest_ms = 0;

@@ -25,15 +25,6 @@ PartCost& PartCost::operator+=(const PartCost& o) {
   return *this;
 }
 
-double decode_working_set_bytes(const ModelConfig& c, const Workload& w) {
-  double kv = 0;
-  for (const LayerConfig& l : c.layers)
-    if (l.has_attention()) kv += double(l.num_key_value_heads * l.head_dim);
-  return double(c.num_parameters()) * dtype_bytes(w.weight_dtype, "decode_working_set_bytes") +
-         2.0 * double(w.batch_size) * kv * double(w.context_tokens()) *
-             dtype_bytes(w.kv_cache_dtype, "decode_working_set_bytes");
-}
-
 int64_t kv_capacity_tokens(const Workload& w, const EngineSpec& engine) {
   int64_t b = engine.kv_block_size_tokens;
   return (w.context_tokens() + b - 1) / b * b;

@@ -66,12 +66,6 @@ struct PartCost {
   PartCost& operator+=(const PartCost& o);
 };
 
-/// Bytes one decode step of `c` touches under `w`: every weight (num_parameters() in the
-/// weight dtype) and the KV cache of the B sequences at the full context (2 x B x sum over the
-/// attention layers of G x Hd x (prompt + output) in the KV-cache dtype). The key of a profile's
-/// in-forward ratios (hardware/in_forward.h). Throws ConfigError on an unknown dtype.
-double decode_working_set_bytes(const ModelConfig& c, const Workload& w);
-
 struct CostEstimate {
   double ttft_ms = 0;                  // prefill of B x prompt tokens, incl. first logits
   double tpot_ms = 0;                  // one decode step at the median context

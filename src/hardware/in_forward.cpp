@@ -109,13 +109,17 @@ std::vector<int64_t> in_forward_widths(int64_t base_hidden_size, int64_t step, i
   return out;
 }
 
+bool in_forward_measures(const ModelConfig& c) {
+  return !c.is_hybrid() && !c.qk_norm && !c.sliding_window;
+}
+
 std::vector<InForwardRatio> measure_in_forward(const Profile& profile, const ModelConfig& base,
                                                const Workload& workload,
                                                const InForwardOptions& opt) {
   if (opt.rounds < 1 || opt.steps < 0)
     throw ConfigError(msg("in_forward", "rounds >= 1 and steps >= 0: found {} and {}",
                           opt.rounds, opt.steps));
-  if (base.is_hybrid() || base.qk_norm || base.sliding_window)
+  if (!in_forward_measures(base))
     throw ConfigError(msg("in_forward", "the op-by-op decode step mirrors the plain Llama-family "
                                         "forward (no qk_norm, sliding window, Mamba-2 or MoE); "
                                         "found {}", describe(base)));
@@ -176,7 +180,6 @@ std::vector<InForwardRatio> measure_in_forward(const Profile& profile, const Mod
     }
     InForwardRatio f;
     f.hidden_size = archs[i].hidden_size;
-    f.working_set_bytes = decode_working_set_bytes(archs[i], workload);
     f.total_ms = sample_quantile(total, 0.1);
     double classes = 0;
     for (size_t k = 0; k < 4; ++k) {

@@ -55,6 +55,10 @@ struct InForwardOptions {
   bool progress = false;
 };
 
+/// Whether timed_decode_step mirrors `c`'s forward: a plain Llama-family decoder (no qk_norm,
+/// sliding window, Mamba-2 or MoE layers), the only kind measure_in_forward measures.
+bool in_forward_measures(const ModelConfig& c);
+
 /// The hidden sizes measure_in_forward times by default: multiples of `step` from 0.4 x the
 /// base's hidden size to it, thinned to at most `max_count` (the base's own always included).
 std::vector<int64_t> in_forward_widths(int64_t base_hidden_size, int64_t step, int max_count = 12);

@@ -115,13 +115,18 @@ static std::vector<double> time_samples(F&& f, const ProfileOptions& opt, const 
   return t;
 }
 
-// One entry from its samples, one list per pass: the fastest call over all passes (ms), the
-// median and spread of them all, and how far the slowest pass's fastest call lies above the
-// fastest (pass_spread: what a profile taken in that pass alone would have said more).
-static OpTiming timing_of(std::vector<int64_t> dims, const std::vector<std::vector<double>>& passes) {
+OpTiming pass_timing(std::vector<int64_t> dims, const std::vector<std::vector<double>>& passes,
+                     int left_out) {
+  const bool leave = left_out >= 0 && size_t(left_out) < passes.size() && passes.size() >= 2;
+  if (passes.empty() || std::any_of(passes.begin(), passes.end(), [](const auto& p) { return p.empty(); }))
+    throw InternalError("pass_timing: a pass without samples");
   std::vector<double> all;
   double worst_pass_min = 0;
-  for (const auto& p : passes) {
+  int used = 0;
+  for (size_t k = 0; k < passes.size(); ++k) {
+    if (leave && k == size_t(left_out)) continue;
+    const auto& p = passes[k];
+    ++used;
     all.insert(all.end(), p.begin(), p.end());
     worst_pass_min = std::max(worst_pass_min, *std::min_element(p.begin(), p.end()));
   }
@@ -133,7 +138,7 @@ static OpTiming timing_of(std::vector<int64_t> dims, const std::vector<std::vect
   r.median_ms = pct(0.5);
   r.spread = r.median_ms > 0 ? (pct(0.9) - pct(0.1)) / r.median_ms : 0;
   r.repeats = int(all.size());
-  r.passes = int(passes.size());
+  r.passes = used;
   r.pass_spread = r.ms > 0 ? worst_pass_min / r.ms - 1 : 0;
   return r;
 }
@@ -153,17 +158,14 @@ class Recorder {
     it->second.push_back(std::move(samples));
   }
   // Writes every table's entries (in the order first timed) into `p`: from the samples of
-  // every pass, or of pass `only_pass` alone (>= 0).
-  void write(Profile& p, int only_pass = -1) const {
+  // every pass, or of every pass but `left_out` (>= 0; an entry timed in that pass alone keeps
+  // it).
+  void write(Profile& p, int left_out = -1) const {
     for (const auto& [name, dims_list] : order_) {
       OpTable& t = p.tables[name];
       t.entries.clear();
       for (const auto& d : dims_list) {
-        const auto& passes = samples_.at(name).at(d);
-        if (only_pass < 0)
-          t.entries.push_back(timing_of(d, passes));
-        else if (size_t(only_pass) < passes.size())
-          t.entries.push_back(timing_of(d, {passes[size_t(only_pass)]}));
+        t.entries.push_back(pass_timing(d, samples_.at(name).at(d), left_out));
       }
     }
   }
@@ -444,7 +446,8 @@ static std::vector<int64_t> working_set_sizes(int64_t llc, int64_t warm, int64_t
   return {s.begin(), s.end()};
 }
 
-// The tables of pass `k` alone, to say how much a profile of one pass would have differed.
+// The profile's tables with each pass left out in turn (a jackknife over the passes), to say how
+// much one pass moves the profile the search reads: with 2 passes, each pass alone.
 static std::vector<WidthRepeatability> width_repeatability(const Profile& p, const Recorder& rec,
                                                            int passes, const ModelConfig& base) {
   // Each pass's op tables, with the working-set curve of all passes: the curve's share of cache
@@ -452,11 +455,22 @@ static std::vector<WidthRepeatability> width_repeatability(const Profile& p, con
   // decode prediction 21-38% apart at reduced widths in a profile of compress (machine B,
   // 2026-12-05), where whole profiles taken minutes apart agreed within 3-4%: noise of one
   // pass's curve, which the fastest call over all passes does not carry.
+  // Leave one pass out rather than one pass alone: a profile's entry is the fastest call of
+  // every pass, and one pass alone carried whatever slow minute it met. Each pass alone put the
+  // predictions of stories15M's shape 8-30% apart (TPOT, machine C, 2026-12-06) where three
+  // profiles taken minutes apart agreed within 4-5% and each validated at every width within
+  // 5% (docs/benchmarks.md, "Repeatability by leaving one pass out"), and the search left out
+  // every reduced width on it.
   std::vector<Profile> alone;
   for (int k = 0; k < passes; ++k) {
     Profile one = p;
-    rec.write(one, k);
+    rec.write(one, passes >= 3 ? k : 1 - k);  // 2 passes: leaving one out keeps the other
     if (auto it = p.tables.find("working_set"); it != p.tables.end()) one.tables[it->first] = it->second;
+    // The same monotone envelope as the profile's own decode tables (run_profile).
+    if (p.identity.gpu_model.empty())
+      for (const char* t : {"gemm", "gemm_warm", "lm_head", "lm_head_warm"})
+        if (auto it = one.tables.find(t); it != one.tables.end())
+          cap_decode_gemm_table(it->second, p.workload.batch_size);
     alone.push_back(std::move(one));
   }
   Scenario s;
@@ -517,10 +531,10 @@ std::string repeatability_warning(const Profile& p, double max_spread) {
       noisy.push_back(fmt::format("{} ({:.1f}%)", r.hidden_size,
                                   100 * std::max(r.tpot_spread, r.ttft_spread)));
   if (noisy.empty()) return "";
-  return fmt::format("[profile] the {} passes predicted these hidden sizes more than {:.0f}% "
-                     "apart: {}. A search with the default safety margin leaves them out; "
-                     "profile again with nothing else running on this machine",
-                     p.passes, 100 * max_spread, fmt::join(noisy, ", "));
+  return fmt::format("[profile] with each of its {} passes left out in turn, the profile predicted "
+                     "these hidden sizes more than {:.0f}% apart: {}. A search with the default "
+                     "safety margin leaves them out; profile again with nothing else running on "
+                     "this machine", p.passes, 100 * max_spread, fmt::join(noisy, ", "));
 }
 
 Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& workload,

@@ -114,8 +114,9 @@ struct Calibration {
 };
 
 /// How repeatable a profile's decode and prefill predictions are at one hidden size: the base
-/// shape (the first profiled) at that width, predicted from each pass's tables alone (no
-/// correction), as (largest / smallest - 1) over the passes. A profile holds one per multiple
+/// shape (the first profiled) at that width, predicted from the profile's tables with each pass
+/// left out in turn (each pass alone with 2 passes; no correction, no in-forward ratios), as
+/// (largest / smallest - 1) over them: how much one pass moves the profile. A profile holds one per multiple
 /// of 8 from 0.4 D to D (every few of them for a wide base: about 24 in all).
 struct WidthRepeatability {
   int64_t hidden_size = 0;
@@ -235,9 +236,18 @@ double residency_at(const std::vector<std::pair<double, double>>& curve, double 
 /// neighbours' trend). The prefill's rows (compute-bound, tiled) are left as timed.
 int cap_decode_gemm_table(OpTable& table, int64_t rows);
 
+/// One table entry from the samples of a shape timed in several passes (`passes[k]`: pass k's
+/// timed calls, ms; none empty): ms the fastest call, median_ms and spread ((p90 - p10) /
+/// median) over all calls, pass_spread how far the slowest pass's fastest call lies above ms
+/// (what a profile taken in that pass alone would have said more). With `left_out` >= 0 (and
+/// >= 2 passes), that pass's samples are left out (the jackknife of width_repeatability); an
+/// index beyond the passes leaves none out. Throws InternalError on a pass without samples.
+OpTiming pass_timing(std::vector<int64_t> dims, const std::vector<std::vector<double>>& passes,
+                     int left_out = -1);
+
 /// The warning a profile deserves when its passes disagree: the hidden sizes of
 /// p.width_repeatability whose TTFT or TPOT prediction moved more than `max_spread` (a fraction)
-/// between passes, with the advice to profile again on a quiet machine; "" when none did. The
+/// with one pass or another left out, with the advice to profile again on a quiet machine; "" when none did. The
 /// search leaves such widths out at twice its safety margin (search_space.h max_width_spread).
 std::string repeatability_warning(const Profile& p, double max_spread);
 

@@ -248,6 +248,40 @@ ValidationReport validation_report(const std::vector<ModelConfig>& archs,
   return rep;
 }
 
+void add_relative_errors(ValidationReport& rep, const ModelConfig& base,
+                         const Measurement& base_measured, const Scenario& s,
+                         const Profile& profile) {
+  if (rep.rows.empty())
+    throw ConfigError(msg("validate", "errors relative to {}: no architecture measured",
+                          describe(base)));
+  if (!(base_measured.ttft_ms > 0) || !(base_measured.tpot_ms > 0))
+    throw ConfigError(msg("validate", "errors relative to {}: its measured TTFT {} ms and TPOT "
+                                      "{} ms must be positive", describe(base),
+                          base_measured.ttft_ms, base_measured.tpot_ms));
+  RelativeErrors e;
+  e.base = base;
+  e.base_predicted = predict(base, s, &profile);
+  e.base_measured = base_measured;
+  const double n = double(rep.rows.size());
+  std::map<int64_t, std::pair<double, int>> widths;  // hidden size -> (sum of errors, rows)
+  for (const auto& r : rep.rows) {
+    const double t = 100.0 * ((r.predicted.ttft_ms / e.base_predicted.ttft_ms) /
+                              (r.measured.ttft_ms / base_measured.ttft_ms) - 1);
+    const double p = 100.0 * ((r.predicted.tpot_ms / e.base_predicted.tpot_ms) /
+                              (r.measured.tpot_ms / base_measured.tpot_ms) - 1);
+    e.mape_ttft += std::fabs(t) / n, e.mape_tpot += std::fabs(p) / n;
+    e.bias_ttft += t / n, e.bias_tpot += p / n;
+    e.max_ape_ttft = std::max(e.max_ape_ttft, std::fabs(t));
+    e.max_ape_tpot = std::max(e.max_ape_tpot, std::fabs(p));
+    auto& [sum, rows] = widths[r.config.hidden_size];
+    sum += p, rows += 1;
+  }
+  for (WidthErrors& w : rep.by_width)
+    if (auto it = widths.find(w.hidden_size); it != widths.end())
+      w.relative_bias_tpot = it->second.first / it->second.second;
+  rep.relative = std::move(e);
+}
+
 static void check_native_scenario(const Scenario& s, const Profile& profile) {
   if (const std::string why = not_measurable_reason(s); !why.empty())
     throw ConfigError(msg("validate", "scenario '{}' cannot be measured here: {}", s.name, why));
@@ -258,22 +292,31 @@ static void check_native_scenario(const Scenario& s, const Profile& profile) {
 }
 
 ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Scenario& s,
-                                 const Profile& profile, int repeats, bool progress) {
+                                 const Profile& profile, int repeats, bool progress,
+                                 const std::optional<ModelConfig>& base) {
   check_native_scenario(s, profile);
   check_profile_is_this_machine(profile);
   // Interleaved rounds (hardware/calibration.h): a drift of the machine's speed during the
   // run is shared by all architectures rather than blamed on the few measured while it lasted.
+  // The base goes first in each round, in the same rounds as the rows it is compared with.
+  std::vector<ModelConfig> all;
+  if (base) all.push_back(*base);
+  all.insert(all.end(), archs.begin(), archs.end());
   std::vector<Measurement> measured =
-      measure_interleaved(archs, s.workload, repeats, /*weight_seed=*/1000, progress,
+      measure_interleaved(all, s.workload, repeats, /*weight_seed=*/1000, progress,
                           profile_device(profile));
-  return validation_report(archs, measured, s, profile);
+  const std::vector<Measurement> rows(measured.begin() + (base ? 1 : 0), measured.end());
+  ValidationReport rep = validation_report(archs, rows, s, profile);
+  if (base) add_relative_errors(rep, *base, measured.front(), s, profile);
+  return rep;
 }
 
 ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& archs,
                                               const std::vector<ModelConfig>& calibration,
                                               const Scenario& s, const Profile& profile,
                                               int repeats, bool progress,
-                                              LatencyCorrection* refit) {
+                                              LatencyCorrection* refit,
+                                              const std::optional<ModelConfig>& base) {
   check_native_scenario(s, profile);
   check_profile_is_this_machine(profile);
   if (calibration.empty())
@@ -286,10 +329,20 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
                                         "another --seed", describe(c)));
   std::vector<ModelConfig> all = archs;
   all.insert(all.end(), calibration.begin(), calibration.end());
+  // The base is measured once: the calibration set usually holds it already.
+  size_t base_at = all.size();
+  if (base) {
+    for (size_t i = archs.size(); i < all.size(); ++i)
+      if (describe(all[i]) == describe(*base)) { base_at = i; break; }
+    if (base_at == all.size()) all.push_back(*base);
+  }
   std::vector<Measurement> measured =
       measure_interleaved(all, s.workload, repeats, /*weight_seed=*/1000, progress,
                           profile_device(profile));
-  const std::vector<Measurement> calibration_measured(measured.begin() + archs.size(), measured.end());
+  const std::optional<Measurement> base_measured =
+      base ? std::optional<Measurement>(measured[base_at]) : std::nullopt;
+  const std::vector<Measurement> calibration_measured(
+      measured.begin() + long(archs.size()), measured.begin() + long(archs.size() + calibration.size()));
   Profile now = profile;
   now.correction = fit_native_correction(
       now, calibration_samples(now, calibration, calibration_measured, s.workload), kCorrectionRidge);
@@ -298,7 +351,9 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
   now.correction.fit.repeats = repeats;
   if (refit) *refit = now.correction;
   measured.resize(archs.size());
-  return validation_report(archs, measured, s, now);
+  ValidationReport rep = validation_report(archs, measured, s, now);
+  if (base) add_relative_errors(rep, *base, *base_measured, s, now);
+  return rep;
 }
 
 json ValidationReport::to_json() const {
@@ -307,7 +362,9 @@ json ValidationReport::to_json() const {
     widths.push_back({{"hidden_size", w.hidden_size}, {"rows", w.rows},
                       {"mape_percent", {{"ttft_ms", w.mape_ttft}, {"tpot_ms", w.mape_tpot}}},
                       {"max_ape_percent", {{"ttft_ms", w.max_ape_ttft}, {"tpot_ms", w.max_ape_tpot}}},
-                      {"bias_percent", {{"ttft_ms", w.bias_ttft}, {"tpot_ms", w.bias_tpot}}}});
+                      {"bias_percent", {{"ttft_ms", w.bias_ttft}, {"tpot_ms", w.bias_tpot}}},
+                      {"relative_bias_percent", relative ? json{{"tpot_ms", w.relative_bias_tpot}}
+                                                         : json(nullptr)}});
   json rs = json::array();
   for (const auto& r : rows)
     rs.push_back({{"architecture", describe(r.config)},
@@ -315,7 +372,16 @@ json ValidationReport::to_json() const {
                   {"config", config_to_hf_json(r.config)},
                   {"predicted", r.predicted.to_json()},
                   {"measured", r.measured.to_json()}});
+  json rel = nullptr;
+  if (relative)
+    rel = {{"base", describe(relative->base)},
+           {"base_predicted", relative->base_predicted.to_json()},
+           {"base_measured", relative->base_measured.to_json()},
+           {"mape_percent", {{"ttft_ms", relative->mape_ttft}, {"tpot_ms", relative->mape_tpot}}},
+           {"max_ape_percent", {{"ttft_ms", relative->max_ape_ttft}, {"tpot_ms", relative->max_ape_tpot}}},
+           {"bias_percent", {{"ttft_ms", relative->bias_ttft}, {"tpot_ms", relative->bias_tpot}}}};
   return {{"rows", rs},
+          {"relative_to_base", rel},
           {"mape_percent", {{"ttft_ms", mape_ttft}, {"tpot_ms", mape_tpot},
                             {"peak_memory_bytes", mape_memory}}},
           {"max_ape_percent", {{"ttft_ms", max_ape_ttft}, {"tpot_ms", max_ape_tpot},
@@ -350,10 +416,17 @@ std::string ValidationReport::table() const {
   out += fmt::format("Without that shared bias (the model's own error): TTFT MAPE {:.2f}%, TPOT "
                      "MAPE {:.2f}%; signed errors spread (std) {:.2f}% / {:.2f}% around it\n",
                      debiased_mape_ttft, debiased_mape_tpot, spread_ttft, spread_tpot);
+  if (relative)
+    out += fmt::format("As fractions of the base {} measured in the same rounds (how a relative "
+                       "limit reads the model; the machine's drift cancels): TTFT MAPE {:.2f}% "
+                       "(max {:.2f}%), TPOT MAPE {:.2f}% (max {:.2f}%)\n",
+                       describe(relative->base), relative->mape_ttft, relative->max_ape_ttft,
+                       relative->mape_tpot, relative->max_ape_tpot);
   out += "By hidden size (TPOT):";
   for (const auto& w : by_width)
-    out += fmt::format(" D={} {:+.1f}%{}", w.hidden_size, w.bias_tpot,
-                       w.rows > 1 ? fmt::format(" (n={}, max {:.1f}%)", w.rows, w.max_ape_tpot) : "");
+    out += fmt::format(" D={} {:+.1f}%{}{}", w.hidden_size, w.bias_tpot,
+                       w.rows > 1 ? fmt::format(" (n={}, max {:.1f}%)", w.rows, w.max_ape_tpot) : "",
+                       relative ? fmt::format(" (as a fraction of the base {:+.1f}%)", w.relative_bias_tpot) : "");
   out += "\n";
   out += fmt::format("Measured TTFT / TPOT: the p{:.0f} of the samples (the uncontended latency the "
                      "model predicts). The medians were {:.1f}% / {:.1f}% higher on average: "

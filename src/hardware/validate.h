@@ -3,6 +3,7 @@
 // measured verdict").
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,24 @@ struct WidthErrors {
   double mape_ttft = 0, mape_tpot = 0;      // mean |pred - meas| / meas
   double max_ape_ttft = 0, max_ape_tpot = 0;
   double bias_ttft = 0, bias_tpot = 0;      // mean signed error
+  double relative_bias_tpot = 0;            // mean signed error of the ratio to the base
+                                            // (ValidationReport::relative; 0 without one)
+};
+
+/// The model read as the search reads it: each row's prediction as a fraction of the base's
+/// (the teacher's) prediction, against its measurement as a fraction of the base's measurement
+/// taken in the same interleaved rounds. A relative limit ("TPOT <= 0.6 x the teacher's") is
+/// searched as that fraction of the teacher's prediction and checked as that fraction of its
+/// measurement (pipeline/limits.h), so this is the error a relative limit meets; a drift of the
+/// machine's speed between `profile` and now slows the base as much as the rows and cancels.
+/// Errors in percent: 100 x ((pred / pred_base) / (meas / meas_base) - 1).
+struct RelativeErrors {
+  ModelConfig base;
+  CostEstimate base_predicted;
+  Measurement base_measured;
+  double mape_ttft = 0, mape_tpot = 0;        // mean |error|
+  double max_ape_ttft = 0, max_ape_tpot = 0;  // worst row
+  double bias_ttft = 0, bias_tpot = 0;        // mean signed error
 };
 
 struct ValidationReport {
@@ -74,6 +93,7 @@ struct ValidationReport {
   double debiased_mape_ttft = 0, debiased_mape_tpot = 0;
   double spread_ttft = 0, spread_tpot = 0;
   std::vector<WidthErrors> by_width;  // one per hidden size measured, ascending
+  std::optional<RelativeErrors> relative;  // when the base was measured with the rows
   json to_json() const;
   /// A text table, one row per architecture, then the MAPE line.
   std::string table() const;
@@ -85,14 +105,24 @@ ValidationReport validation_report(const std::vector<ModelConfig>& archs,
                                    const std::vector<Measurement>& measured,
                                    const Scenario& scenario, const Profile& profile);
 
+/// Fills rep.relative and each width's relative_bias_tpot (RelativeErrors) from the base's
+/// prediction by `profile` and its measurement `base_measured` (taken in the same rounds as the
+/// rows'). Throws ConfigError when rep has no rows or a base latency is not positive.
+void add_relative_errors(ValidationReport& rep, const ModelConfig& base,
+                         const Measurement& base_measured, const Scenario& scenario,
+                         const Profile& profile);
+
 /// Measures each architecture with random weights (measure_interleaved: `repeats` rounds over
 /// all architectures, their samples pooled per architecture) and predicts
 /// it from `profile`; the scenario must be measurable here (not_measurable_reason,
 /// hardware/measure.h: engine "native" on this CPU, or on this GPU in a build with CUDA).
+/// With `base` (the teacher the prunes come from), it is measured in the same rounds and the
+/// report holds the errors relative to it (RelativeErrors).
 /// Throws ConfigError otherwise, or when the profile was measured on another device than this
 /// one (check_profile_is_this_machine).
 ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Scenario& scenario,
-                                 const Profile& profile, int repeats = 3, bool progress = true);
+                                 const Profile& profile, int repeats = 3, bool progress = true,
+                                 const std::optional<ModelConfig>& base = std::nullopt);
 
 /// As validate_native, but first re-fits the profile's latency correction on `calibration`
 /// architectures measured in the same interleaved rounds as `archs`. The tables stay the
@@ -106,7 +136,8 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
                                               const std::vector<ModelConfig>& calibration,
                                               const Scenario& scenario, const Profile& profile,
                                               int repeats = 3, bool progress = true,
-                                              LatencyCorrection* refit = nullptr);
+                                              LatencyCorrection* refit = nullptr,
+                                              const std::optional<ModelConfig>& base = std::nullopt);
 
 /// Throws ConfigError when `profile` was not measured on this machine: for a CPU profile, on
 /// another CPU (model name, cores), with other BLAS kernels or another thread count than torch

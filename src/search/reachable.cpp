@@ -181,8 +181,9 @@ std::string search_space_summary(const SearchSpace& s) {
   for (int64_t D : s.hidden_sizes) kept.push_back(std::to_string(D));
   std::string hidden = fmt::format("hidden sizes {}", fmt::join(kept, ", "));
   if (!s.widths_left_out.empty())
-    hidden += fmt::format(" ({} left out: the profile's passes disagreed there by more than twice "
-                          "the safety margin; profile again with nothing else running)",
+    hidden += fmt::format(" ({} left out: the profile moved there by more than twice the safety "
+                          "margin with one of its passes left out; profile again with nothing "
+                          "else running)",
                           fmt::join(s.widths_left_out, ", "));
   // The narrowest kept query-head count and FFN width of any layer, against that layer's parent.
   double heads = 1, ffn = 1;

@@ -75,8 +75,9 @@ void add_hidden_options(SearchSpace& s, const Importance& imp, const SearchSpace
       const WidthRepeatability r = rep.repeatability_at(D);
       if (D != parent.hidden_size && std::max(r.tpot_spread, r.ttft_spread) > opt.max_width_spread) {
         s.widths_left_out.push_back(D);
-        log_warn(fmt::format("[search] hidden size {} left out: the profile's passes predicted it "
-                             "{:.1f}% (TPOT) / {:.1f}% (TTFT) apart, more than {:.1f}%", D,
+        log_warn(fmt::format("[search] hidden size {} left out: with each of the profile's passes "
+                             "left out in turn it was predicted {:.1f}% (TPOT) / {:.1f}% (TTFT) "
+                             "apart, more than {:.1f}%", D,
                              100 * r.tpot_spread, 100 * r.ttft_spread, 100 * opt.max_width_spread));
         continue;
       }
