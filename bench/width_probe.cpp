@@ -3,10 +3,11 @@
 // the base's), the base's layers at width D are:
 //   measured   the real decode step of the native engine (measure_native, interleaved rounds
 //              over every width, p10 of the steps);
-//   in forward the same decode step written out op for op with the model's own weights and KV
-//              cache (hardware/in_forward.h timed_decode_step), each op timed alone inside the step (so each op sees the cache state the
-//              forward leaves it), summed per class: gemm (projections), attention, elementwise
-//              (norms, SwiGLU, residual adds, embedding), lm_head, and what is left of the step;
+//   in forward the same decode step written out op for op (hardware/in_forward.h
+//              measure_in_forward, as a calibrated profile times it: the positions of a
+//              request, interleaved rounds), each op timed alone inside the step, p10 per
+//              class: gemm (projections), attention, elementwise (norms, SwiGLU, residual adds,
+//              embedding), lm_head, and what no op's timer saw (rest);
 //   tables     the profile's table sums of the same classes (calibration.h correction_features),
 //              and its prediction with the fitted correction.
 // Prints one JSON line per width and a table. The rows are docs/benchmarks.md's per-width table.
@@ -15,7 +16,6 @@
 #include <nlohmann/json.hpp>
 
 #include <ATen/Parallel.h>
-#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -33,23 +33,17 @@
 
 namespace ac {
 
-namespace {
-
-double q(std::vector<double> v, double p) { return sample_quantile(std::move(v), p); }
-
-}  // namespace
-
 int width_probe(int argc, char** argv) {
   CLI::App app{"autocompress_bench widths"};
   std::string profile_path, base_path;
   int64_t min_width = 0, step = 8;
-  int rounds = 5, steps = 32;
+  int rounds = 5, steps = 0;
   app.add_option("--profile", profile_path, "profile.json of this machine")->required();
   app.add_option("--base", base_path, "architecture (default: stories15M's shape)");
   app.add_option("--min-width", min_width, "smallest hidden size (default: 0.4 x the base's)");
   app.add_option("--step", step, "hidden-size step");
   app.add_option("--rounds", rounds, "interleaved rounds over every width");
-  app.add_option("--steps", steps, "op-by-op decode steps per width and round");
+  app.add_option("--steps", steps, "op-by-op decode steps per width and round (0: the workload's output tokens)");
   CLI11_PARSE(app, argc, argv);
   init_torch_threads();
   Profile profile = load_profile(profile_path);
@@ -58,71 +52,48 @@ int width_probe(int argc, char** argv) {
   const ModelConfig base = base_path.empty() ? stories15m_shape() : read_architecture(base_path);
   if (min_width <= 0) min_width = (base.hidden_size * 2 / 5 + step - 1) / step * step;
   const Workload wl = profile.workload;
-  const int64_t C = wl.prompt_tokens + (wl.output_tokens + 1) / 2;  // the cost model's context
   const Scenario scen = calibration_scenario(wl, "cpu");
 
   std::vector<ModelConfig> archs;
+  std::vector<int64_t> widths;
   for (int64_t D = min_width; D <= base.hidden_size; D += step) {
     ModelConfig c = base;
     c.hidden_size = D;
     archs.push_back(c);
+    widths.push_back(D);
   }
   // The real decode step, interleaved over the widths.
   std::vector<Measurement> measured =
       measure_interleaved(archs, wl, rounds, /*weight_seed=*/1000, /*progress=*/true);
-  // The op-by-op step, interleaved the same way.
-  c10::InferenceMode no_grad;
-  std::vector<std::vector<DecodeStepSplit>> split(archs.size());
+  // The op-by-op step at the same widths, as a calibrated profile measures it (in_forward.h).
+  InForwardOptions io;
+  io.hidden_sizes.assign(widths.begin(), widths.end());
+  io.rounds = rounds;
+  io.steps = steps;
+  io.weight_seed = 1000;
+  const std::vector<InForwardRatio> split = measure_in_forward(profile, base, wl, io);
   Profile bare = profile;
   bare.in_forward.clear();
-  std::vector<LlamaModel> models;
-  for (size_t i = 0; i < archs.size(); ++i)
-    models.push_back(LlamaModel{archs[i], random_weights(archs[i], 1000 + i)});
-  at::Tensor token = at::randint(0, base.vocab_size, {1, 1}, at::kLong);
-  for (int r = 0; r < rounds; ++r)
-    for (size_t i = 0; i < archs.size(); ++i) {
-      std::vector<at::Tensor> ck, cv;
-      for (const LayerConfig& l : archs[i].layers) {
-        const int64_t G = std::max<int64_t>(1, l.num_key_value_heads), Hd = std::max<int64_t>(1, l.head_dim);
-        ck.push_back(at::rand({1, G, wl.context_tokens(), Hd}));
-        cv.push_back(at::rand({1, G, wl.context_tokens(), Hd}));
-      }
-      for (int k = 0; k < steps + 2; ++k) {
-        DecodeStepSplit s = timed_decode_step(models[i], ck, cv, C - 1, token);
-        s.logits = at::Tensor();
-        if (k >= 2) split[i].push_back(s);
-      }
-    }
 
   fmt::print("{:>4} | {:>8} {:>8} | {:>8} {:>8} | {:>6} {:>6} | {:>6} {:>6} | {:>6} {:>6} | {:>6} {:>6} | {:>6}\n",
              "D", "measured", "in fwd", "tables", "pred", "gemm", "table", "attn", "table",
              "elem", "table", "head", "table", "rest");
   for (size_t i = 0; i < archs.size(); ++i) {
-    const auto [pre, dec] = correction_features(bare, archs[i], wl);  // the tables as timed
+    const PhaseFeatures dec = correction_features(bare, archs[i], wl).second;  // the tables as timed
     const CostEstimate e = predict(archs[i], scen, &profile);
-    std::vector<double> g, a, el, h, tot;
-    for (const DecodeStepSplit& s : split[i]) {
-      g.push_back(s.gemm), a.push_back(s.attention), el.push_back(s.elementwise);
-      h.push_back(s.lm_head), tot.push_back(s.total);
-    }
+    const InForwardRatio& f = split[i];
     const double table_sum = dec.x[0] + dec.x[1] + dec.x[2] + dec.x[3] + dec.offset;
-    const double rest = q(tot, 0.1) - (q(g, 0.1) + q(a, 0.1) + q(el, 0.1) + q(h, 0.1));
     nlohmann::json j = {{"hidden_size", archs[i].hidden_size},
                         {"measured_tpot_ms", measured[i].tpot_ms},
-                        {"in_forward_ms", {{"total", q(tot, 0.1)}, {"gemm", q(g, 0.1)},
-                                           {"attention", q(a, 0.1)}, {"elementwise", q(el, 0.1)},
-                                           {"lm_head", q(h, 0.1)}, {"rest", rest},
-                                           {"total_median", q(tot, 0.5)}}},
-                        {"tables_ms", {{"total", table_sum}, {"gemm", dec.x[0]},
-                                       {"attention", dec.x[1]}, {"elementwise", dec.x[2]},
-                                       {"lm_head", dec.x[3]}, {"step", dec.offset}}},
+                        {"in_forward", f.to_json()},
+                        {"tables_ms", {{"total", table_sum}, {"step", dec.offset}}},
                         {"predicted_tpot_ms", e.tpot_ms}};
     std::cerr << j.dump() << "\n";
     fmt::print("{:>4} | {:>8.3f} {:>8.3f} | {:>8.3f} {:>8.3f} | {:>6.3f} {:>6.3f} | {:>6.3f} {:>6.3f} | "
                "{:>6.3f} {:>6.3f} | {:>6.3f} {:>6.3f} | {:>6.3f}\n",
-               archs[i].hidden_size, measured[i].tpot_ms, q(tot, 0.1), table_sum, e.tpot_ms,
-               q(g, 0.1), dec.x[0], q(a, 0.1), dec.x[1], q(el, 0.1), dec.x[2], q(h, 0.1), dec.x[3],
-               rest);
+               archs[i].hidden_size, measured[i].tpot_ms, f.total_ms, table_sum, e.tpot_ms,
+               f.in_forward_ms[0], f.table_ms[0], f.in_forward_ms[1], f.table_ms[1],
+               f.in_forward_ms[2], f.table_ms[2], f.in_forward_ms[3], f.table_ms[3], f.rest_ms);
   }
   return 0;
 }
