@@ -54,23 +54,21 @@ int width_probe(int argc, char** argv) {
   const Workload wl = profile.workload;
   const Scenario scen = calibration_scenario(wl, "cpu");
 
+  // The op-by-op step (below) at the same widths, as a calibrated profile measures it.
+  InForwardOptions io;
+  io.rounds = rounds;
+  io.steps = steps;
+  io.weight_seed = 1000;
   std::vector<ModelConfig> archs;
-  std::vector<int64_t> widths;
   for (int64_t D = min_width; D <= base.hidden_size; D += step) {
     ModelConfig c = base;
     c.hidden_size = D;
     archs.push_back(c);
-    widths.push_back(D);
+    io.hidden_sizes.push_back(D);
   }
   // The real decode step, interleaved over the widths.
   std::vector<Measurement> measured =
       measure_interleaved(archs, wl, rounds, /*weight_seed=*/1000, /*progress=*/true);
-  // The op-by-op step at the same widths, as a calibrated profile measures it (in_forward.h).
-  InForwardOptions io;
-  io.hidden_sizes.assign(widths.begin(), widths.end());
-  io.rounds = rounds;
-  io.steps = steps;
-  io.weight_seed = 1000;
   const std::vector<InForwardRatio> split = measure_in_forward(profile, base, wl, io);
   Profile bare = profile;
   bare.in_forward.clear();

@@ -523,27 +523,52 @@ TEST(CostCalibration, WidthSpreadArchitecturesCoverTheSearchRange) {
   EXPECT_NE(describe(width_spread_architectures(base, 12, 6)[2]), describe(a[2]));
 }
 
-TEST(CostCalibration, ValidationSeparatesTheSharedBiasFromTheModelsError) {
+namespace {
+
+// The two-width setting of the validation tests: a residency model (D = 16), its profile and
+// scenario, and the same model at D = 8.
+struct ValidationSetting {
   Workload w;
-  w.prompt_tokens = 8;
-  w.output_tokens = 4;
-  const ModelConfig c = residency_model();
-  const Profile p = residency_profile(c, w, 0.5);
-  const Scenario s = calibration_scenario(w);
-  ModelConfig narrow = c;
-  narrow.hidden_size = 8;
+  ModelConfig c, narrow;
+  Profile p;
+  Scenario s;
+};
+
+ValidationSetting validation_setting() {
+  ValidationSetting v;
+  v.w.prompt_tokens = 8;
+  v.w.output_tokens = 4;
+  v.c = residency_model();
+  v.p = residency_profile(v.c, v.w, 0.5);
+  v.s = calibration_scenario(v.w);
+  v.narrow = v.c;
+  v.narrow.hidden_size = 8;
+  return v;
+}
+
+// A measurement of `a` that the prediction misses by `err` (TPOT and TTFT alike), on a machine
+// `slower` times slower than profiled; memory as predicted.
+Measurement missed_by(const ValidationSetting& v, const ModelConfig& a, double err, double slower = 1) {
+  const CostEstimate e = predict(a, v.s, &v.p);
+  Measurement m;
+  m.tpot_ms = m.tpot_median_ms = slower * e.tpot_ms / (1 + err);
+  m.ttft_ms = m.ttft_median_ms = slower * e.ttft_ms / (1 + err);
+  m.peak_memory_bytes = e.peak_memory_bytes;
+  return m;
+}
+
+}  // namespace
+
+TEST(CostCalibration, ValidationSeparatesTheSharedBiasFromTheModelsError) {
+  const ValidationSetting v = validation_setting();
+  const ModelConfig &c = v.c, &narrow = v.narrow;
+  const Profile& p = v.p;
+  const Scenario& s = v.s;
   const std::vector<ModelConfig> archs{c, c, narrow};
   // Measurements that the predictions miss by +10%, +10% and -5% (TPOT and TTFT alike).
   const std::vector<double> err{0.10, 0.10, -0.05};
   std::vector<Measurement> measured;
-  for (size_t i = 0; i < archs.size(); ++i) {
-    const CostEstimate e = predict(archs[i], s, &p);
-    Measurement m;
-    m.tpot_ms = m.tpot_median_ms = e.tpot_ms / (1 + err[i]);
-    m.ttft_ms = m.ttft_median_ms = e.ttft_ms / (1 + err[i]);
-    m.peak_memory_bytes = e.peak_memory_bytes;
-    measured.push_back(m);
-  }
+  for (size_t i = 0; i < archs.size(); ++i) measured.push_back(missed_by(v, archs[i], err[i]));
   const ValidationReport r = validation_report(archs, measured, s, p);
   EXPECT_NEAR(r.bias_tpot, 5.0, 1e-9);
   EXPECT_NEAR(r.mape_tpot, 25.0 / 3, 1e-9);
@@ -564,25 +589,16 @@ TEST(CostCalibration, ValidationSeparatesTheSharedBiasFromTheModelsError) {
 }
 
 TEST(CostCalibration, ErrorsRelativeToTheBaseCancelTheMachinesDrift) {
-  Workload w;
-  w.prompt_tokens = 8;
-  w.output_tokens = 4;
-  const ModelConfig c = residency_model();
-  const Profile p = residency_profile(c, w, 0.5);
-  const Scenario s = calibration_scenario(w);
-  ModelConfig narrow = c;
-  narrow.hidden_size = 8;
+  const ValidationSetting v = validation_setting();
+  const ModelConfig &c = v.c, &narrow = v.narrow;
+  const Profile& p = v.p;
+  const Scenario& s = v.s;
   const std::vector<ModelConfig> archs{c, narrow};
   // The model misses the rows by +10% and -5% and the base by +4%; the machine is `slower`
   // times slower than profiled for every one of them alike.
   const std::vector<double> err{0.10, -0.05};
   auto measure = [&](const ModelConfig& a, double e, double slower) {
-    const CostEstimate est = predict(a, s, &p);
-    Measurement m;
-    m.tpot_ms = m.tpot_median_ms = slower * est.tpot_ms / (1 + e);
-    m.ttft_ms = m.ttft_median_ms = slower * est.ttft_ms / (1 + e);
-    m.peak_memory_bytes = est.peak_memory_bytes;
-    return m;
+    return missed_by(v, a, e, slower);
   };
   ValidationReport first, drifted;
   for (double slower : {1.0, 1.07}) {

@@ -457,10 +457,11 @@ static std::vector<WidthRepeatability> width_repeatability(const Profile& p, con
   // pass's curve, which the fastest call over all passes does not carry.
   // Leave one pass out rather than one pass alone: a profile's entry is the fastest call of
   // every pass, and one pass alone carried whatever slow minute it met. Each pass alone put the
-  // predictions of stories15M's shape 8-30% apart (TPOT, machine C, 2026-12-06) where three
-  // profiles taken minutes apart agreed within 4-5% and each validated at every width within
-  // 5% (docs/benchmarks.md, "Repeatability by leaving one pass out"), and the search left out
-  // every reduced width on it.
+  // predictions of stories15M's shape 3-18% apart (TPOT, machine C, 2026-12-06) where three
+  // profiles taken minutes apart agreed within 2-3% as fractions of their teachers and each
+  // validated within 9.6% on every architecture; the search left out 13 of 21 reduced widths on
+  // it, 0-1 with a pass left out (docs/benchmarks.md, "Errors as fractions of the teacher,
+  // repeatability by leaving one pass out, AVX2 forced").
   std::vector<Profile> alone;
   for (int k = 0; k < passes; ++k) {
     Profile one = p;

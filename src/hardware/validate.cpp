@@ -332,8 +332,9 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
   // The base is measured once: the calibration set usually holds it already.
   size_t base_at = all.size();
   if (base) {
+    const std::string wanted = describe(*base);
     for (size_t i = archs.size(); i < all.size(); ++i)
-      if (describe(all[i]) == describe(*base)) { base_at = i; break; }
+      if (describe(all[i]) == wanted) { base_at = i; break; }
     if (base_at == all.size()) all.push_back(*base);
   }
   std::vector<Measurement> measured =
