@@ -28,9 +28,9 @@
 # Environment: OUT, SETTINGS (space-separated), DISTILL_TOKENS (default: compress's default),
 # TASK_ITEMS (at most this many items per task family, default 2500: one standard error <= 0.01 at
 # any accuracy), TASK_STORIES (stories the tasks are built from, default 512), HELDOUT (held-out
-# stories, default 160), BLD_TOKENS (AutoCompress's blockwise start, default 8192: the figures in
-# docs/benchmarks.md were measured with it at DISTILL_TOKENS=65536, where compress's own default
-# would now give 4096), BIN, JSON and SVG (where the table's JSON and plot go; default docs/vs-minitron.json, .svg).
+# stories, default 160), BLD_TOKENS (the blockwise start of every final distillation and of
+# AutoCompress's finalists, default 8192: the figures in docs/benchmarks.md were measured with it
+# at DISTILL_TOKENS=65536, where compress's own default would now give 4096), BIN, JSON and SVG (where the table's JSON and plot go; default docs/vs-minitron.json, .svg).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=("$@")
@@ -100,7 +100,7 @@ for seed in "${seeds[@]}"; do
       t0=$(date +%s)
       # A run stopped part way kept its finished stages and its options: continue it.
       cmd=(compress --model "$ckpt" --scenario "$setting" --method both --seed "$seed" --data "$d" \
-        --task-items 0 --autocompress-bld-tokens "${BLD_TOKENS:-8192}" --out "$run" "${args[@]}")
+        --task-items 0 --distill-bld-tokens "${BLD_TOKENS:-8192}" --out "$run" "${args[@]}")
       [ -d "$out/runs/.$setting-s$seed.partial" ] && cmd=(compress --resume "$run")
       $bin "${cmd[@]}" >>"$out/runs/$setting-s$seed.log" 2>&1 ||
         { echo "compress failed: see $out/runs/$setting-s$seed.log" >&2; tail -5 "$out/runs/$setting-s$seed.log" >&2; exit 1; }

@@ -182,16 +182,16 @@ namespace ac {
 // 4 096 distillation tokens must not spend 8 192 on the start alone.
 TEST(Bld, CompressDefaultIsASixteenthOfTheDistillationBudget) {
   CompressOptions o;
-  EXPECT_EQ(o.search.autocompress_bld_tokens, -1);
+  EXPECT_EQ(o.distill.bld_tokens, -1);
   EXPECT_EQ(o.distill.tokens, 131072);
-  EXPECT_EQ(autocompress_bld_tokens(o), 8192);
+  EXPECT_EQ(distill_bld_tokens(o), 8192);
   o.distill.tokens = 65536;
-  EXPECT_EQ(autocompress_bld_tokens(o), 4096);
+  EXPECT_EQ(distill_bld_tokens(o), 4096);
   o.distill.tokens = 4096;  // a sixteenth is 256, below one step of 2 x seq_len tokens
-  EXPECT_EQ(autocompress_bld_tokens(o), 2 * o.data.seq_len);
-  o.search.autocompress_bld_tokens = 0;  // off
-  EXPECT_EQ(autocompress_bld_tokens(o), 0);
-  o.search.autocompress_bld_tokens = 1000;  // as given
-  EXPECT_EQ(autocompress_bld_tokens(o), 1000);
+  EXPECT_EQ(distill_bld_tokens(o), 2 * o.data.seq_len);
+  o.distill.bld_tokens = 0;  // off
+  EXPECT_EQ(distill_bld_tokens(o), 0);
+  o.distill.bld_tokens = 1000;  // as given
+  EXPECT_EQ(distill_bld_tokens(o), 1000);
 }
 }  // namespace ac

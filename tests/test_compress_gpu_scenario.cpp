@@ -71,6 +71,17 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
     EXPECT_EQ(row["distill"]["tokens"], 512) << row["method"];  // the same budget
     EXPECT_GT(row["eval"]["kl_to_teacher"].get<double>(), 0) << row["method"];
   }
+  // The final recipe is every method's: a blockwise start of max(512 / 16, 2 x 32) = 64 tokens
+  // (one step of [2, 32]), then the distillation. AutoCompress's kept finalist ran its own as
+  // the start of its retraining, which the final run continues: those tokens are the final
+  // model's training, not the search's (counted twice in the search: teacher and model).
+  const json& ac_row = r["comparison"][0];
+  const json& minitron_row = r["comparison"][1];
+  EXPECT_EQ(minitron_row["distill"]["bld_tokens"], 64);
+  EXPECT_EQ(minitron_row["distill"]["continued_bld_tokens"], 0);
+  EXPECT_EQ(ac_row["distill"]["bld_tokens"].get<int64_t>() +
+                ac_row["distill"]["continued_bld_tokens"].get<int64_t>(),
+            64);
   // Minitron's search: ranking after pruning, then its top candidates retrained (512 / 8 = 64
   // tokens, one batch of [2, 32]); the chosen one has its KL after retraining.
   const json arch = parse_json_text(slurp(run / "arch.minitron.json"), "arch.minitron.json");
@@ -91,6 +102,12 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
   }
   EXPECT_GE(retrained, 1);
   EXPECT_LE(retrained, 2);
+  // Search tokens: each search's own count (arch files), less what the final run continued.
+  EXPECT_EQ(minitron_row["search_tokens"], arch["search"]["search_tokens"]);
+  EXPECT_EQ(ac_row["search_tokens"].get<int64_t>(),
+            auto_arch["search"]["search_tokens"].get<int64_t>() -
+                2 * ac_row["distill"]["continued_retraining_tokens"].get<int64_t>() -
+                2 * ac_row["distill"]["continued_bld_tokens"].get<int64_t>());
 
   // Both methods are scored on the same task items; the teacher once, in the main result.
   ASSERT_TRUE(r["tasks"].contains("teacher")) << r["tasks"].dump();

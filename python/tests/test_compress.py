@@ -19,7 +19,7 @@ SCENARIO = "stories15m-rtx5070"
 # The CLI's flags and compress()'s keywords: one small run (one search, no retraining, a few
 # seconds of distillation; about a minute on 2 cores).
 OPTIONS = {
-    "method": "autocompress", "autocompress_retrain_top_k": 0, "autocompress_bld_tokens": 0,
+    "method": "autocompress", "autocompress_retrain_top_k": 0, "distill_bld_tokens": 0,
     "max_attention_free_layers": [-1], "seed": 7, "seq_len": 32, "calibration_sequences": 8, "train_sequences": 8,
     "heldout_sequences": 8, "distill_tokens": 512, "distill_batch_size": 2, "task_items": 0,
 }

@@ -37,18 +37,18 @@ json CompressOptions::to_json() const {
                    {search.autocompress_retrain.top_k, search.autocompress_retrain.tokens,
                     search.autocompress_retrain.final_schedule}},
                   {"attention_caps", search.attention_caps},
-                  {"autocompress_bld_tokens", search.autocompress_bld_tokens},
                   {"max_removed_layers", search.max_removed_layers}}},
       {"distill", {{"tokens", distill.tokens}, {"batch", distill.batch}, {"lr", distill.lr},
-                   {"hidden_loss_weight", distill.hidden_loss_weight}}},
+                   {"hidden_loss_weight", distill.hidden_loss_weight},
+                   {"bld_tokens", distill.bld_tokens}}},
       {"measure", {{"min_rounds", measure.rounds.min_rounds},
                    {"max_rounds", measure.rounds.max_rounds},
                    {"max_half_width", measure.rounds.max_half_width},
                    {"fit_attempts", measure.fit_attempts}, {"fit_margin", measure.fit_margin}}}};
 }
 
-int64_t autocompress_bld_tokens(const CompressOptions& o) {
-  if (o.search.autocompress_bld_tokens >= 0) return o.search.autocompress_bld_tokens;
+int64_t distill_bld_tokens(const CompressOptions& o) {
+  if (o.distill.bld_tokens >= 0) return o.distill.bld_tokens;
   if (o.distill.tokens <= 0) return 0;
   // At least one step of the blockwise start, which refuses less.
   return std::max(o.distill.tokens / 16, BldOptions{}.batch_size * o.data.seq_len);
@@ -89,14 +89,18 @@ CompressOptions CompressOptions::from_json(const json& j, const std::string& whe
                                      ar.size() > 2 && ar.at(2).get<bool>()};
     if (j["search"].contains("attention_caps"))  // recorded since the caps exist
       o.search.attention_caps = j["search"]["attention_caps"].get<std::vector<int64_t>>();
-    if (j["search"].contains("autocompress_bld_tokens"))  // recorded since BLD exists
-      o.search.autocompress_bld_tokens = j["search"]["autocompress_bld_tokens"].get<int64_t>();
+    // Recorded as the search's option (AutoCompress's alone) until every method's final
+    // distillation started with it.
+    if (j["search"].contains("autocompress_bld_tokens"))
+      o.distill.bld_tokens = j["search"]["autocompress_bld_tokens"].get<int64_t>();
     if (j["search"].contains("max_removed_layers"))  // recorded since the flag exists
       o.search.max_removed_layers = j["search"]["max_removed_layers"].get<int64_t>();
     o.distill.tokens = at("distill", "tokens").get<int64_t>();
     o.distill.batch = at("distill", "batch").get<int64_t>();
     o.distill.lr = at("distill", "lr").get<double>();
     o.distill.hidden_loss_weight = at("distill", "hidden_loss_weight").get<double>();
+    if (j["distill"].contains("bld_tokens"))
+      o.distill.bld_tokens = j["distill"]["bld_tokens"].get<int64_t>();
     o.measure.rounds.min_rounds = at("measure", "min_rounds").get<int>();
     o.measure.rounds.max_rounds = at("measure", "max_rounds").get<int>();
     o.measure.rounds.max_half_width = at("measure", "max_half_width").get<double>();
@@ -118,11 +122,13 @@ ComparisonRow comparison_row(const Run& run, const SearchedMethod& s, const Fini
   row.method = s.method;
   row.config = describe(f.student.config);
   row.parameters = f.student.config.num_parameters();
-  // The final run's blockwise distillation counts too (teacher and blocks: twice its tokens).
-  // A final run that continued the chosen finalist's retraining has those steps in its own
-  // budget: they are the distillation's tokens, not the search's (teacher and student: twice).
-  row.search_tokens = s.search_tokens + 2 * f.distill.value("bld_tokens", int64_t(0)) -
-                      2 * f.distill.value("continued_retraining_tokens", int64_t(0));
+  // The final model's blockwise start and distillation are every method's final recipe, not
+  // its search: a final run that continued the chosen finalist's retraining (its blockwise
+  // start, then the schedule's first steps) has those tokens in its own run, and the search
+  // counted them (teacher and model: twice each), so they come off.
+  row.search_tokens = s.search_tokens -
+                      2 * f.distill.value("continued_retraining_tokens", int64_t(0)) -
+                      2 * f.distill.value("continued_bld_tokens", int64_t(0));
   row.search_seconds = s.search_seconds;
   row.model = f.model_path;
   const CostEstimate predicted = predict(f.student.config, run.scenario, run.scenario_profile);

@@ -87,12 +87,6 @@ struct CompressSearchOptions {
   // ranking study (docs/benchmarks.md, "The ranking of candidates") found a short run of its own
   // ranks them worse.
   RetrainChoice autocompress_retrain{2, 0, /*final_schedule=*/true};
-  /// > 0: every AutoCompress finalist, and its final distillation, starts with a blockwise
-  /// local distillation (distill/bld.h) of this many tokens, counted as search tokens; 0 = off;
-  /// -1 (the default): a sixteenth of the distillation budget (8 192 tokens at the default
-  /// 131 072), so that a small --distill-tokens shrinks it too. Read it through
-  /// autocompress_bld_tokens(const CompressOptions&).
-  int64_t autocompress_bld_tokens = -1;
   /// Whole layers AutoCompress's search may remove, at most; < 0 (the default): a third of the
   /// layers (SearchSpaceOptions::max_blocks_removed, after Minitron's depth pruning).
   int64_t max_removed_layers = -1;
@@ -107,6 +101,14 @@ struct CompressDistillOptions {
   int64_t batch = 8;
   double lr = 1e-3;             // peak; cosine down to lr / 10
   double hidden_loss_weight = 0;  // hidden-state loss weight (distill/hidden_loss.h; 0 = off)
+  /// > 0: the final distillation of every method starts with a blockwise local distillation
+  /// (distill/bld.h) of this many tokens, and so does each AutoCompress finalist's retraining
+  /// (the final run's first steps, which the kept finalist's final run continues); 0 = off;
+  /// -1 (the default): a sixteenth of the distillation budget (8 192 tokens at the default
+  /// 131 072), so that a small --distill-tokens shrinks it too. The final model's blockwise
+  /// start is distillation, not search: only the finalists that are not kept count it as search
+  /// tokens. Read it through distill_bld_tokens(const CompressOptions&).
+  int64_t bld_tokens = -1;
 };
 
 /// The measurements on the scenario's engine.
@@ -143,10 +145,10 @@ struct CompressOptions {
   static CompressOptions from_json(const nlohmann::json& j, const std::string& where);
 };
 
-/// The blockwise start's token budget of `o`: o.search.autocompress_bld_tokens when >= 0, else
+/// The blockwise start's token budget of `o`: o.distill.bld_tokens when >= 0, else
 /// o.distill.tokens / 16 but at least one step of it (BldOptions::batch_size x o.data.seq_len),
 /// and 0 when o.distill.tokens is 0.
-int64_t autocompress_bld_tokens(const CompressOptions& o);
+int64_t distill_bld_tokens(const CompressOptions& o);
 
 /// Runs the pipeline. Returns the report. Throws on bad input (nothing is left behind),
 /// InfeasibleError when no architecture meets the limits. A run that fails or is killed after
