@@ -145,6 +145,13 @@ TEST(CliErrors, SeqLenZero) {
                  {"--search-seq-len: expected a positive number of tokens, found 0"});
   expect_refused(fx, fmt::format("eval --model {} --data {} --seq-len -3", m, data),
                  {"--seq-len: expected a positive number of tokens, found -3"});
+  // A blockwise start below one step (2 x 32 tokens) is refused before anything is read, not
+  // after the search; so is a value below -1 through the old spelling, which CLI11 lets pass.
+  for (const char* flag : {"--distill-bld-tokens 63", "--autocompress-bld-tokens -5"})
+    expect_refused(fx,
+                   fmt::format("compress --model {} --scenario stories15m-serving --out {} "
+                               "--seq-len 32 {}", m, out, flag),
+                   {"--distill-bld-tokens", "at least one step of 2 x 32 = 64 tokens"});
 }
 
 TEST(CliErrors, MissingProfile) {

@@ -107,7 +107,10 @@ struct CompressDistillOptions {
   /// -1 (the default): a sixteenth of the distillation budget (8 192 tokens at the default
   /// 131 072), so that a small --distill-tokens shrinks it too. The final model's blockwise
   /// start is distillation, not search: only the finalists that are not kept count it as search
-  /// tokens. Read it through distill_bld_tokens(const CompressOptions&).
+  /// tokens (all of them when --distill-hidden-loss-weight > 0 makes the final run start over).
+  /// Llama-family teachers only (the hybrid pipeline has no blockwise start). Values in (0, one
+  /// step) and below -1 are refused before any stage. Read it through
+  /// distill_bld_tokens(const CompressOptions&).
   int64_t bld_tokens = -1;
 };
 

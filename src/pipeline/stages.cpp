@@ -354,6 +354,14 @@ Run open_run(const CompressOptions& opt, std::optional<RunFolder> resumed) {
   if (r.min_rounds < 2 || r.max_rounds < r.min_rounds)
     throw ConfigError(msg("compress", "--measure-rounds {} and --max-measure-rounds {}: expected "
                           "2 <= measure-rounds <= max-measure-rounds", r.min_rounds, r.max_rounds));
+  // The blockwise start refuses less than one step, which it would say only after the search.
+  const int64_t bld_step = BldOptions{}.batch_size * opt.data.seq_len;
+  if (opt.distill.bld_tokens < -1 ||
+      (opt.distill.bld_tokens > 0 && opt.distill.bld_tokens < bld_step))
+    throw ConfigError(msg("compress", "--distill-bld-tokens {}: expected 0 (off), -1 (a sixteenth "
+                          "of --distill-tokens) or at least one step of {} x {} = {} tokens",
+                          opt.distill.bld_tokens, BldOptions{}.batch_size, opt.data.seq_len,
+                          bld_step));
   if (!opt.in.data_dir.empty()) check_data_dir(opt.in.data_dir);
   if (!opt.in.data_text.empty() && !fs::exists(opt.in.data_text))
     throw ConfigError(msg("compress", "--data-text {}: no such file or folder",
@@ -617,8 +625,8 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
   // Without it, the final run starts as the finalists did: a blockwise local distillation, then
   // the schedule from its first step. Every method's final run does: the final recipe is the
   // same for every architecture, so that the comparison is of the architectures (Minitron's
-  // own protocol, arXiv 2407.14679, has none: with it, a Minitron shape ends 0.027-0.046 KL
-  // better, docs/benchmarks.md). A resumed run's state already holds the student after it.
+  // own protocol, arXiv 2407.14679, has none: with it, Minitron's shapes ended 0.026-0.057 KL
+  // better, docs/benchmarks.md, "with the same final recipe"). A resumed run's state already holds the student after it.
   int64_t bld_tokens = 0;
   if (!continued && distill_bld_tokens(run.opt) > 0) {
     const BldOptions bo = bld_options_for(dopt, distill_bld_tokens(run.opt));
