@@ -236,6 +236,15 @@ TEST(RunReport, LlamaCppSectionShowsAnUncalibratedPredictionNowhere) {
   EXPECT_NE(render_report_md(r).find("| structure | "), std::string::npos);
   EXPECT_NE(render_report_md(r).find("[H4/G2 F128 \\| H2/G1 no-ffn] |"), std::string::npos)
       << render_report_md(r);
+  // The blockwise start is named whether the final run ran it or continued the finalist that did;
+  // a report without the fields (written before them) says nothing of it.
+  EXPECT_EQ(render_report_md(r).find("blockwise"), std::string::npos);
+  r.comparison.front().distill["continued_bld_tokens"] = 512;
+  EXPECT_NE(render_report_md(r).find("after a blockwise local distillation of 512 tokens"),
+            std::string::npos) << render_report_md(r);
+  r.comparison.front().distill["continued_bld_tokens"] = 0;
+  r.comparison.front().distill["bld_tokens"] = 256;
+  EXPECT_NE(render_report_md(r).find("blockwise local distillation of 256 tokens"), std::string::npos);
   l["prediction"] = "the native engine's tables, not calibrated for llama.cpp";
   l["prediction_calibrated"] = false;
   r.llama_cpp = l;

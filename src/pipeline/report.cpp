@@ -386,8 +386,18 @@ std::string render_report_md(const RunReport& r) {
     md += fmt::format("With the fit to the measurement: {} searches, {} search tokens and {:.0f} s "
                       "in all.\n\n", r.fit.attempts.size(), se.search_tokens_all_attempts,
                       se.search_seconds_all_attempts);
-  md += fmt::format("Distillation: {} tokens in {} steps ({} skipped), {:.0f} s, loss {:.4f} → {:.4f}.\n\n",
+  md += fmt::format("Distillation: {} tokens in {} steps ({} skipped), {:.0f} s, loss {:.4f} → {:.4f}",
                     d.tokens, d.steps, d.skipped_steps, d.wall_s, d.first_loss, d.last_loss);
+  // The blockwise start, run by the final run or by the kept finalist it continues (reports
+  // written before it existed have neither field).
+  if (!r.comparison.empty()) {
+    const json& fd = r.comparison.front().distill;
+    const int64_t bld = fd.value("bld_tokens", int64_t(0)) + fd.value("continued_bld_tokens", int64_t(0));
+    if (bld > 0)
+      md += fmt::format(", after a blockwise local distillation of {} tokens (each changed block "
+                        "alone on the teacher's residual stream)", bld);
+  }
+  md += ".\n\n";
   md += render_compute_md(r.compute);
   if (r.comparison.size() > 1) md += render_comparison_md(r.comparison, r.not_measured);
   md += "## Time per stage\n\n| stage | seconds |\n|---|---|\n";
