@@ -51,7 +51,11 @@ int64_t distill_bld_tokens(const CompressOptions& o) {
   if (o.distill.bld_tokens >= 0) return o.distill.bld_tokens;
   if (o.distill.tokens <= 0) return 0;
   // At least one step of the blockwise start, which refuses less.
-  return std::max(o.distill.tokens / 16, BldOptions{}.batch_size * o.data.seq_len);
+  return std::max(o.distill.tokens / 16, bld_step_tokens(o));
+}
+
+int64_t bld_step_tokens(const CompressOptions& o) {
+  return BldOptions{}.batch_size * o.data.seq_len;
 }
 
 CompressOptions CompressOptions::from_json(const json& j, const std::string& where) {

@@ -153,6 +153,10 @@ struct CompressOptions {
 /// and 0 when o.distill.tokens is 0.
 int64_t distill_bld_tokens(const CompressOptions& o);
 
+/// One step of the blockwise start in tokens (BldOptions::batch_size x o.data.seq_len): the
+/// least a non-zero budget may hold.
+int64_t bld_step_tokens(const CompressOptions& o);
+
 /// Runs the pipeline. Returns the report. Throws on bad input (nothing is left behind),
 /// InfeasibleError when no architecture meets the limits. A run that fails or is killed after
 /// a stage completed leaves its work folder for resume_compress.

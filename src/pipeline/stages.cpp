@@ -355,7 +355,7 @@ Run open_run(const CompressOptions& opt, std::optional<RunFolder> resumed) {
     throw ConfigError(msg("compress", "--measure-rounds {} and --max-measure-rounds {}: expected "
                           "2 <= measure-rounds <= max-measure-rounds", r.min_rounds, r.max_rounds));
   // The blockwise start refuses less than one step, which it would say only after the search.
-  const int64_t bld_step = BldOptions{}.batch_size * opt.data.seq_len;
+  const int64_t bld_step = bld_step_tokens(opt);
   if (opt.distill.bld_tokens < -1 ||
       (opt.distill.bld_tokens > 0 && opt.distill.bld_tokens < bld_step))
     throw ConfigError(msg("compress", "--distill-bld-tokens {}: expected 0 (off), -1 (a sixteenth "
@@ -626,10 +626,12 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
   // the schedule from its first step. Every method's final run does: the final recipe is the
   // same for every architecture, so that the comparison is of the architectures (Minitron's
   // own protocol, arXiv 2407.14679, has none: with it, Minitron's shapes ended 0.026-0.057 KL
-  // better, docs/benchmarks.md, "with the same final recipe"). A resumed run's state already holds the student after it.
+  // better, docs/benchmarks.md, "with the same final recipe"). A resumed run's state already
+  // holds the student after it.
   int64_t bld_tokens = 0;
-  if (!continued && distill_bld_tokens(run.opt) > 0) {
-    const BldOptions bo = bld_options_for(dopt, distill_bld_tokens(run.opt));
+  const int64_t bld_budget = distill_bld_tokens(run.opt);
+  if (!continued && bld_budget > 0) {
+    const BldOptions bo = bld_options_for(dopt, bld_budget);
     const int64_t per_step = bo.batch_size * bo.seq_len;
     bld_tokens = bo.token_budget / per_step * per_step;
     if (!fs::exists(dopt.state_dir / kDistillStateFile)) {
