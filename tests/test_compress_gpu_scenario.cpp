@@ -12,6 +12,7 @@
 #include <csignal>
 #include <functional>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "common/json_io.h"
@@ -92,16 +93,28 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
   }
   EXPECT_GE(retrained, 1);
   EXPECT_LE(retrained, 3);
-  // AutoCompress (the main result) retrains its best 2 distinct proposals (512 / 8 = 64
-  // tokens, one batch of [2, 32]) and keeps the best after retraining.
+  // AutoCompress (the main result): the uncapped search with the run's seed (1234) and two
+  // restarts, then the search with at most L / 3 = 2 attention-free layers; every feasible
+  // search's pick is retrained (512 / 8 = 64 tokens, one batch of [2, 32]), at least 2 distinct
+  // proposals, and the best after retraining is kept.
   const json auto_arch = parse_json_text(slurp(run / "arch.json"), "arch.json");
-  retrained = 0;
+  const json& searches = auto_arch["search"]["searches"];
+  ASSERT_EQ(searches.size(), 4u) << searches.dump();
+  const uint64_t seeds[] = {1234, 2234, 3234, 1234};
+  const int64_t caps[] = {-1, -1, -1, 2};
+  std::set<std::string> picks;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(searches[i]["seed"].get<uint64_t>(), seeds[i]) << i;
+    EXPECT_EQ(searches[i]["max_attention_free_layers"].get<int64_t>(), caps[i]) << i;
+    if (searches[i].contains("pick")) picks.insert(searches[i]["pick"].get<std::string>());
+  }
+  std::set<std::string> retrained_archs;
   for (const auto& c : auto_arch["search"]["candidates"]) {
-    retrained += c["loss_after_retrain"].get<double>() >= 0;
+    if (c["loss_after_retrain"].get<double>() >= 0) retrained_archs.insert(c["describe"].get<std::string>());
     if (c["chosen"].get<bool>()) { EXPECT_GE(c["loss_after_retrain"].get<double>(), 0); }
   }
-  EXPECT_GE(retrained, 1);
-  EXPECT_LE(retrained, 2);
+  for (const std::string& p : picks) EXPECT_TRUE(retrained_archs.count(p)) << p;
+  EXPECT_EQ(retrained_archs.size(), std::max<size_t>(2, picks.size())) << auto_arch["search"].dump();
   // Search tokens: each search's own count (arch files), less what the final run continued.
   EXPECT_EQ(minitron_row["search_tokens"], arch["search"]["search_tokens"]);
   EXPECT_EQ(ac_row["search_tokens"].get<int64_t>(),

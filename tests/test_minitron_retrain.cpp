@@ -360,6 +360,65 @@ TEST(MinitronRetrain, TheDifferentiableSearchRetrainsItsBestDistinctProposals) {
   EXPECT_GE(o.search_tokens - plain.search_tokens, 2 * 2 * st.autocompress_retrain_options.distill.token_budget);
 }
 
+// Restarts: the first cap's search again with other Gumbel seeds (restart_seed), each
+// restart's pick a finalist however small top_k is, every candidate pooled; restart 0 is the
+// search of the run's own seed.
+TEST(MinitronRetrain, EachRestartsPickIsAFinalist) {
+  EXPECT_EQ(restart_seed(7, 0), 7u);
+  EXPECT_EQ(restart_seed(7, 2), 2007u);
+  Fixture f;
+  CostFn cost = [&](const ModelConfig& c) { return predict(c, f.sc, nullptr); };
+  const double full = cost(f.teacher.config).tpot_ms;
+  const double least =
+      smallest_reachable(build_search_space(f.teacher.config, f.imp, ac::test::space_options()), cost).tpot_ms;
+  Limits lim;
+  lim.tpot_ms = least + 0.35 * (full - least);  // where the fixture's seeds pick differently
+  const RunLimits run = RunLimits::absolute(lim, 0);
+  SearchSettings st = small_search_settings();
+  st.autocompress_attention_caps = {-1};
+  st.autocompress.seed = 5;
+  TokenDataset calibration = random_text(2000, 97, 17);
+  std::vector<SearchOutcome> alone;
+  std::set<std::string> picks;
+  for (int64_t k = 0; k < 3; ++k) {
+    SearchSettings one = st;
+    one.autocompress.seed = restart_seed(5, k);
+    alone.push_back(run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr, run,
+                                      calibration, 16, one, &f.train));
+    picks.insert(describe(alone.back().best.config));
+  }
+  ASSERT_EQ(picks.size(), 2u) << "the restarts must find two architectures for this test";
+  st.autocompress_restarts = 3;
+  st.autocompress_retrain = true;
+  st.autocompress_retrain_options = f.retrain(1);  // grows to hold every pick
+  const SearchOutcome o = run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr, run,
+                                            calibration, 16, st, &f.train);
+  ASSERT_EQ(o.search["searches"].size(), 3u);
+  for (int64_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(o.search["searches"][size_t(k)]["seed"].get<uint64_t>(), restart_seed(5, k));
+    EXPECT_EQ(o.search["searches"][size_t(k)]["pick"], describe(alone[size_t(k)].best.config));
+  }
+  std::set<std::string> retrained;
+  for (const auto& c : o.search["candidates"])
+    if (c["loss_after_retrain"].get<double>() >= 0) retrained.insert(c["describe"].get<std::string>());
+  EXPECT_EQ(retrained, picks) << o.search["candidates"].dump();
+  size_t pooled = 0;
+  int64_t tokens = 0;
+  for (const SearchOutcome& a : alone) {
+    pooled += a.search["candidates"].size();
+    tokens += a.search_tokens;
+  }
+  EXPECT_EQ(o.search["candidates"].size(), pooled);
+  EXPECT_GT(o.search_tokens, tokens);  // the three searches and the retrainings
+  // The trajectory is restart 0's.
+  EXPECT_EQ(o.trajectory.size(), alone[0].trajectory.size());
+
+  st.autocompress_restarts = 0;
+  EXPECT_THROW(run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr, run, calibration,
+                                 16, st, &f.train),
+               ConfigError);
+}
+
 // Several attention caps: one differentiable search per cap, every candidate pooled, and each
 // search's pick retrained first, before the ranking by KL after pruning fills top_k. A cap's
 // pick never removes attention in more layers than the cap allows.

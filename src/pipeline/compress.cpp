@@ -37,6 +37,7 @@ json CompressOptions::to_json() const {
                    {search.autocompress_retrain.top_k, search.autocompress_retrain.tokens,
                     search.autocompress_retrain.final_schedule}},
                   {"attention_caps", search.attention_caps},
+                  {"autocompress_restarts", search.autocompress_restarts},
                   {"max_removed_layers", search.max_removed_layers}}},
       {"distill", {{"tokens", distill.tokens}, {"batch", distill.batch}, {"lr", distill.lr},
                    {"hidden_loss_weight", distill.hidden_loss_weight},
@@ -93,6 +94,8 @@ CompressOptions CompressOptions::from_json(const json& j, const std::string& whe
                                      ar.size() > 2 && ar.at(2).get<bool>()};
     if (j["search"].contains("attention_caps"))  // recorded since the caps exist
       o.search.attention_caps = j["search"]["attention_caps"].get<std::vector<int64_t>>();
+    // Recorded since the restarts exist; a run from before searched once.
+    o.search.autocompress_restarts = j["search"].value("autocompress_restarts", int64_t(1));
     // Recorded as the search's option (AutoCompress's alone) until every method's final
     // distillation started with it.
     if (j["search"].contains("autocompress_bld_tokens"))

@@ -93,6 +93,10 @@ struct CompressSearchOptions {
   /// The differentiable search once per cap of attention-free layers (SearchSettings::
   /// autocompress_attention_caps); empty = default_attention_caps of the teacher.
   std::vector<int64_t> attention_caps;
+  /// The widest space's differentiable search this many times with other Gumbel seeds, every
+  /// restart's pick a finalist (SearchSettings::autocompress_restarts); runs recorded before the
+  /// restarts resume with 1.
+  int64_t autocompress_restarts = 3;
 };
 
 /// The distillation of every method's result.

@@ -222,6 +222,7 @@ SearchSettings search_settings(const Run& run) {
   s.autocompress_attention_caps = opt.search.attention_caps.empty()
                                       ? default_attention_caps(run.teacher.config)
                                       : opt.search.attention_caps;
+  s.autocompress_restarts = opt.search.autocompress_restarts;
   s.device = run.device;
   s.precision = run.precision;
   return s;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "common/error.h"
 #include "common/fs.h"
 #include "common/runtime.h"
@@ -56,6 +58,10 @@ json SearchOutcome::summary() const {
           {"slack", slack_json(best.cost, limits)},
           {"search_tokens", search_tokens},
           {"search_seconds", seconds}};
+}
+
+uint64_t restart_seed(uint64_t seed, int64_t restart) {
+  return seed + 1000 * uint64_t(restart);
 }
 
 std::vector<int64_t> default_attention_caps(const ModelConfig& parent) {
@@ -165,28 +171,40 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
       on_device(calibration.sequential_batches(st.autocompress_batch_size,
                                                st.autocompress_seq_len, st.autocompress_batches),
                 st.device);
-  // One search per attention cap (SearchSettings::autocompress_attention_caps); the first is the
+  // One search per attention cap (SearchSettings::autocompress_attention_caps), the first cap's
+  // space searched autocompress_restarts times with other Gumbel seeds; the first search is the
   // result's trajectory and probabilities, every search's candidates are pooled and each one's
   // pick (its last candidate) becomes a finalist of the retraining.
   std::vector<int64_t> caps = st.autocompress_attention_caps;
   if (caps.empty()) caps = {dopt.space.max_attention_removed};
+  if (st.autocompress_restarts < 1)
+    throw ConfigError(msg("search", "--autocompress-restarts must be at least 1, found {}",
+                          st.autocompress_restarts));
+  struct Run1 { int64_t cap; uint64_t seed; };
+  std::vector<Run1> runs;
+  for (int64_t k = 0; k < st.autocompress_restarts; ++k)
+    runs.push_back({caps[0], restart_seed(dopt.seed, k)});
+  for (size_t i = 1; i < caps.size(); ++i) runs.push_back({caps[i], dopt.seed});
   DifferentiableResult r;
   std::vector<size_t> picks;
+  std::set<std::string> picked;  // one finalist per architecture
   nlohmann::json searches = nlohmann::json::array();
-  for (size_t i = 0; i < caps.size(); ++i) {
+  for (size_t i = 0; i < runs.size(); ++i) {
     DifferentiableOptions d = dopt;
-    d.space.max_attention_removed = caps[i];
+    d.space.max_attention_removed = runs[i].cap;
+    d.seed = runs[i].seed;
     DifferentiableResult ri;
     try {
       ri = differentiable_search(teacher, imp, scenario, profile, search_limits, batches, d);
     } catch (const InfeasibleError& e) {
       if (i == 0) throw;  // the first (widest) space decides whether anything fits
       log_info(fmt::format("[search] autocompress with at most {} attention-free layers: nothing "
-                           "fits ({}); left out", caps[i], e.what()));
-      searches.push_back({{"max_attention_free_layers", caps[i]}, {"infeasible", e.what()}});
+                           "fits ({}); left out", runs[i].cap, e.what()));
+      searches.push_back({{"max_attention_free_layers", runs[i].cap}, {"seed", runs[i].seed},
+                          {"infeasible", e.what()}});
       continue;
     }
-    searches.push_back({{"max_attention_free_layers", caps[i]},
+    searches.push_back({{"max_attention_free_layers", runs[i].cap}, {"seed", runs[i].seed},
                         {"pick", describe(ri.search.best.config)},
                         {"search_tokens", ri.search.search_tokens}});
     if (i == 0) {
@@ -201,7 +219,9 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
         r.search.candidates.push_back(std::move(k));
       }
     }
-    if (r.search.candidates.back().loss_after_prune >= 0) picks.push_back(r.search.candidates.size() - 1);
+    const Candidate& pick = r.search.candidates.back();
+    if (pick.loss_after_prune >= 0 && picked.insert(describe(pick.config)).second)
+      picks.push_back(r.search.candidates.size() - 1);
   }
   if (st.autocompress_retrain && !r.parent_meets_limits) {
     if (!retrain_data)
@@ -210,9 +230,11 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
     // not the search's few short batches: they differ by a percent or two of KL.
     const std::vector<at::Tensor> judged =
         on_device(calibration.sequential_batches(st.minitron_batch_size, seq_len), st.device);
+    // Every search's pick is a finalist, however many the restarts found.
+    RetrainOptions ro = st.autocompress_retrain_options;
+    ro.top_k = std::max<int64_t>(ro.top_k, int64_t(picks.size()));
     retrain_top_candidates(teacher, imp, r.search, *retrain_data,
-                           judged.empty() ? batches : judged, st.autocompress_retrain_options,
-                           picks);
+                           judged.empty() ? batches : judged, ro, picks);
   }
   o.best = r.search.best;
   // Holds by construction of the space; checked so that a change to the space cannot hand the

@@ -56,6 +56,13 @@ struct SearchSettings {
   /// remove, the structure KL right after pruning ranks wrongly (docs/benchmarks.md, "The
   /// ranking of candidates"). Without retraining the first search's pick is the result.
   std::vector<int64_t> autocompress_attention_caps;
+  /// The first cap's search (the widest space) runs this many times, restart k with the Gumbel
+  /// seed restart_seed(autocompress.seed, k); every restart's pick is a finalist too (the
+  /// retraining's top_k grows to hold them all). Where the attention-free layers go decides
+  /// the result after distillation as much as how many there are, and one seed's search finds
+  /// one placement (docs/benchmarks.md, "The ranking of candidates": in two settings of three
+  /// the best of three seeds' picks was the pool's best). Must be >= 1 (ConfigError).
+  int64_t autocompress_restarts = 1;
   int64_t autocompress_batch_size = 4;   // windows per search step
   int64_t autocompress_seq_len = 64;     // tokens per window of the search
   int64_t autocompress_batches = 8;      // distinct batches cycled over (teacher cached)
@@ -84,6 +91,11 @@ struct SearchOutcome {
   /// throughput, slack, search_tokens, search_seconds.
   nlohmann::json summary() const;
 };
+
+/// The Gumbel seed of the differentiable search's restart `restart` (0, 1, ...) of a run seeded
+/// `seed`: `seed` itself for restart 0, then seed + 1000 k, so that runs of nearby seeds
+/// (a study's 1, 2, 3) share no restart.
+uint64_t restart_seed(uint64_t seed, int64_t restart);
 
 /// The attention caps `compress` and `search` run by default (SearchSettings::
 /// autocompress_attention_caps): {-1, L / 3}, the uncapped space and one whose attention-free
