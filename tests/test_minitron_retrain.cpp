@@ -360,6 +360,32 @@ TEST(MinitronRetrain, TheDifferentiableSearchRetrainsItsBestDistinctProposals) {
   EXPECT_GE(o.search_tokens - plain.search_tokens, 2 * 2 * st.autocompress_retrain_options.distill.token_budget);
 }
 
+// Two candidates that deploy as one shape with other layers removed are two candidates: both
+// retrained (told apart by the target; by the deployed config alone the second was dropped as
+// a duplicate, and the one with the lower KL after pruning decided alone).
+TEST(MinitronRetrain, OneShapeWithOtherLayersRemovedIsAnotherCandidate) {
+  Fixture f;
+  auto without_block = [&](size_t l) {
+    ModelConfig t = f.teacher.config;
+    t.layers[l].attention_no_op = t.layers[l].ffn_no_op = true;
+    t.layers[l].num_attention_heads = t.layers[l].num_key_value_heads = 0;
+    t.layers[l].intermediate_size = 0;
+    return t;
+  };
+  SearchResult r;
+  r.method = "autocompress";
+  for (size_t l : {1, 2}) {
+    Candidate c = costed_candidate(without_block(l), [](const ModelConfig&) { return CostEstimate{}; }, {});
+    c.loss_after_prune = 0.5 + 0.1 * double(l);
+    r.candidates.push_back(c);
+  }
+  ASSERT_EQ(describe(r.candidates[0].config), describe(r.candidates[1].config));
+  retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, f.retrain(2));
+  EXPECT_GE(r.candidates[0].loss_after_retrain, 0);
+  EXPECT_GE(r.candidates[1].loss_after_retrain, 0);
+  EXPECT_NE(r.candidates[0].loss_after_retrain, r.candidates[1].loss_after_retrain);
+}
+
 // Restarts: the first cap's search again with other Gumbel seeds (restart_seed), each
 // restart's pick a finalist however small top_k is, every candidate pooled; restart 0 is the
 // search of the run's own seed.
@@ -412,6 +438,13 @@ TEST(MinitronRetrain, EachRestartsPickIsAFinalist) {
   EXPECT_GT(o.search_tokens, tokens);  // the three searches and the retrainings
   // The trajectory is restart 0's.
   EXPECT_EQ(o.trajectory.size(), alone[0].trajectory.size());
+
+  // Without the retraining one search runs: its pick is the result.
+  st.autocompress_retrain = false;
+  const SearchOutcome plain = run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr,
+                                                run, calibration, 16, st, &f.train);
+  EXPECT_EQ(plain.search["searches"].size(), 1u);
+  EXPECT_EQ(describe(plain.best.config), describe(alone[0].best.config));
 
   st.autocompress_restarts = 0;
   EXPECT_THROW(run_search_method("autocompress", f.teacher, f.imp, f.sc, nullptr, run, calibration,

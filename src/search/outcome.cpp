@@ -182,7 +182,9 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
                           st.autocompress_restarts));
   struct Run1 { int64_t cap; uint64_t seed; };
   std::vector<Run1> runs;
-  for (int64_t k = 0; k < st.autocompress_restarts; ++k)
+  // Without the retraining the first search's pick is the result: no restart could change it.
+  const int64_t restarts = st.autocompress_retrain ? st.autocompress_restarts : 1;
+  for (int64_t k = 0; k < restarts; ++k)
     runs.push_back({caps[0], restart_seed(dopt.seed, k)});
   for (size_t i = 1; i < caps.size(); ++i) runs.push_back({caps[i], dopt.seed});
   DifferentiableResult r;
@@ -220,7 +222,9 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
       }
     }
     const Candidate& pick = r.search.candidates.back();
-    if (pick.loss_after_prune >= 0 && picked.insert(describe(pick.config)).second)
+    // By the target, which names the removed layers: two picks may deploy as one shape
+    // ("D=288 L=4") with other layers removed, and recover differently.
+    if (pick.loss_after_prune >= 0 && picked.insert(describe(pick.target)).second)
       picks.push_back(r.search.candidates.size() - 1);
   }
   if (st.autocompress_retrain && !r.parent_meets_limits) {

@@ -61,7 +61,8 @@ struct SearchSettings {
   /// retraining's top_k grows to hold them all). Where the attention-free layers go decides
   /// the result after distillation as much as how many there are, and one seed's search finds
   /// one placement (docs/benchmarks.md, "The ranking of candidates": in two settings of three
-  /// the best of three seeds' picks was the pool's best). Must be >= 1 (ConfigError).
+  /// the best of three seeds' picks was the pool's best). Must be >= 1 (ConfigError). Without
+  /// autocompress_retrain one search runs: the first pick is the result.
   int64_t autocompress_restarts = 1;
   int64_t autocompress_batch_size = 4;   // windows per search step
   int64_t autocompress_seq_len = 64;     // tokens per window of the search
