@@ -109,12 +109,19 @@ TEST(CompressGpuScenario, BothMethodsArePredictedOnlyAndSayNothingWasMeasured) {
     if (searches[i].contains("pick")) picks.insert(searches[i]["pick"].get<std::string>());
   }
   std::set<std::string> retrained_archs;
+  size_t retrained_count = 0;
   for (const auto& c : auto_arch["search"]["candidates"]) {
-    if (c["loss_after_retrain"].get<double>() >= 0) retrained_archs.insert(c["describe"].get<std::string>());
+    if (c["loss_after_retrain"].get<double>() >= 0) {
+      retrained_archs.insert(c["describe"].get<std::string>());
+      ++retrained_count;
+    }
     if (c["chosen"].get<bool>()) { EXPECT_GE(c["loss_after_retrain"].get<double>(), 0); }
   }
   for (const std::string& p : picks) EXPECT_TRUE(retrained_archs.count(p)) << p;
-  EXPECT_EQ(retrained_archs.size(), std::max<size_t>(2, picks.size())) << auto_arch["search"].dump();
+  // One finalist per search's pick (two picks of one deployed shape may remove other layers),
+  // and at least the retraining's top_k of 2.
+  EXPECT_GE(retrained_count, std::max<size_t>(2, picks.size())) << auto_arch["search"].dump();
+  EXPECT_LE(retrained_count, std::max<size_t>(2, searches.size())) << auto_arch["search"].dump();
   // Search tokens: each search's own count (arch files), less what the final run continued.
   EXPECT_EQ(minitron_row["search_tokens"], arch["search"]["search_tokens"]);
   EXPECT_EQ(ac_row["search_tokens"].get<int64_t>(),
