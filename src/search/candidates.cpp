@@ -26,6 +26,8 @@ nlohmann::json SearchResult::to_json() const {
           {"seconds", seconds},       {"candidates", cands}};
 }
 
+std::string candidate_key(const Candidate& c) { return describe(c.target); }
+
 Candidate costed_candidate(const ModelConfig& target, const CostFn& cost, const Limits& limits) {
   Candidate k;
   k.target = target;

@@ -42,6 +42,10 @@ struct SearchResult {
   nlohmann::json to_json() const;
 };
 
+/// What tells two candidates apart: describe() of the target, which names the removed layers
+/// (one deployed shape with other layers removed is another candidate, and recovers differently).
+std::string candidate_key(const Candidate& c);
+
 /// The candidate of `target` (the parent's layer count, removed parts marked no-op): its
 /// deployed config (drop_removed_blocks), cost(config) and check_limits against `limits`
 /// (absolute). Throws what drop_removed_blocks, `cost` and check_limits throw.

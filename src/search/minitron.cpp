@@ -168,13 +168,12 @@ void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, Se
     if (std::find(first.begin(), first.end(), i) == first.end()) ordered.push_back(i);
   ranked = std::move(ordered);
   // One per architecture: a search may list the same one twice (the differentiable search's
-  // refined pick is often one of its ranked proposals). Told apart by the target, which names
-  // the removed layers: one deployed shape with other layers removed is another candidate.
+  // refined pick is often one of its ranked proposals).
   {
     std::vector<size_t> distinct;
     std::set<std::string> seen;
     for (size_t i : ranked)
-      if (seen.insert(describe(r.candidates[i].target)).second) distinct.push_back(i);
+      if (seen.insert(candidate_key(r.candidates[i])).second) distinct.push_back(i);
     ranked = std::move(distinct);
   }
   if (int64_t(ranked.size()) > opt.top_k) ranked.resize(size_t(opt.top_k));

@@ -180,8 +180,8 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
   if (st.autocompress_restarts < 1)
     throw ConfigError(msg("search", "--autocompress-restarts must be at least 1, found {}",
                           st.autocompress_restarts));
-  struct Run1 { int64_t cap; uint64_t seed; };
-  std::vector<Run1> runs;
+  struct SearchRun { int64_t cap; uint64_t seed; };
+  std::vector<SearchRun> runs;
   // Without the retraining the first search's pick is the result: no restart could change it.
   const int64_t restarts = st.autocompress_retrain ? st.autocompress_restarts : 1;
   for (int64_t k = 0; k < restarts; ++k)
@@ -222,9 +222,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
       }
     }
     const Candidate& pick = r.search.candidates.back();
-    // By the target, which names the removed layers: two picks may deploy as one shape
-    // ("D=288 L=4") with other layers removed, and recover differently.
-    if (pick.loss_after_prune >= 0 && picked.insert(describe(pick.target)).second)
+    if (pick.loss_after_prune >= 0 && picked.insert(candidate_key(pick)).second)
       picks.push_back(r.search.candidates.size() - 1);
   }
   if (st.autocompress_retrain && !r.parent_meets_limits) {
