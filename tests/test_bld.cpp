@@ -9,6 +9,9 @@
 #include "distill/hidden_loss.h"
 #include "distill/loss.h"
 #include "pipeline/compress.h"
+#include "prune/depth.h"
+#include "prune/prune.h"
+#include "search_fixture.h"
 #include "test_util.h"
 
 namespace ac {
@@ -172,6 +175,70 @@ TEST(Bld, LeavesAnUnchangedStudentAloneAndRefusesABudgetBelowOneStep) {
     EXPECT_NE(std::string(e.what()).find("below one step of 2 x 16 tokens"), std::string::npos)
         << e.what();
   }
+}
+
+// A student of `teacher` pruned to `target` by the fixture's importance, with its own weights.
+LlamaModel pruned(const LlamaModel& teacher, const ModelConfig& target, PruningMap* map) {
+  const PrunePlan plan = plan_pruning(teacher.config, test::importance_of(teacher), target);
+  *map = pruning_map_from_plan(teacher.config, plan, /*blocks_dropped=*/true);
+  LlamaModel s = drop_removed_blocks(apply_plan(teacher, plan));
+  s.weights = clone(s.config, s.weights);
+  return s;
+}
+
+void expect_same_weights(const LlamaModel& a, const LlamaModel& b) {
+  const std::vector<at::Tensor> pa = a.weights.parameters(), pb = b.weights.parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i], pb[i])) << "tensor " << i;
+}
+
+// The search's finalists share the teacher's states through a BldTeacherCache: each student
+// (here one on a narrower hidden size, whose channels the importance picks, not the first ones,
+// and one with a layer dropped and an FFN cut) ends weight for weight as without the cache, the
+// teacher runs on each batch once (the second student's teacher tokens are 0), a cache without
+// room keeps nothing, and one bound to other batches is refused.
+TEST(Bld, ATeacherStateCacheGivesTheSameStudentsAndRunsTheTeacherOnce) {
+  const LlamaModel teacher = test::small_model();  // D = 64, 4 layers
+  const TokenDataset data = test::random_text(4000, teacher.config.vocab_size, 41);
+  ModelConfig narrow = teacher.config;
+  narrow.hidden_size = 48;
+  ModelConfig cut = teacher.config;
+  cut.layers[1].intermediate_size = 48;
+  cut.layers[3].attention_no_op = true;
+  BldOptions o = small_options(32 * 5);
+  o.lr = 1e-3;
+  PruningMap m_narrow, m_cut;
+  LlamaModel a = pruned(teacher, narrow, &m_narrow), b = pruned(teacher, cut, &m_cut);
+  ASSERT_FALSE(at::equal(m_narrow.hidden_channels, at::arange(48, at::kLong)));
+  LlamaModel a_ref{a.config, clone(a.config, a.weights)}, b_ref{b.config, clone(b.config, b.weights)};
+  const BldResult ra_ref = blockwise_local_distill(teacher, a_ref, m_narrow, data, o);
+  const BldResult rb_ref = blockwise_local_distill(teacher, b_ref, m_cut, data, o);
+  EXPECT_EQ(ra_ref.teacher_tokens, ra_ref.tokens);  // without a cache: every batch
+  EXPECT_EQ(rb_ref.teacher_tokens, 32 * 5);
+
+  BldTeacherCache cache;
+  const BldResult ra = blockwise_local_distill(teacher, a, m_narrow, data, o, &cache);
+  const BldResult rb = blockwise_local_distill(teacher, b, m_cut, data, o, &cache);
+  EXPECT_EQ(ra.teacher_tokens, 32 * 5);
+  EXPECT_EQ(rb.teacher_tokens, 0);
+  EXPECT_EQ(rb.tokens, 32 * 5);
+  EXPECT_EQ(cache.states.size(), 6u);  // 5 steps and the evaluation batch
+  EXPECT_GT(cache.bytes, 0);
+  expect_same_weights(a, a_ref);
+  expect_same_weights(b, b_ref);
+  EXPECT_DOUBLE_EQ(rb.blocks.back().loss_after, rb_ref.blocks.back().loss_after);
+
+  BldTeacherCache none;
+  none.max_bytes = 0;
+  LlamaModel b2 = pruned(teacher, cut, &m_cut);
+  blockwise_local_distill(teacher, b2, m_cut, data, o, &none);
+  EXPECT_TRUE(none.states.empty());
+  EXPECT_EQ(blockwise_local_distill(teacher, b2, m_cut, data, o, &none).teacher_tokens, 32 * 5);
+
+  BldOptions other = o;
+  other.seed = o.seed + 1;
+  LlamaModel b3 = pruned(teacher, cut, &m_cut);
+  EXPECT_THROW(blockwise_local_distill(teacher, b3, m_cut, data, other, &cache), InternalError);
 }
 
 }  // namespace

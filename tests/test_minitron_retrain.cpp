@@ -280,6 +280,142 @@ TEST(MinitronRetrain, TheFinalRunContinuesTheChosenRetrainingToTheSameModel) {
   EXPECT_LE(worst, 1e-6);
 }
 
+namespace {
+// Finalist `c` of the fixture pruned, its blockwise start run by hand (the final run's options),
+// then `steps` steps of the final schedule (0: none).
+LlamaModel by_hand(Fixture& f, const Candidate& c, const RetrainOptions& opt, int64_t steps) {
+  DistillOptions final_run = opt.distill;
+  final_run.token_budget = opt.schedule_tokens;
+  const PrunePlan plan = plan_pruning(f.teacher.config, f.imp, c.target);
+  LlamaModel s = drop_removed_blocks(apply_plan(f.teacher, plan));
+  s.weights = clone(s.config, s.weights);
+  blockwise_local_distill(f.teacher, s,
+                          pruning_map_from_plan(f.teacher.config, plan, /*blocks_dropped=*/true),
+                          f.train, bld_options_for(final_run, opt.bld_tokens));
+  if (steps > 0) {
+    final_run.stop_after_steps = steps;
+    distill(f.teacher, s, f.train, final_run);
+  }
+  return s;
+}
+
+std::vector<at::Tensor> reference_of(Fixture& f) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> out;
+  for (const auto& t : f.calib) out.push_back(at::log_softmax(f.teacher.forward(t), -1));
+  return out;
+}
+
+// The final run continuing the kept state ends weight for weight as one from scratch (the
+// blockwise start, then every step of the schedule).
+void expect_final_run_from_kept_state(Fixture& f, const SearchResult& r, const RetrainOptions& opt,
+                                      const fs::path& dir) {
+  DistillOptions final_run = opt.distill;
+  final_run.token_budget = opt.schedule_tokens;
+  const PrunePlan plan = plan_pruning(f.teacher.config, f.imp, r.best.target);
+  LlamaModel continued = drop_removed_blocks(apply_plan(f.teacher, plan));
+  continued.weights = clone(continued.config, continued.weights);
+  DistillOptions resumed = final_run;
+  resumed.state_dir = dir;
+  resumed.resume = true;
+  EXPECT_EQ(distill(f.teacher, continued, f.train, resumed).tokens, opt.schedule_tokens);
+  LlamaModel scratch = by_hand(f, r.best, opt, 0);
+  distill(f.teacher, scratch, f.train, final_run);
+  const std::vector<at::Tensor> pc = continued.weights.parameters(), ps = scratch.weights.parameters();
+  ASSERT_EQ(pc.size(), ps.size());
+  double worst = 0;
+  for (size_t i = 0; i < pc.size(); ++i)
+    worst = std::max(worst, (pc[i] - ps[i]).abs().max().item<double>());
+  EXPECT_LE(worst, 1e-6);
+}
+}  // namespace
+
+// FinalistJudge::blockwise: each finalist is judged by its KL right after its blockwise start
+// (equal to prune -> BLD -> KL by hand), no distillation step runs, the teacher's states of the
+// blockwise batches are computed once for every finalist (the search tokens grow by the
+// reference pass, the teacher's blockwise tokens once, and each finalist's blockwise tokens and
+// judging pass), and the kept state is the final schedule's step 0.
+TEST(MinitronRetrain, JudgedAfterTheBlockwiseStartAloneTheTeacherRunsOnceForEveryFinalist) {
+  Fixture f;
+  ac::test::TempDir tmp;
+  SearchResult r = f.search();
+  const int64_t before = r.search_tokens;
+  RetrainOptions opt = f.retrain(2);
+  opt.schedule_tokens = 4 * opt.distill.token_budget;
+  opt.bld_tokens = 3 * 2 * 32;  // 3 blockwise steps of [2, 32]
+  opt.judge = FinalistJudge::blockwise;
+  opt.state_root = tmp.path / "states";
+  retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, opt);
+  const int64_t calib = tokens_of(f.calib);
+  EXPECT_EQ(r.search_tokens - before, calib + opt.bld_tokens + 2 * (opt.bld_tokens + calib));
+  const std::vector<at::Tensor> reference = reference_of(f);
+  int judged = 0;
+  for (const Candidate& c : r.candidates) {
+    if (c.loss_after_bld < 0) continue;
+    ++judged;
+    EXPECT_NEAR(mean_kl(reference, by_hand(f, c, opt, 0), f.calib), c.loss_after_bld, 1e-6)
+        << describe(c.config);
+    EXPECT_EQ(c.loss_after_retrain, c.loss_after_bld);
+    EXPECT_LE(r.best.loss_after_bld, c.loss_after_bld);
+  }
+  EXPECT_EQ(judged, 2);
+  const std::optional<RetrainedState> st =
+      adopt_retraining_state(opt.state_root, r.best.config, opt.schedule_tokens, tmp.path / "final");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->distill_tokens, 0);
+  EXPECT_EQ(st->bld_tokens, opt.bld_tokens);
+  expect_final_run_from_kept_state(f, r, opt, tmp.path / "final");
+}
+
+// FinalistJudge::halving: every finalist is judged after its blockwise start, the better half
+// (at least 2) by that KL go on to the retraining (continuing their step-0 state: the same
+// model as prune -> BLD -> the schedule's first steps by hand) and the best after it is kept;
+// the others are not retrained. Tokens: the reference pass, the teacher's blockwise tokens once,
+// each finalist's blockwise tokens and judging pass, and each retrained one's steps twice and a
+// second judging pass.
+TEST(MinitronRetrain, HalvingRetrainsTheBetterHalfByTheKlAfterTheBlockwiseStart) {
+  Fixture f;
+  ac::test::TempDir tmp;
+  SearchResult r = f.search();
+  const int64_t before = r.search_tokens;
+  RetrainOptions opt = f.retrain(5);
+  opt.schedule_tokens = 4 * opt.distill.token_budget;  // 16 steps, the first 4 retrained
+  opt.bld_tokens = 3 * 2 * 32;
+  opt.judge = FinalistJudge::halving;
+  opt.state_root = tmp.path / "states";
+  retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, opt);
+  std::vector<const Candidate*> judged, retrained;
+  for (const Candidate& c : r.candidates) {
+    if (c.loss_after_bld >= 0) judged.push_back(&c);
+    if (c.loss_after_retrain >= 0) retrained.push_back(&c);
+  }
+  const size_t n = judged.size();
+  ASSERT_GE(n, 3u) << "the fixture should rank at least 3 distinct candidates";
+  ASSERT_EQ(retrained.size(), std::max<size_t>(2, (n + 1) / 2));
+  std::vector<double> bld;
+  for (const Candidate* c : judged) bld.push_back(c->loss_after_bld);
+  std::sort(bld.begin(), bld.end());
+  const double cut = bld[retrained.size() - 1];
+  const std::vector<at::Tensor> reference = reference_of(f);
+  for (const Candidate* c : retrained) {
+    EXPECT_LE(c->loss_after_bld, cut) << describe(c->config);
+    EXPECT_NEAR(mean_kl(reference, by_hand(f, *c, opt, 4), f.calib), c->loss_after_retrain, 1e-6)
+        << describe(c->config);
+    EXPECT_LE(r.best.loss_after_retrain, c->loss_after_retrain);
+  }
+  for (const Candidate* c : judged)
+    if (c->loss_after_retrain < 0) EXPECT_GE(c->loss_after_bld, cut) << describe(c->config);
+  const int64_t calib = tokens_of(f.calib);
+  EXPECT_EQ(r.search_tokens - before,
+            calib + opt.bld_tokens + int64_t(n) * (opt.bld_tokens + calib) +
+                int64_t(retrained.size()) * (2 * opt.distill.token_budget + calib));
+  const std::optional<RetrainedState> st =
+      adopt_retraining_state(opt.state_root, r.best.config, opt.schedule_tokens, tmp.path / "final");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->distill_tokens, opt.distill.token_budget);
+  expect_final_run_from_kept_state(f, r, opt, tmp.path / "final");
+}
+
 TEST(MinitronRetrain, TopKLargerThanTheRankedSetRetrainsEveryRankedCandidate) {
   Fixture f;
   SearchResult r = f.search();

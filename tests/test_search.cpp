@@ -300,6 +300,46 @@ TEST(Search, ZeroWeightCostTermKeepsTheFullModelAndTheMultiplierRises) {
   EXPECT_EQ(r.search.search_tokens, 2 * 32 + r.steps_run * 32 + r.evaluations * 2 * 32);
 }
 
+// Searches that share a SharedSearchState (the restarts of compress) give the results they give
+// alone, and the search tokens count what was computed: the teacher's pass once, and each
+// target's KL after pruning once however many searches rank it.
+TEST(Search, SearchesSharingTheTeachersPassAndTheKlsGiveTheSameResults) {
+  LlamaModel m = small_model();
+  Importance imp = importance_of(m);
+  Scenario sc = gpu_scenario();
+  const double full = predict(m.config, sc, nullptr).tpot_ms;
+  const double least = smallest_reachable(build_search_space(m.config, imp, search_options().space),
+                                          [&](const ModelConfig& c) { return predict(c, sc, nullptr); })
+                           .tpot_ms;
+  Limits lim;
+  lim.tpot_ms = least + 0.5 * (full - least);
+  DifferentiableOptions o = search_options();
+  const std::vector<at::Tensor> batches = calibration(m);
+  SharedSearchState shared;
+  int64_t alone_tokens = 0, shared_tokens = 0;
+  const uint64_t seeds[] = {1, 1, 1001};  // a repeat: every KL is the first search's
+  for (size_t i = 0; i < 3; ++i) {
+    o.seed = seeds[i];
+    const DifferentiableResult a = differentiable_search(m, imp, sc, nullptr, lim, batches, o);
+    const DifferentiableResult b = differentiable_search(m, imp, sc, nullptr, lim, batches, o, &shared);
+    EXPECT_EQ(describe(a.search.best.config), describe(b.search.best.config)) << i;
+    ASSERT_EQ(a.search.candidates.size(), b.search.candidates.size()) << i;
+    for (size_t k = 0; k < a.search.candidates.size(); ++k)
+      EXPECT_EQ(a.search.candidates[k].loss_after_prune, b.search.candidates[k].loss_after_prune);
+    alone_tokens += a.search.search_tokens;
+    shared_tokens += b.search.search_tokens;
+    // Alone: the teacher's pass, the steps, every evaluation; shared: the teacher's pass in the
+    // first search only, and the evaluations of targets no earlier search measured.
+    EXPECT_EQ(a.search.search_tokens, 2 * 32 + a.steps_run * 32 + a.evaluations * 2 * 32);
+    EXPECT_EQ(b.search.search_tokens, (i == 0 ? 2 * 32 : 0) + b.steps_run * 32 + b.evaluations * 2 * 32);
+    if (i == 0) EXPECT_EQ(b.evaluations, a.evaluations);
+    if (i == 1) EXPECT_EQ(b.evaluations, 0);
+    EXPECT_LE(b.evaluations, a.evaluations);
+  }
+  EXPECT_EQ(shared.teacher_reference.size(), batches.size());
+  EXPECT_LT(shared_tokens, alone_tokens);
+}
+
 TEST(Search, BindingLimitIsMetAndTheCostTermSteersTheSearch) {
   LlamaModel m = small_model();
   Importance imp = importance_of(m);

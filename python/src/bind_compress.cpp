@@ -108,6 +108,8 @@ const std::map<std::string, Setter>& compress_options() {
        set<int64_t>([](O& o) -> int64_t& { return o.search.max_removed_layers; })},
       {"autocompress_restarts",
        set<int64_t>([](O& o) -> int64_t& { return o.search.autocompress_restarts; })},
+      {"autocompress_judge",
+       set<std::string>([](O& o) -> std::string& { return o.search.autocompress_judge; })},
       {"max_attention_free_layers",
        set<std::vector<int64_t>>([](O& o) -> std::vector<int64_t>& { return o.search.attention_caps; })},
       {"safety_margin", set<double>([](O& o) -> double& { return o.search.safety_margin; })},

@@ -15,23 +15,16 @@ namespace ac {
 
 namespace {
 
-// Keeps the teacher's residual stream entering every layer, and after the last one, restricted
-// to the student's hidden channels: in[t] for t in [0, L), in[L] = after layer L - 1.
+// Keeps the teacher's residual stream entering every layer, and after the last one, at the
+// teacher's full hidden size: in[t] for t in [0, L), in[L] = after layer L - 1.
 class StreamCapture : public ForwardObserver {
  public:
-  StreamCapture(int64_t num_layers, at::Tensor channels)
-      : in(size_t(num_layers + 1)), channels_(std::move(channels)) {}
+  explicit StreamCapture(int64_t num_layers) : in(size_t(num_layers + 1)) {}
   void on_block(int64_t layer, const at::Tensor& x_in, const at::Tensor& x_out) override {
-    in[size_t(layer)] = keep(x_in);
-    if (layer + 1 == int64_t(in.size()) - 1) in.back() = keep(x_out);
+    in[size_t(layer)] = x_in.detach();
+    if (layer + 1 == int64_t(in.size()) - 1) in.back() = x_out.detach();
   }
-  std::vector<at::Tensor> in;  // [B, T, D'] each
-
- private:
-  at::Tensor keep(const at::Tensor& x) const {
-    return x.index_select(-1, channels_.to(x.device())).contiguous();
-  }
-  at::Tensor channels_;
+  std::vector<at::Tensor> in;  // [B, T, D] each
 };
 
 // Layer i of `m` alone, its weights on `d` (the same tensors when already there).
@@ -86,7 +79,7 @@ std::pair<int64_t, int64_t> bld_span(const PruningMap& map, int64_t i, int64_t t
 
 BldResult blockwise_local_distill(const LlamaModel& teacher, LlamaModel& student,
                                   const PruningMap& map, const TokenDataset& data,
-                                  const BldOptions& opt) {
+                                  const BldOptions& opt, BldTeacherCache* cache) {
   const char* where = "bld";
   check_pruning_map(map, teacher.config, student.config, "the pruning map");
   const int64_t per_step = opt.batch_size * opt.seq_len;
@@ -112,19 +105,56 @@ BldResult blockwise_local_distill(const LlamaModel& teacher, LlamaModel& student
     res.blocks.push_back({i, first, end, 0.0, 0.0});
   }
 
-  // Teacher states of one batch: inputs and targets of every trained block.
-  auto teacher_states = [&](const at::Tensor& tokens) {
-    StreamCapture cap(teacher.config.num_layers(), map.hidden_channels);
-    at::NoGradGuard no_grad;  // not InferenceMode: the inputs are saved by the blocks' backward
-    ForwardOptions fo;
-    fo.observer = &cap;
-    fo.final_norm = false;
-    t_dev.hidden_states(tokens, fo);
+  if (cache) {
+    if (!cache->teacher) {
+      cache->teacher = &teacher;
+      cache->seed = opt.seed;
+      cache->batch_size = opt.batch_size;
+      cache->seq_len = opt.seq_len;
+    } else if (cache->teacher != &teacher || cache->seed != opt.seed ||
+               cache->batch_size != opt.batch_size || cache->seq_len != opt.seq_len) {
+      throw InternalError(msg(where, "a teacher-state cache of seed {}, batches {} x {} used with "
+                              "seed {}, batches {} x {} or another teacher", cache->seed,
+                              cache->batch_size, cache->seq_len, opt.seed, opt.batch_size,
+                              opt.seq_len));
+    }
+  }
+  const at::Tensor channels = map.hidden_channels.to(opt.device);
+  // Teacher states of one batch (`key`: its step, -1 the evaluation batch), at full width:
+  // from the cache, or the teacher's forward (kept when the cache has room).
+  auto full_states = [&](const at::Tensor& tokens, int64_t key) -> std::vector<at::Tensor> {
+    if (cache) {
+      auto it = cache->states.find(key);
+      if (it != cache->states.end()) return it->second;
+    }
+    StreamCapture cap(teacher.config.num_layers());
+    {
+      at::NoGradGuard no_grad;  // not InferenceMode: the inputs are saved by the blocks' backward
+      ForwardOptions fo;
+      fo.observer = &cap;
+      fo.final_norm = false;
+      t_dev.hidden_states(tokens, fo);
+    }
+    if (key >= 0) res.teacher_tokens += tokens.numel();
+    if (cache) {
+      int64_t b = 0;
+      for (const at::Tensor& x : cap.in) b += x.numel() * int64_t(x.element_size());
+      if (cache->bytes + b <= cache->max_bytes) {
+        cache->bytes += b;
+        cache->states.emplace(key, cap.in);
+      }
+    }
     return cap.in;
   };
+  // Inputs and targets of every trained block: the student's hidden channels of the states.
+  auto teacher_states = [&](const at::Tensor& tokens, int64_t key) {
+    std::vector<at::Tensor> xs = full_states(tokens, key);
+    for (at::Tensor& x : xs) x = x.index_select(-1, channels).contiguous();
+    return xs;
+  };
   // Sum over the trained blocks of L_hid, and each block's value.
-  auto block_losses = [&](const at::Tensor& tokens, std::vector<double>* each) {
-    const std::vector<at::Tensor> xs = teacher_states(tokens);
+  auto block_losses = [&](const at::Tensor& tokens, int64_t key, std::vector<double>* each) {
+    const std::vector<at::Tensor> xs = teacher_states(tokens, key);
     at::Tensor total;
     for (size_t b = 0; b < blocks.size(); ++b) {
       ForwardOptions fo;
@@ -145,7 +175,7 @@ BldResult blockwise_local_distill(const LlamaModel& teacher, LlamaModel& student
   auto evaluate = [&](bool before) {
     at::NoGradGuard no_grad;
     std::vector<double> each;
-    block_losses(eval_tokens, &each);
+    block_losses(eval_tokens, /*key=*/-1, &each);
     for (size_t b = 0; b < each.size(); ++b)
       (before ? res.blocks[b].loss_before : res.blocks[b].loss_after) = each[b];
   };
@@ -171,7 +201,7 @@ BldResult blockwise_local_distill(const LlamaModel& teacher, LlamaModel& student
       static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
     clear_gradients(params);
     at::Tensor tokens = data.batch(s, opt.batch_size, opt.seq_len, opt.seed).to(opt.device);
-    at::Tensor loss = block_losses(tokens, nullptr);
+    at::Tensor loss = block_losses(tokens, s, nullptr);
     if (!std::isfinite(loss.item<double>()))
       throw Error(msg(where, "non-finite block loss at step {} of {}", s, steps));
     loss.backward();

@@ -29,6 +29,7 @@
 // stands in for that layer alone would start at zero loss and is left alone.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -67,7 +68,28 @@ struct BldResult {
   std::vector<BldBlock> blocks;  // the trained blocks, in layer order (empty: none differed)
   int64_t steps = 0;
   int64_t tokens = 0;            // teacher tokens seen (steps x B x T); 0 when no block trained
+  /// Tokens of the training batches the teacher was run on in this call (a batch whose
+  /// residual stream a BldTeacherCache already held costs none): tokens without a cache.
+  int64_t teacher_tokens = 0;
   double wall_s = 0;
+};
+
+/// The teacher's residual stream on the blockwise distillation's batches, at the teacher's full
+/// hidden size, kept across calls of blockwise_local_distill() on the same data, options and
+/// teacher: several students (the search's finalists, however they are pruned) are trained on
+/// the teacher's states of the same batches, so the teacher runs once per batch, not once per
+/// student. Each call takes its student's hidden channels from the kept states. A batch whose
+/// states would take the cache past max_bytes is not kept (computed again when asked again).
+/// Bound to the first call's seed, batch size, sequence length and teacher; a call with others
+/// throws InternalError.
+struct BldTeacherCache {
+  int64_t max_bytes = int64_t(1) << 30;  // host or device bytes the kept states may take
+  int64_t bytes = 0;                     // taken so far
+  /// Step -> x_0 .. x_L, [B, T, D] float each (step -1: the evaluation batch).
+  std::map<int64_t, std::vector<at::Tensor>> states;
+  const LlamaModel* teacher = nullptr;   // the teacher of the first call
+  uint64_t seed = 0;
+  int64_t batch_size = 0, seq_len = 0;
 };
 
 /// Trains the changed blocks of `student` (in place; requires_grad left off) to map the
@@ -77,9 +99,11 @@ struct BldResult {
 /// on when the budget is one step). Throws ConfigError on a map that does not fit, a budget
 /// below one step (B x T tokens), or what the forward throws; Interrupted (distill/distill.h)
 /// on SIGINT / SIGTERM, at the next step (the student is then part-trained: the caller redoes it).
+/// `cache` (optional): the teacher's states of earlier calls, reused and added to (the same
+/// result as without it: the same states, computed once).
 BldResult blockwise_local_distill(const LlamaModel& teacher, LlamaModel& student,
                                   const PruningMap& map, const TokenDataset& data,
-                                  const BldOptions& opt);
+                                  const BldOptions& opt, BldTeacherCache* cache = nullptr);
 
 /// The options of a blockwise distillation of `tokens` tokens that starts a distillation with
 /// `d`: its sequence length, data seed and device (the rest: BldOptions' defaults), no progress.

@@ -38,6 +38,7 @@ json CompressOptions::to_json() const {
                     search.autocompress_retrain.final_schedule}},
                   {"attention_caps", search.attention_caps},
                   {"autocompress_restarts", search.autocompress_restarts},
+                  {"autocompress_judge", search.autocompress_judge},
                   {"max_removed_layers", search.max_removed_layers}}},
       {"distill", {{"tokens", distill.tokens}, {"batch", distill.batch}, {"lr", distill.lr},
                    {"hidden_loss_weight", distill.hidden_loss_weight},
@@ -96,6 +97,8 @@ CompressOptions CompressOptions::from_json(const json& j, const std::string& whe
       o.search.attention_caps = j["search"]["attention_caps"].get<std::vector<int64_t>>();
     // Recorded since the restarts exist; a run from before searched once.
     o.search.autocompress_restarts = j["search"].value("autocompress_restarts", int64_t(1));
+    // Recorded since the finalists may be judged after their blockwise start alone.
+    o.search.autocompress_judge = j["search"].value("autocompress_judge", std::string("retraining"));
     // Recorded as the search's option (AutoCompress's alone) until every method's final
     // distillation started with it.
     if (j["search"].contains("autocompress_bld_tokens"))
@@ -132,7 +135,8 @@ ComparisonRow comparison_row(const Run& run, const SearchedMethod& s, const Fini
   // The final model's blockwise start and distillation are every method's final recipe, not
   // its search: a final run that continued the chosen finalist's retraining (its blockwise
   // start, then the schedule's first steps) has those tokens in its own run, and the search
-  // counted them (teacher and model: twice each), so they come off.
+  // counted them (teacher and model: twice each; the blockwise start's teacher states, shared by
+  // the finalists, are the final run's own), so they come off.
   row.search_tokens = s.search_tokens -
                       2 * f.distill.value("continued_retraining_tokens", int64_t(0)) -
                       2 * f.distill.value("continued_bld_tokens", int64_t(0));

@@ -97,6 +97,13 @@ struct CompressSearchOptions {
   /// restart's pick a finalist (SearchSettings::autocompress_restarts); runs recorded before the
   /// restarts resume with 1.
   int64_t autocompress_restarts = 3;
+  /// What judges AutoCompress's finalists (search/minitron.h FinalistJudge): "halving" (the
+  /// default), each finalist's KL right after its blockwise start (--distill-bld-tokens), then
+  /// the better half (at least 2) retrained for autocompress_retrain.tokens of the final
+  /// schedule and judged again; "blockwise", the KL after the blockwise start alone;
+  /// "retraining", every finalist retrained. Without a blockwise start the retraining judges.
+  /// Runs recorded before the choice resume with "retraining".
+  std::string autocompress_judge = "halving";
 };
 
 /// The distillation of every method's result.

@@ -210,6 +210,10 @@ SearchSettings search_settings(const Run& run) {
   if (s.autocompress_retrain) {
     s.autocompress_retrain_options = retrain_options(run, opt.search.autocompress_retrain);
     s.autocompress_retrain_options.bld_tokens = distill_bld_tokens(opt);
+    const std::string& j = opt.search.autocompress_judge;
+    s.autocompress_retrain_options.judge = j == "blockwise" ? FinalistJudge::blockwise
+                                           : j == "halving" ? FinalistJudge::halving
+                                                            : FinalistJudge::retraining;
     // The chosen finalist's retraining is the final run's start (same schedule, data and seed):
     // kept, the final run continues it. A hidden-state loss changes the final run's options
     // (the retraining has none), so there it starts over.
@@ -363,6 +367,10 @@ Run open_run(const CompressOptions& opt, std::optional<RunFolder> resumed) {
                           "of --distill-tokens) or at least one step of {} x {} = {} tokens",
                           opt.distill.bld_tokens, BldOptions{}.batch_size, opt.data.seq_len,
                           bld_step));
+  if (opt.search.autocompress_judge != "halving" && opt.search.autocompress_judge != "blockwise" &&
+      opt.search.autocompress_judge != "retraining")
+    throw ConfigError(msg("compress", "--autocompress-judge: expected halving, blockwise or "
+                          "retraining, found '{}'", opt.search.autocompress_judge));
   if (!opt.in.data_dir.empty()) check_data_dir(opt.in.data_dir);
   if (!opt.in.data_text.empty() && !fs::exists(opt.in.data_text))
     throw ConfigError(msg("compress", "--data-text {}: no such file or folder",
@@ -619,10 +627,14 @@ FinishedMethod finish_method(Run& run, const Corpus& data, const Importance& imp
     }
   }
   fs::remove_all(dir / kRetrainStateDir);
-  if (continued)
+  if (continued && continued->distill_tokens > 0)
     log_info(fmt::format("[compress] {}: the distillation continues the chosen finalist's "
                          "retraining ({} tokens, after a blockwise start of {} tokens)",
                          m.method, continued->distill_tokens, continued->bld_tokens));
+  else if (continued)
+    log_info(fmt::format("[compress] {}: the distillation starts from the chosen finalist's "
+                         "blockwise start ({} tokens), which judged it", m.method,
+                         continued->bld_tokens));
   // Without it, the final run starts as the finalists did: a blockwise local distillation, then
   // the schedule from its first step. Every method's final run does: the final recipe is the
   // same for every architecture, so that the comparison is of the architectures (Minitron's

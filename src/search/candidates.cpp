@@ -15,6 +15,7 @@ nlohmann::json Candidate::to_json() const {
           {"feasible", violation.empty()},
           {"violation", violation},
           {"loss_after_prune", loss_after_prune},
+          {"loss_after_bld", loss_after_bld},
           {"loss_after_retrain", loss_after_retrain},
           {"chosen", chosen}};
 }

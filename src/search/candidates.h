@@ -27,6 +27,7 @@ struct Candidate {
   CostEstimate cost;            // predicted by the cost model
   std::string violation;        // empty when every limit holds
   double loss_after_prune = -1; // KL(teacher || candidate) per token; -1 = not ranked
+  double loss_after_bld = -1;     // the same after the blockwise start alone; -1 = not judged so
   double loss_after_retrain = -1; // the same after the lightweight retraining; -1 = not retrained
   bool chosen = false;
   nlohmann::json to_json() const;

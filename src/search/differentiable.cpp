@@ -153,17 +153,25 @@ void rank_and_refine(DifferentiableResult& r, const SearchSpace& s, const LlamaM
                      const Importance& imp, const CostFn& cost, const Limits& strict,
                      const ArchLogits& logits, const std::vector<at::Tensor>& calibration,
                      const std::vector<at::Tensor>& teacher_reference,
-                     const DifferentiableOptions& opt) {
+                     const DifferentiableOptions& opt, SharedSearchState* shared) {
   const size_t nb = std::min(size_t(opt.rank_batches), calibration.size());
   const std::vector<at::Tensor> batches(calibration.begin(), calibration.begin() + long(nb));
   const std::vector<at::Tensor> reference(teacher_reference.begin(),
                                           teacher_reference.begin() + long(nb));
   for (const auto& b : batches) r.evaluation_tokens += b.numel();
   auto kl_of = [&](const ArchChoice& c) {  // in-sample KL after pruning (teacher cached)
-    LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, target_of(s, c)));
+    const ModelConfig target = target_of(s, c);
+    const std::string key = fmt::format("{}|{}", nb, describe(target));
+    if (shared) {  // measured by an earlier search on the same batches
+      auto it = shared->kl_after_prune.find(key);
+      if (it != shared->kl_after_prune.end()) return it->second;
+    }
+    LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, target));
     ++r.evaluations;
     r.search.search_tokens += r.evaluation_tokens;
-    return mean_kl(reference, student, batches);
+    const double kl = mean_kl(reference, student, batches);
+    if (shared) shared->kl_after_prune.emplace(key, kl);
+    return kl;
   };
   std::vector<ArchChoice> cands = proposals(s, r.argmax, logits, cost, strict);
   if (cands.empty()) return;  // nothing met the limits but the repaired argmax already kept
@@ -507,7 +515,8 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
                                            const Scenario& scenario, const Profile* profile,
                                            const Limits& limits,
                                            const std::vector<at::Tensor>& calibration,
-                                           const DifferentiableOptions& opt) {
+                                           const DifferentiableOptions& opt,
+                                           SharedSearchState* shared) {
   const double t0 = now_s();
   check_options(opt);
   if (calibration.empty()) throw ConfigError(msg("search", "no calibration batches"));
@@ -528,8 +537,11 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
   r.budgets = cost_budgets(strict, cost(teacher.config), reachable);
   const ChoiceTables tables = build_choice_tables(teacher.config, space.attention, space.ffn,
                                                   space.hidden_sizes, scenario, profile);
+  if (shared && shared->teacher_reference.size() != calibration.size())
+    shared->teacher_reference = teacher_logprobs(teacher, calibration, &r.search.search_tokens);
   const std::vector<at::Tensor> reference =
-      teacher_logprobs(teacher, calibration, &r.search.search_tokens);
+      shared ? shared->teacher_reference
+             : teacher_logprobs(teacher, calibration, &r.search.search_tokens);
 
   const ArchLogits logits = learn_logits(r, space, teacher, tables, calibration, reference, opt);
   r.argmax = argmax_choice(logits);
@@ -538,7 +550,8 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
   r.probabilities = probabilities_json(space, p.hidden, p.attention, p.ffn);
   settle(r, space, cost, strict, t0);
   if (opt.rank_batches > 0) {
-    rank_and_refine(r, space, teacher, imp, cost, strict, logits, calibration, reference, opt);
+    rank_and_refine(r, space, teacher, imp, cost, strict, logits, calibration, reference, opt,
+                    shared);
     r.slack = limit_slack(r.search.best.cost, strict);
     r.search.seconds = now_s() - t0;
   }

@@ -191,10 +191,23 @@ struct DifferentiableResult {
   nlohmann::json to_json() const;
 };
 
+/// What several differentiable searches of one teacher on the same calibration batches share
+/// (run_search_method's restarts and capped searches): the teacher's log-probabilities of the
+/// batches, computed by the first search, and the KL after pruning of every target a search
+/// ranked or refined (by describe(target) and the batches it was measured on), so that a
+/// proposal two searches rank is pruned and measured once. The search tokens count what is
+/// computed, once.
+struct SharedSearchState {
+  std::vector<at::Tensor> teacher_reference;        // [B, T, V] float log-probabilities each
+  std::map<std::string, double> kl_after_prune;     // "<batches>|<describe(target)>" -> KL
+};
+
 /// Runs the search. `scenario` + `profile` build the choice tables (expected cost) and the cost
 /// model of the repair; `limits` must be absolute (resolve relative ones first). `calibration`:
 /// [B, T] int64 batches, cycled over the steps; the teacher's log-probabilities of each are
-/// computed once and kept (B x T x V floats each).
+/// computed once and kept (B x T x V floats each). `shared` (optional): what earlier searches on
+/// the same teacher and `calibration` computed, reused and added to; the result is the same as
+/// without it.
 /// Throws InfeasibleError (smallest reachable cost per limit) when the smallest architecture of
 /// the space breaks a limit; ConfigError on bad options, an empty calibration set, relative
 /// limits, or an importance of another model; what predict throws.
@@ -202,6 +215,7 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
                                            const Scenario& scenario, const Profile* profile,
                                            const Limits& limits,
                                            const std::vector<at::Tensor>& calibration,
-                                           const DifferentiableOptions& opt);
+                                           const DifferentiableOptions& opt,
+                                           SharedSearchState* shared = nullptr);
 
 }  // namespace ac

@@ -184,12 +184,20 @@ void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, Se
   dopt.state_dir.clear();
   dopt.resume = false;
   dopt.show_progress = false;
+  // Judged after the blockwise start first (RetrainOptions::judge): it needs one, and the final
+  // schedule whose step 0 it is.
+  const bool bld_first = opt.judge != FinalistJudge::retraining && opt.bld_tokens > 0 &&
+                         opt.schedule_tokens > 0;
+  const size_t n = ranked.size();
+  size_t retrained = n;  // how many finalists go on to the retraining
+  if (bld_first && opt.judge == FinalistJudge::blockwise) retrained = 0;
+  if (bld_first && opt.judge == FinalistJudge::halving)
+    retrained = std::min(n, std::max<size_t>(2, (n + 1) / 2));
   int64_t prefix_steps = -1;  // the steps of the final run's schedule a retraining takes
   if (opt.schedule_tokens > 0) {
     const int64_t step_tokens = dopt.batch_size * dopt.seq_len * dopt.grad_accum;
     prefix_steps = std::max<int64_t>(1, opt.distill.token_budget / step_tokens);
     dopt.token_budget = std::max(opt.schedule_tokens, opt.distill.token_budget);
-    dopt.stop_after_steps = prefix_steps;
   }
   // Each finalist's state is kept while the ranking is open; the chosen one's stays after it.
   const bool keep_states = !opt.state_root.empty() && prefix_steps > 0;
@@ -198,42 +206,96 @@ void retrain_top_candidates(const LlamaModel& teacher, const Importance& imp, Se
     fs::create_directories(opt.state_root);
   }
   auto state_of = [&](size_t k) { return opt.state_root / fmt::format("candidate-{}", k); };
-  size_t best = ranked.front(), best_k = 0;
+  BldTeacherCache bld_cache;  // every finalist's blockwise start sees the same teacher states
   int64_t bld_done = 0;
-  for (size_t k = 0; k < ranked.size(); ++k) {
-    Candidate& c = r.candidates[ranked[k]];
-    if (keep_states) dopt.state_dir = state_of(k);
-    const PrunePlan plan = plan_pruning(teacher.config, imp, c.target);
-    LlamaModel student = drop_removed_blocks(apply_plan(teacher, plan));
-    student.weights = clone(student.config, student.weights);  // own storage: it trains
-    if (opt.bld_tokens > 0) {
-      BldOptions b = bld_options_for(dopt, opt.bld_tokens);
-      const BldResult br = blockwise_local_distill(
-          teacher, student, pruning_map_from_plan(teacher.config, plan, /*blocks_dropped=*/true),
-          train, b);
-      r.search_tokens += 2 * br.tokens;
-      bld_done = br.tokens;
-    }
-    DistillResult d = distill(teacher, student, train, dopt);
-    // A prefix of the final schedule ends "interrupted" by its step count, not by a signal.
-    if (prefix_steps < 0 || d.stop_signal != 0 || d.steps_done < prefix_steps)
-      stop_if_interrupted(d, "search");
-    r.search_tokens += 2 * d.tokens;  // teacher forward + student forward of every token
-    c.loss_after_retrain = mean_kl(reference, student, calibration);
+  // Finalist k pruned from the teacher, with its own storage (it trains).
+  auto pruned = [&](size_t k, PrunePlan* plan) {
+    *plan = plan_pruning(teacher.config, imp, r.candidates[ranked[k]].target);
+    LlamaModel s = drop_removed_blocks(apply_plan(teacher, *plan));
+    s.weights = clone(s.config, s.weights);
+    return s;
+  };
+  auto blockwise = [&](LlamaModel& student, const PrunePlan& plan) {
+    if (opt.bld_tokens <= 0) return;
+    const BldResult br = blockwise_local_distill(
+        teacher, student, pruning_map_from_plan(teacher.config, plan, /*blocks_dropped=*/true),
+        train, bld_options_for(dopt, opt.bld_tokens), &bld_cache);
+    r.search_tokens += br.teacher_tokens + br.tokens;
+    bld_done = br.tokens;
+  };
+  auto judge = [&](const LlamaModel& student) {
     for (const auto& b : calibration) r.search_tokens += b.numel();
-    if (c.loss_after_retrain < r.candidates[best].loss_after_retrain || k == 0)
+    return mean_kl(reference, student, calibration);
+  };
+  // Runs `steps` steps of the schedule (0: only writes the state at its step 0), continuing
+  // finalist k's kept state when `resume`.
+  auto steps_of_schedule = [&](size_t k, LlamaModel& student, int64_t steps, bool resume) {
+    DistillOptions d = dopt;
+    d.stop_after_steps = steps;
+    if (keep_states) d.state_dir = state_of(k);
+    d.resume = resume;
+    const DistillResult res = distill(teacher, student, train, d);
+    // A prefix of the final schedule ends "interrupted" by its step count, not by a signal.
+    if (steps < 0 || res.stop_signal != 0 || res.steps_done < steps)
+      stop_if_interrupted(res, "search");
+    r.search_tokens += 2 * res.tokens;  // teacher forward + student forward of every token
+    return res.tokens;
+  };
+
+  // The blockwise start judges every finalist first: the best `retrained` of them go on.
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t(0));
+  if (bld_first) {
+    std::vector<double> after_bld(n);
+    for (size_t k = 0; k < n; ++k) {
+      Candidate& c = r.candidates[ranked[k]];
+      PrunePlan plan;
+      LlamaModel student = pruned(k, &plan);
+      blockwise(student, plan);
+      if (keep_states) steps_of_schedule(k, student, 0, false);  // step 0: the state to go on from
+      after_bld[k] = c.loss_after_bld = judge(student);
+      log_info(fmt::format("[search] {} finalist {}/{}: {}: KL after pruning {:.4f}, after its "
+                           "blockwise start of {} tokens {:.4f}", r.method, k + 1, n,
+                           describe(c.config), c.loss_after_prune, bld_done, c.loss_after_bld));
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return after_bld[a] < after_bld[b]; });
+  }
+  size_t best = ranked[order.front()], best_k = order.front();
+  if (retrained == 0) {  // the blockwise start alone judges
+    for (size_t k = 0; k < n; ++k)
+      r.candidates[ranked[k]].loss_after_retrain = r.candidates[ranked[k]].loss_after_bld;
+  }
+  for (size_t j = 0; j < retrained; ++j) {
+    const size_t k = order[j];
+    Candidate& c = r.candidates[ranked[k]];
+    PrunePlan plan;
+    LlamaModel student = pruned(k, &plan);
+    int64_t tokens = 0;
+    if (bld_first && keep_states) {
+      tokens = steps_of_schedule(k, student, prefix_steps, /*resume=*/true);  // from step 0
+    } else {
+      // Without a kept state the blockwise start runs again (its teacher states are kept).
+      blockwise(student, plan);
+      tokens = steps_of_schedule(k, student, prefix_steps, /*resume=*/false);
+    }
+    c.loss_after_retrain = judge(student);
+    if (j == 0 || c.loss_after_retrain < r.candidates[best].loss_after_retrain)
       best = ranked[k], best_k = k;
     log_info(fmt::format("[search] {} retraining {}/{}: {}: KL after pruning {:.4f}, after "
-                         "{} tokens {:.4f}", r.method, k + 1, ranked.size(), describe(c.config),
-                         c.loss_after_prune, d.tokens, c.loss_after_retrain));
+                         "{} tokens {:.4f}", r.method, j + 1, retrained, describe(c.config),
+                         c.loss_after_prune, tokens, c.loss_after_retrain));
   }
   if (keep_states) {
     fs::rename(state_of(best_k), opt.state_root / "chosen");
-    for (size_t k = 0; k < ranked.size(); ++k) fs::remove_all(state_of(k));
+    for (size_t k = 0; k < n; ++k) fs::remove_all(state_of(k));
+    const bool continued_steps = retrained > 0;
     write_json_file(opt.state_root / "chosen.json",
                     {{"architecture", describe(r.candidates[best].config)},
                      {"schedule_tokens", dopt.token_budget},
-                     {"distill_tokens", prefix_steps * dopt.batch_size * dopt.seq_len * dopt.grad_accum},
+                     {"distill_tokens", continued_steps ? prefix_steps * dopt.batch_size *
+                                                              dopt.seq_len * dopt.grad_accum
+                                                        : 0},
                      {"bld_tokens", bld_done}});
   }
   for (auto& c : r.candidates) c.chosen = false;

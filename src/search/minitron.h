@@ -60,6 +60,19 @@ SearchResult minitron_search(const LlamaModel& teacher, const Importance& imp, c
                              const Limits& limits, const std::vector<at::Tensor>& calibration,
                              const MinitronOptions& opt);
 
+/// What judges the finalists of retrain_top_candidates.
+///   retraining: each is distilled for distill.token_budget tokens (after its blockwise start,
+///     when there is one) and judged by its KL after that (Minitron's protocol, arXiv 2407.14679).
+///   blockwise: each is judged by its KL right after its blockwise start, with no distillation
+///     step; the final run then starts at the schedule's first step.
+///   halving: each is judged after its blockwise start, and the better half of them (at least 2)
+///     go on to the retraining and are judged again by the KL after it (successive halving,
+///     Jamieson and Talwalkar, arXiv 1502.07943). On the ranking pool (docs/benchmarks.md,
+///     "The ranking of candidates") the KL after the blockwise start alone found the best
+///     candidate in two settings of three and had it in its best two in all three; the KL
+///     after the retraining found it in all three.
+enum class FinalistJudge { retraining, blockwise, halving };
+
 /// Options of the lightweight retraining (Minitron's; the differentiable search's proposals too).
 struct RetrainOptions {
   int64_t top_k = 3;       // candidates retrained: the best top_k by loss_after_prune
@@ -71,9 +84,13 @@ struct RetrainOptions {
   /// (Minitron's protocol). docs/benchmarks.md, "The ranking of candidates".
   int64_t schedule_tokens = 0;
   /// > 0: each candidate is first distilled block by block (distill/bld.h) on this many tokens
-  /// of `train`, as the final run then starts (counted twice as search tokens: the teacher's
-  /// forward and the blocks'); 0 = off.
+  /// of `train`, as the final run then starts (counted as search tokens: the blocks' forward of
+  /// every candidate, and the teacher's forward of each batch once, its states shared by the
+  /// candidates through a BldTeacherCache); 0 = off.
   int64_t bld_tokens = 0;
+  /// What judges the candidates (FinalistJudge); the blockwise start judges only with
+  /// bld_tokens > 0 and schedule_tokens > 0, otherwise the retraining judges every candidate.
+  FinalistJudge judge = FinalistJudge::retraining;
   /// Not empty, with schedule_tokens > 0: each retraining's distillation state (student, AdamW
   /// moments, step; distill/distill.h) is written under this folder, and the chosen candidate's
   /// is kept as state_root/chosen with state_root/chosen.json, so that the final run continues
@@ -105,8 +122,12 @@ std::optional<RetrainedState> adopt_retraining_state(const fs::path& state_root,
 /// `train`, and their KL(teacher || candidate) per token on `calibration` ([B, T] int64 batches)
 /// is stored in loss_after_retrain; the lowest becomes r.best (chosen). r.search_tokens grows by
 /// the forward tokens this spends: per candidate, the distillation's tokens twice (teacher and
-/// student forward) plus one pass over `calibration`; the teacher's pass over `calibration`
-/// once. Throws ConfigError when no candidate of `r` was ranked, or when top_k < 1; what
+/// student forward), its blockwise start's tokens, and one pass over `calibration`; the
+/// teacher's pass over `calibration` and over the blockwise start's batches once. With
+/// opt.judge blockwise or halving (and a blockwise start) every candidate's KL right after its
+/// blockwise start is stored in loss_after_bld, and only the candidates that go on are
+/// distilled (a kept state continued from its step 0; without state_root the blockwise start
+/// runs again); with blockwise loss_after_retrain is loss_after_bld. Throws ConfigError when no candidate of `r` was ranked, or when top_k < 1; what
 /// distill() throws.
 /// `first`: candidates (indices into r.candidates) to retrain before the ranking by KL after
 /// pruning fills the rest of top_k, e.g. the picks of differently constrained searches (KL right

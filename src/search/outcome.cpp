@@ -188,6 +188,8 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
     runs.push_back({caps[0], restart_seed(dopt.seed, k)});
   for (size_t i = 1; i < caps.size(); ++i) runs.push_back({caps[i], dopt.seed});
   DifferentiableResult r;
+  SharedSearchState shared;  // the teacher's log-probabilities and the KLs after pruning
+  nlohmann::json judge = nullptr;  // what judged the finalists (null: nothing retrained)
   std::vector<size_t> picks;
   std::set<std::string> picked;  // one finalist per architecture
   nlohmann::json searches = nlohmann::json::array();
@@ -197,7 +199,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
     d.seed = runs[i].seed;
     DifferentiableResult ri;
     try {
-      ri = differentiable_search(teacher, imp, scenario, profile, search_limits, batches, d);
+      ri = differentiable_search(teacher, imp, scenario, profile, search_limits, batches, d, &shared);
     } catch (const InfeasibleError& e) {
       if (i == 0) throw;  // the first (widest) space decides whether anything fits
       log_info(fmt::format("[search] autocompress with at most {} attention-free layers: nothing "
@@ -237,6 +239,12 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
     ro.top_k = std::max<int64_t>(ro.top_k, int64_t(picks.size()));
     retrain_top_candidates(teacher, imp, r.search, *retrain_data,
                            judged.empty() ? batches : judged, ro, picks);
+    const bool bld_first = ro.judge != FinalistJudge::retraining && ro.bld_tokens > 0 &&
+                           ro.schedule_tokens > 0;
+    judge = {{"judge", !bld_first ? "retraining"
+                       : ro.judge == FinalistJudge::blockwise ? "blockwise" : "halving"},
+             {"bld_tokens", ro.bld_tokens},
+             {"retrain_tokens", ro.distill.token_budget}};
   }
   o.best = r.search.best;
   // Holds by construction of the space; checked so that a change to the space cannot hand the
@@ -249,6 +257,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
   o.probabilities = r.probabilities;
   o.search = r.to_json();
   o.search["searches"] = searches;
+  o.search["judge"] = judge;
   return o;
 }
 

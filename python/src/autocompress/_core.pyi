@@ -178,6 +178,6 @@ def compress(model: Optional[_Path], scenario: Optional[_Path], out: _Path, *,
              autocompress_retrain_tokens: int = 0, distill_bld_tokens: int = -1,
              max_removed_layers: int = -1,
              max_attention_free_layers: Optional[Sequence[int]] = None,
-             autocompress_restarts: int = 3,
+             autocompress_restarts: int = 3, autocompress_judge: str = "halving",
              safety_margin: float = 0.05, fit_attempts: int = 3, fit_margin: float = 0.02,
              measure_rounds: int = ..., max_measure_rounds: int = ...) -> RunReport: ...
