@@ -135,3 +135,11 @@ def test_resume_refuses_other_options(tmp_path):
         autocompress.compress(None, None, str(tmp_path / "run"), resume=True)
     with pytest.raises(autocompress.ConfigError, match="unknown option 'sequence_length'"):
         autocompress.compress("m", SCENARIO, str(tmp_path / "run"), sequence_length=3)
+
+
+def test_an_unknown_judge_is_refused_before_any_stage(stories15m, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(autocompress.ConfigError,
+                       match="--autocompress-judge: expected halving, blockwise or retraining, found 'best'"):
+        autocompress.compress(str(stories15m), SCENARIO, str(out), autocompress_judge="best")
+    assert not out.exists()
