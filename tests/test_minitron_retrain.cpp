@@ -222,64 +222,6 @@ TEST(MinitronRetrain, WithBldEachRetrainingStartsFromTheBlockwiseDistillation) {
   EXPECT_GT(std::abs(plain.best.loss_after_retrain - r.best.loss_after_retrain), 1e-6);
 }
 
-// state_root: the chosen finalist's retraining (its blockwise start and the final schedule's first
-// steps) is kept, and a final run that continues it ends with the same model as a final run
-// from scratch (blockwise start, then every step of the schedule), weight for weight.
-TEST(MinitronRetrain, TheFinalRunContinuesTheChosenRetrainingToTheSameModel) {
-  Fixture f;
-  ac::test::TempDir tmp;
-  SearchResult r = f.search();
-  RetrainOptions opt = f.retrain(2);
-  opt.distill.warmup_steps = 2;
-  opt.schedule_tokens = 4 * opt.distill.token_budget;  // 16 steps, the first 4 retrained
-  opt.bld_tokens = 3 * 2 * 32;                          // 3 blockwise steps of [2, 32]
-  opt.state_root = tmp.path / "states";
-  retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, opt);
-  std::set<std::string> kept;
-  for (const auto& e : fs::directory_iterator(opt.state_root)) kept.insert(e.path().filename().string());
-  EXPECT_EQ(kept, (std::set<std::string>{"chosen", "chosen.json"}));  // the other finalist's gone
-
-  // Another architecture or another schedule does not take it.
-  ModelConfig other = r.best.config;
-  other.layers.front().intermediate_size += 16;
-  EXPECT_FALSE(adopt_retraining_state(opt.state_root, other, opt.schedule_tokens, tmp.path / "x"));
-  EXPECT_FALSE(adopt_retraining_state(opt.state_root, r.best.config, 2 * opt.schedule_tokens,
-                                      tmp.path / "x"));
-  const std::optional<RetrainedState> s =
-      adopt_retraining_state(opt.state_root, r.best.config, opt.schedule_tokens, tmp.path / "final");
-  ASSERT_TRUE(s);
-  EXPECT_EQ(s->distill_tokens, opt.distill.token_budget);
-  EXPECT_EQ(s->bld_tokens, opt.bld_tokens);
-  EXPECT_FALSE(adopt_retraining_state(opt.state_root, r.best.config, opt.schedule_tokens,
-                                      tmp.path / "again"));  // moved, not copied
-
-  DistillOptions final_run = opt.distill;
-  final_run.token_budget = opt.schedule_tokens;
-  const PrunePlan plan = plan_pruning(f.teacher.config, f.imp, r.best.target);
-  // Continued: the state holds the student after the blockwise start and 4 steps.
-  LlamaModel continued = drop_removed_blocks(apply_plan(f.teacher, plan));
-  continued.weights = clone(continued.config, continued.weights);
-  DistillOptions resumed = final_run;
-  resumed.state_dir = tmp.path / "final";
-  resumed.resume = true;
-  const DistillResult dc = distill(f.teacher, continued, f.train, resumed);
-  EXPECT_EQ(dc.tokens, opt.schedule_tokens);  // the whole run's, the retrained steps included
-  // From scratch: the blockwise start, then all 16 steps.
-  LlamaModel scratch = drop_removed_blocks(apply_plan(f.teacher, plan));
-  scratch.weights = clone(scratch.config, scratch.weights);
-  BldOptions b = bld_options_for(final_run, opt.bld_tokens);
-  blockwise_local_distill(f.teacher, scratch,
-                          pruning_map_from_plan(f.teacher.config, plan, /*blocks_dropped=*/true),
-                          f.train, b);
-  distill(f.teacher, scratch, f.train, final_run);
-  const std::vector<at::Tensor> pc = continued.weights.parameters(), ps = scratch.weights.parameters();
-  ASSERT_EQ(pc.size(), ps.size());
-  double worst = 0;
-  for (size_t i = 0; i < pc.size(); ++i)
-    worst = std::max(worst, (pc[i] - ps[i]).abs().max().item<double>());
-  EXPECT_LE(worst, 1e-6);
-}
-
 namespace {
 // Finalist `c` of the fixture pruned, its blockwise start run by hand (the final run's options),
 // then `steps` steps of the final schedule (0: none).
@@ -329,6 +271,43 @@ void expect_final_run_from_kept_state(Fixture& f, const SearchResult& r, const R
   EXPECT_LE(worst, 1e-6);
 }
 }  // namespace
+
+// state_root: the chosen finalist's retraining (its blockwise start and the final schedule's first
+// steps) is kept, and a final run that continues it ends with the same model as a final run
+// from scratch (blockwise start, then every step of the schedule), weight for weight.
+TEST(MinitronRetrain, TheFinalRunContinuesTheChosenRetrainingToTheSameModel) {
+  Fixture f;
+  ac::test::TempDir tmp;
+  SearchResult r = f.search();
+  RetrainOptions opt = f.retrain(2);
+  opt.distill.warmup_steps = 2;
+  opt.schedule_tokens = 4 * opt.distill.token_budget;  // 16 steps, the first 4 retrained
+  opt.bld_tokens = 3 * 2 * 32;                          // 3 blockwise steps of [2, 32]
+  opt.state_root = tmp.path / "states";
+  retrain_top_candidates(f.teacher, f.imp, r, f.train, f.calib, opt);
+  std::set<std::string> kept;
+  for (const auto& e : fs::directory_iterator(opt.state_root)) kept.insert(e.path().filename().string());
+  EXPECT_EQ(kept, (std::set<std::string>{"chosen", "chosen.json"}));  // the other finalist's gone
+
+  // Another architecture or another schedule does not take it.
+  ModelConfig other = r.best.config;
+  other.layers.front().intermediate_size += 16;
+  EXPECT_FALSE(adopt_retraining_state(opt.state_root, other, opt.schedule_tokens, tmp.path / "x"));
+  EXPECT_FALSE(adopt_retraining_state(opt.state_root, r.best.config, 2 * opt.schedule_tokens,
+                                      tmp.path / "x"));
+  const std::optional<RetrainedState> s =
+      adopt_retraining_state(opt.state_root, r.best.config, opt.schedule_tokens, tmp.path / "final");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->distill_tokens, opt.distill.token_budget);
+  EXPECT_EQ(s->bld_tokens, opt.bld_tokens);
+  EXPECT_FALSE(adopt_retraining_state(opt.state_root, r.best.config, opt.schedule_tokens,
+                                      tmp.path / "again"));  // moved, not copied
+
+  // Continued (the student after the blockwise start and 4 steps) against from scratch (the
+  // blockwise start, then all 16 steps).
+  expect_final_run_from_kept_state(f, r, opt, tmp.path / "final");
+}
+
 
 // FinalistJudge::blockwise: each finalist is judged by its KL right after its blockwise start
 // (equal to prune -> BLD -> KL by hand), no distillation step runs, the teacher's states of the
