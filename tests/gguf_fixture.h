@@ -1,5 +1,5 @@
-// A synthetic GGUF vocabulary for tests that write GGUFs of random models (test_export.cpp,
-// test_llamacpp_engine.cpp).
+// A synthetic GGUF vocabulary for tests that write GGUFs of random models (export_fixture.h's
+// users, test_llamacpp_engine.cpp, test_judge.cpp).
 #pragma once
 #include <fmt/format.h>
 
