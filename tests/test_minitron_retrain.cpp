@@ -383,7 +383,9 @@ TEST(MinitronRetrain, HalvingRetrainsTheBetterHalfByTheKlAfterTheBlockwiseStart)
     EXPECT_LE(r.best.loss_after_retrain, c->loss_after_retrain);
   }
   for (const Candidate* c : judged)
-    if (c->loss_after_retrain < 0) EXPECT_GE(c->loss_after_bld, cut) << describe(c->config);
+    if (c->loss_after_retrain < 0) {
+      EXPECT_GE(c->loss_after_bld, cut) << describe(c->config);
+    }
   const int64_t calib = tokens_of(f.calib);
   EXPECT_EQ(r.search_tokens - before,
             calib + opt.bld_tokens + int64_t(n) * (opt.bld_tokens + calib) +

@@ -332,8 +332,11 @@ TEST(Search, SearchesSharingTheTeachersPassAndTheKlsGiveTheSameResults) {
     // first search only, and the evaluations of targets no earlier search measured.
     EXPECT_EQ(a.search.search_tokens, 2 * 32 + a.steps_run * 32 + a.evaluations * 2 * 32);
     EXPECT_EQ(b.search.search_tokens, (i == 0 ? 2 * 32 : 0) + b.steps_run * 32 + b.evaluations * 2 * 32);
-    if (i == 0) EXPECT_EQ(b.evaluations, a.evaluations);
-    if (i == 1) EXPECT_EQ(b.evaluations, 0);
+    if (i == 0) {
+      EXPECT_EQ(b.evaluations, a.evaluations);
+    } else if (i == 1) {
+      EXPECT_EQ(b.evaluations, 0);
+    }
     EXPECT_LE(b.evaluations, a.evaluations);
   }
   EXPECT_EQ(shared.teacher_reference.size(), batches.size());

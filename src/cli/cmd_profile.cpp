@@ -54,6 +54,12 @@ void run(const ProfileArgs& a) {
               who.c_str(), p.identity.threads, s.name.c_str(), p.tables.size(),
               p.elapsed_s, p.gemm_peak_flops / 1e9, p.memory_bandwidth_bytes_per_s / 1e9,
               a.out.c_str());
+  if (p.machine_load.measured)
+    std::printf("machine load while profiling: other processes %.2f cores on average, steal "
+                "%.2f (%s)\n", p.machine_load.other_cores, p.machine_load.steal_cores,
+                ac::busy_machine_warning(p.machine_load, "the profile", p.identity.cores).empty()
+                    ? "quiet"
+                    : "busy: the tables time a shared machine");
   if (p.width_granularity > 0)
     std::printf("width granularity %lld (hardware/granularity.h)\n", (long long)p.width_granularity);
   if (p.decode_gemm_capped > 0)

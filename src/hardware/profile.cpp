@@ -545,6 +545,7 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
   if (opt.passes < 1)
     throw ConfigError(msg("run_profile", "passes: expected >= 1, found {}", opt.passes));
   double t0 = now_s();
+  const CpuTimes load_from = read_cpu_times();
   Profile p;
   DeviceSpec cpu = detect_cpu();
   if (!opt.gpu) {
@@ -650,6 +651,10 @@ Profile run_profile(const std::vector<ModelConfig>& shapes, const Workload& work
     p.correction = calibrate_correction(p, shapes, workload, opt);
   }
   p.elapsed_s = now_s() - t0;
+  p.machine_load = load_between(load_from, read_cpu_times());
+  if (const std::string w = busy_machine_warning(p.machine_load, "the profile", p.identity.cores);
+      !w.empty())
+    log_warn("[profile] " + w);
   return p;
 }
 

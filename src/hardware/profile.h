@@ -58,6 +58,7 @@
 #include "hardware/correction.h"
 #include "hardware/device.h"
 #include "hardware/engine_calibration.h"
+#include "hardware/machine_load.h"
 #include "hardware/scenario.h"
 #include "model/config.h"
 
@@ -147,6 +148,8 @@ struct Profile {
   int64_t width_granularity = 0;  // derived from gemm_width_scan (0: not derived)
   std::vector<std::pair<int64_t, double>> granularity_levels;  // (granularity, mean efficiency)
   double elapsed_s = 0;
+  MachineLoad machine_load;  // what else ran on the machine while it was profiled
+                             // (hardware/machine_load.h; not measured in older profiles)
 
   /// Throws ConfigError naming the table when it is missing.
   const OpTable& table(const std::string& name) const;

@@ -228,6 +228,7 @@ json Profile::to_json() const {
           {"width_granularity", width_granularity},
           {"granularity_levels", levels},
           {"elapsed_s", elapsed_s},
+          {"machine_load", machine_load.to_json()},
           {"tables", t}};
 }
 
@@ -384,6 +385,7 @@ Profile Profile::from_json(const json& j, const std::string& file) {
     }
   }
   p.elapsed_s = json_get_or<double>(j, "elapsed_s", 0.0, file);
+  p.machine_load = MachineLoad::from_json(j.value("machine_load", json()), file + ": machine_load");
   const json& t = j.value("tables", json::object());
   if (!t.is_object())
     throw FormatError(msg("load_profile", "{}: field 'tables': expected an object name -> table, "

@@ -302,12 +302,16 @@ ValidationReport validate_native(const std::vector<ModelConfig>& archs, const Sc
   std::vector<ModelConfig> all;
   if (base) all.push_back(*base);
   all.insert(all.end(), archs.begin(), archs.end());
+  const CpuTimes load_from = read_cpu_times();
   std::vector<Measurement> measured =
       measure_interleaved(all, s.workload, repeats, /*weight_seed=*/1000, progress,
                           profile_device(profile));
+  const MachineLoad load = load_between(load_from, read_cpu_times());
   const std::vector<Measurement> rows(measured.begin() + (base ? 1 : 0), measured.end());
   ValidationReport rep = validation_report(archs, rows, s, profile);
   if (base) add_relative_errors(rep, *base, measured.front(), s, profile);
+  rep.machine_load = load;
+  rep.cores = profile.identity.cores;
   return rep;
 }
 
@@ -337,9 +341,11 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
       if (describe(all[i]) == wanted) { base_at = i; break; }
     if (base_at == all.size()) all.push_back(*base);
   }
+  const CpuTimes load_from = read_cpu_times();
   std::vector<Measurement> measured =
       measure_interleaved(all, s.workload, repeats, /*weight_seed=*/1000, progress,
                           profile_device(profile));
+  const MachineLoad load = load_between(load_from, read_cpu_times());
   const std::optional<Measurement> base_measured =
       base ? std::optional<Measurement>(measured[base_at]) : std::nullopt;
   const std::vector<Measurement> calibration_measured(
@@ -354,6 +360,8 @@ ValidationReport validate_native_recalibrated(const std::vector<ModelConfig>& ar
   measured.resize(archs.size());
   ValidationReport rep = validation_report(archs, measured, s, now);
   if (base) add_relative_errors(rep, *base, *base_measured, s, now);
+  rep.machine_load = load;
+  rep.cores = profile.identity.cores;
   return rep;
 }
 
@@ -392,6 +400,7 @@ json ValidationReport::to_json() const {
           {"bias_percent", {{"ttft_ms", bias_ttft}, {"tpot_ms", bias_tpot}}},
           {"debiased_mape_percent", {{"ttft_ms", debiased_mape_ttft}, {"tpot_ms", debiased_mape_tpot}}},
           {"spread_percent", {{"ttft_ms", spread_ttft}, {"tpot_ms", spread_tpot}}},
+          {"machine_load", machine_load.to_json()},
           {"by_hidden_size", widths}};
 }
 
@@ -433,6 +442,13 @@ std::string ValidationReport::table() const {
                      "model predicts). The medians were {:.1f}% / {:.1f}% higher on average: "
                      "other processes on this machine.\n",
                      100 * kLatencyQuantile, interference_ttft, interference_tpot);
+  if (machine_load.measured) {
+    const std::string w = busy_machine_warning(machine_load, "The validation", cores);
+    out += w.empty() ? fmt::format("Machine load during the measurement: other processes {:.2f} "
+                                   "cores on average, steal {:.2f} (quiet).\n",
+                                   machine_load.other_cores, machine_load.steal_cores)
+                     : w + ".\n";
+  }
   return out;
 }
 

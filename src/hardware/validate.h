@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hardware/cost_model.h"
+#include "hardware/machine_load.h"
 #include "hardware/measure.h"
 
 namespace ac {
@@ -94,6 +95,8 @@ struct ValidationReport {
   double spread_ttft = 0, spread_tpot = 0;
   std::vector<WidthErrors> by_width;  // one per hidden size measured, ascending
   std::optional<RelativeErrors> relative;  // when the base was measured with the rows
+  MachineLoad machine_load;  // what else ran while the rows were measured (validate_native)
+  int cores = 0;             // the machine's cores (for that line)
   json to_json() const;
   /// A text table, one row per architecture, then the MAPE line.
   std::string table() const;
