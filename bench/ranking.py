@@ -26,6 +26,16 @@ Proxies:
   extrapolated     KL(t) = c + a t^-alpha fitted on the curve up to 16 384 tokens, read at FINAL
   penalty          short_R + gamma x (attention-free layers), gamma fitted on the other settings
                    (least squares on the within-setting deviations), judged on this one
+  bld_B            held-out KL after a blockwise local distillation of B tokens alone
+  bld_B_curve_R    held-out KL after the first R tokens of the final distillation started from
+                   that blockwise distillation
+  halving_B        compress's judge (--autocompress-judge halving, src/search/minitron.h): every
+                   candidate ranked by bld_B, the better half (at least 2) then by bld_B_curve_R at
+                   R = FINAL / 8, ahead of the rest; its cost is B + the retrained share of R
+
+With FINAL_BLD=B (every candidate's final recipe also run from the blockwise start, as compress
+runs it), every proxy is scored a second time against that run's final KL ("proxies_bld_final":
+the truth of the method's own recipe; task accuracy is only measured after the plain start).
 """
 import argparse
 import csv
@@ -278,6 +288,16 @@ def base_proxies(cands):
         for r in sorted(set.intersection(*[set(c["final_bld"][b]) for c in cands])):
             if r < final:
                 p[f"bld_{b}_curve_{r}"] = ([c["final_bld"][b][r] for c in cands], b + r)
+    for b in sorted(set.intersection(*[set(c["bld"]) for c in cands])):
+        r = final // 8
+        if not all(r in c["final_bld"].get(b, {}) for c in cands):
+            continue
+        n = len(cands)
+        m = min(n, max(2, (n + 1) // 2))  # the better half, at least 2 (src/search/minitron.cpp)
+        by_bld = sorted(range(n), key=lambda i: cands[i]["bld"][b])
+        kept = sorted(by_bld[:m], key=lambda i: cands[i]["final_bld"][b][r])
+        rank = {i: k for k, i in enumerate(kept + by_bld[m:])}
+        p[f"halving_{b}"] = ([rank[i] for i in range(n)], b + (r * m + n - 1) // n)
     ext = []
     for c in cands:
         pts = sorted((t, k) for t, k in c["curve"].items() if t <= 16384)
@@ -311,8 +331,10 @@ def penalty_proxy(settings, name, short_key):
     return [c["short"][short_key] + gamma * c["attention_free_layers"] for c in cands], gamma
 
 
-def score(values, cands):
-    kl = [c["final_kl"] for c in cands]
+def score(values, cands, kl=None):
+    """Scores of one proxy against the truth: `kl` (default: every candidate's final KL after the
+    plain start) and the task accuracy after the plain start."""
+    kl = kl if kl is not None else [c["final_kl"] for c in cands]
     task = [-c["task_acc"] for c in cands]
     first = min(range(len(values)), key=lambda i: values[i])
     return {"tau_kl": kendall_tau_b(values, kl), "rho_kl": spearman_rho(values, kl),
@@ -337,6 +359,13 @@ def report(out, json_path, svg_path):
                 proxies["penalty"] = (pen[0], int(shorts[-1].split("_")[1]))
                 gamma = pen[1]
         rows = {k: dict(score(v, cands), tokens=t) for k, (v, t) in proxies.items()}
+        # Against the final run started from the blockwise start, where every candidate ran it.
+        rows_bld = {}
+        for b in sorted(set.intersection(*[set(c["final_bld"]) for c in cands])):
+            if all(max(c["final_bld"][b]) == c["final_tokens"] for c in cands):
+                truth = [c["final_bld"][b][c["final_tokens"]] for c in cands]
+                rows_bld[b] = {k: dict(score(v, cands, truth), tokens=t)
+                               for k, (v, t) in proxies.items()}
         # The final recipe started from BLD, on the candidates that ran it (FINAL_BLD), paired
         # with the plain start.
         bld_init = {}
@@ -356,7 +385,8 @@ def report(out, json_path, svg_path):
                            "best_with_bld": best_bld["name"]}
         result["settings"][name] = {
             "candidates": cands,
-            "proxies": rows, "penalty_gamma": gamma, "bld_init": bld_init,
+            "proxies": rows, "proxies_bld_final": rows_bld, "penalty_gamma": gamma,
+            "bld_init": bld_init,
             "best_kl": min(c["final_kl"] for c in cands),
             "best_task": max(c["task_acc"] for c in cands)}
     print(markdown(result))
@@ -382,6 +412,17 @@ def markdown(result):
                          f"{r['tau_task']:.2f} | {'yes' if r['top1_kl'] else 'no'} | "
                          f"{r['regret_kl']:.4f} | {r['regret_task']:.4f} | {r['chosen']} |")
         lines.append("")
+        for b, rows in s.get("proxies_bld_final", {}).items():
+            truth = [c["final_bld"][b][c["final_tokens"]] for c in s["candidates"]]
+            lines.append(f"Against the final KL of the run started from a blockwise distillation of "
+                         f"{b} tokens (best {min(truth):.4f}):\n")
+            lines.append("| proxy | tokens / candidate | τ vs final KL | ρ vs final KL | top-1 (KL) "
+                         "| regret KL | picks |")
+            lines.append("|---|---|---|---|---|---|---|")
+            for k, r in rows.items():
+                lines.append(f"| {k} | {r['tokens']} | {r['tau_kl']:.2f} | {r['rho_kl']:.2f} | "
+                             f"{'yes' if r['top1_kl'] else 'no'} | {r['regret_kl']:.4f} | {r['chosen']} |")
+            lines.append("")
         for b, r in s.get("bld_init", {}).items():
             lines.append(f"Final recipe started from a blockwise distillation of {b} tokens: final KL "
                          f"{r['mean_delta_final_kl']:+.4f} ± {r['se']:.4f} against the plain start "

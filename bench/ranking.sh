@@ -31,7 +31,8 @@
 #
 # Resumable: every output is written atomically and skipped when present.
 # Environment: OUT (out/ranking), SETTINGS, SEEDS, POOL, SHORT_TOKENS, FINAL_TOKENS, HELDOUT (64),
-# TASK_ITEMS (1000), DISTILL_SEED (1), BLD_TOKENS, FINAL_BLD, BIN.
+# TASK_ITEMS (1000), DISTILL_SEED (1), BLD_TOKENS, FINAL_BLD, BIN, JSON and SVG (where the report
+# goes; default docs/ranking.json, .svg).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/ranking}
@@ -149,4 +150,4 @@ for setting in "${settings[@]}"; do
     [ -f "$c/tasks.json" ] || atomic "$c/tasks.json" $bin eval --model "$c/final" "${tasks[@]}" --out >/dev/null
   done
 done
-python3 bench/ranking.py report "$out" --json docs/ranking.json --svg docs/ranking.svg
+python3 bench/ranking.py report "$out" --json "${JSON:-docs/ranking.json}" --svg "${SVG:-docs/ranking.svg}"
