@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "hardware/machine_load.h"
 #include "hardware/profile.h"
+#include "hardware/validate.h"
 #include "test_util.h"
 
 namespace ac {
@@ -89,6 +90,22 @@ TEST(MachineLoad, IsKeptInTheProfileAndReadBackOrAbsentInOlderOnes) {
   broken["machine_load"]["other_cores"] = -1;
   test::expect_error<FormatError>([&] { Profile::from_json(broken, "b.json"); },
                                   {"b.json: machine_load.other_cores", "non-negative", "-1"});
+}
+
+TEST(MachineLoad, ValidationSaysWhetherItsMeasurementSharedTheMachine) {
+  ValidationReport rep;
+  rep.cores = 2;
+  EXPECT_EQ(rep.table().find("Machine load"), std::string::npos);  // not measured: no line
+  rep.machine_load.measured = true;
+  rep.machine_load.seconds = 60;
+  rep.machine_load.other_cores = 0.05;
+  EXPECT_NE(rep.table().find("other processes 0.05 cores on average, steal 0.00 (quiet)"),
+            std::string::npos) << rep.table();
+  rep.machine_load.other_cores = 1.2;
+  const std::string t = rep.table();
+  EXPECT_NE(t.find("The validation shared the machine: other processes kept 1.2 of its 2 cores"),
+            std::string::npos) << t;
+  EXPECT_DOUBLE_EQ(rep.to_json().at("machine_load").at("other_cores").get<double>(), 1.2);
 }
 
 // The machine's time over an interval, every kind together, is its cores times the wall clock:
