@@ -12,7 +12,7 @@ set(AC_TORCH_FREE_SOURCES
   src/hardware/scenario.cpp src/hardware/device.cpp src/hardware/engine.cpp
   src/hardware/data_dir.cpp src/hardware/profile_json.cpp src/hardware/correction.cpp
   src/hardware/granularity.cpp src/hardware/engine_calibration.cpp src/hardware/hybrid_structure.cpp
-  src/hardware/llamacpp_buffers.cpp
+  src/hardware/llamacpp_buffers.cpp src/hardware/machine_load.cpp
   src/io/hf_tokenizer.cpp src/io/hf_bpe.cpp src/io/hf_components.cpp src/io/hf_regex.cpp
   src/io/hf_unicode.cpp src/io/text_tokenizer.cpp src/data/text_corpus.cpp
   src/data/data_source.cpp)
