@@ -74,13 +74,7 @@ inline ModelConfig deci_config() {
   c.layers[3].num_key_value_heads = 2;
   c.layers[4].intermediate_size = 768;
   c.rope_theta = 500000.0;
-  RopeScaling s;
-  s.rope_type = "llama3";
-  s.factor = 8.0;
-  s.original_max_position_embeddings = 16;
-  s.raw = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 16}};
-  c.rope_scaling = s;
+  c.rope_scaling = test::llama3_rope_scaling(/*original_max_position_embeddings=*/16);
   c.max_position_embeddings = 4096;
   c.extra["my_field"] = "kept";
   return c;

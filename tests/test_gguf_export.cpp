@@ -318,10 +318,7 @@ TEST(GgufModel, QuantizedExportReloadsToTheQuantizedSourceLogits) {
   const LlamaModel m{c, random_weights(c, 6, 0.2)};
   const fs::path src = write_checkpoint(tmp.path / "src", m);
   for (const GgmlType q : {GgmlType::Q8_0, GgmlType::Q4_0}) {
-    ExportOptions opt;
-    opt.hf = false;
-    opt.gguf = true;
-    opt.dtype = q;
+    const ExportOptions opt = ExportOptions::gguf_only(q);
     const fs::path out = tmp.path / ggml_dtype_string(q);
     EXPECT_EQ(export_model(src, out, opt).max_logit_diff_gguf, 0.0) << ggml_type_name(q);
     const GgufFile g(out / "model.gguf");

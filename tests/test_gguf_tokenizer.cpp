@@ -365,9 +365,7 @@ struct RealVocabModel {
 void expect_llamacpp_parity(const std::string& family, int64_t vocab_size) {
   init_torch_threads();
   RealVocabModel m(family, vocab_size);
-  ExportOptions opt;
-  opt.hf = false;
-  opt.gguf = true;
+  const ExportOptions opt = ExportOptions::gguf_only();
   export_model(m.dir, m.tmp.path / "out", opt);
   const fs::path gguf = m.tmp.path / "out/model.gguf";
 

@@ -48,9 +48,7 @@ TEST(Stories15M, GgufExportImportsBackIdentically) {
   init_torch_threads();
   TempDir tmp;
   const fs::path ckpt = stories15m_checkpoint();
-  ExportOptions opt;
-  opt.hf = false;
-  opt.gguf = true;
+  const ExportOptions opt = ExportOptions::gguf_only();
   export_model(ckpt, tmp.path / "out", opt);
   const std::string cli = (ac::test::binary_dir() / "autocompress").string();
   test::run_or_fail(cli + " import gguf " + (tmp.path / "out/model.gguf").string() + " --out " +
@@ -88,9 +86,7 @@ TEST(LlamaCpp, RunsStories15MGgufWithOurGreedyContinuation) {
   init_torch_threads();
   TempDir tmp;
   const fs::path ckpt = stories15m_checkpoint();
-  ExportOptions opt;
-  opt.hf = false;
-  opt.gguf = true;
+  const ExportOptions opt = ExportOptions::gguf_only();
   export_model(ckpt, tmp.path / "out", opt);
   const LlamaModel m = load_checkpoint(ckpt);
   const Tokenizer tok = Tokenizer::from_checkpoint(ckpt, m.config.vocab_size);
@@ -121,10 +117,7 @@ TEST(LlamaCpp, RunsStories15MQ8_0AndQ4_0GgufsLikeOurDequantizedModel) {
   g.max_new_tokens = 20;
   const std::pair<GgmlType, size_t> least_agreement[] = {{GgmlType::Q8_0, 16}, {GgmlType::Q4_0, 12}};
   for (const auto& [q, min_equal] : least_agreement) {
-    ExportOptions opt;
-    opt.hf = false;
-    opt.gguf = true;
-    opt.dtype = q;
+    const ExportOptions opt = ExportOptions::gguf_only(q);
     const fs::path out = tmp.path / ggml_dtype_string(q);
     export_model(ckpt, out, opt);
     const std::vector<int64_t> ours = generate(round_to_gguf(m, q), prompt, g);
@@ -170,10 +163,7 @@ TEST(LlamaCpp, PerplexityScriptScoresTheWindowsEvalScores) {
   const std::pair<GgmlType, double> tolerance[] = {
       {GgmlType::F32, 1e-4}, {GgmlType::Q8_0, 0.015}, {GgmlType::Q4_0, 0.015}};
   for (const auto& [q, tol] : tolerance) {
-    ExportOptions opt;
-    opt.hf = false;
-    opt.gguf = true;
-    opt.dtype = q;
+    const ExportOptions opt = ExportOptions::gguf_only(q);
     const fs::path out = tmp.path / ggml_dtype_string(q);
     export_model(ckpt, out, opt);
     const EvalResult ours = evaluate(round_to_gguf(m, q), nullptr, data, eo);
@@ -211,9 +201,7 @@ void expect_pruned_runs_in_llamacpp(const std::function<void(ModelConfig&)>& edi
   edit(target);
   const LlamaModel pruned = prune_model(parent, imp, target);
   save_checkpoint_atomic(tmp.path / "pruned", pruned, ckpt);
-  ExportOptions opt;
-  opt.hf = false;
-  opt.gguf = true;
+  const ExportOptions opt = ExportOptions::gguf_only();
   export_model(tmp.path / "pruned", tmp.path / "out", opt);
   EXPECT_EQ(GgufFile(tmp.path / "out/model.gguf").get_string("general.architecture"), "deci");
   expect_llamacpp_matches(pruned, tmp.path / "out/model.gguf", tok, tmp.path, label);

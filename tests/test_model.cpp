@@ -68,15 +68,8 @@ std::vector<Case> golden_cases() {
   cases.push_back({"qkv_bias_tied", q});
 
   ModelConfig r = ModelConfig::uniform(50, 32, 2, LayerConfig{4, 1, 16, 40});
-  RopeScaling s;
-  s.rope_type = "llama3";
-  s.factor = 8.0;
-  s.low_freq_factor = 1.0;
-  s.high_freq_factor = 4.0;
-  s.original_max_position_embeddings = 16;  // small, so that every branch is hit at T = 31
-  s.raw = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 16}};
-  r.rope_scaling = s;
+  // A short original context, so that every branch is hit at T = 31.
+  r.rope_scaling = ac::test::llama3_rope_scaling(/*original_max_position_embeddings=*/16);
   r.rope_theta = 500000.0;
   cases.push_back({"llama3_rope", r});
 

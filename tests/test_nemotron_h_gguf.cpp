@@ -42,9 +42,7 @@ void expect_llamacpp_continues_as_we_do(const NemotronHModel& m, const char* lab
   init_torch_threads();
   TempDir tmp;
   save_nemotron_h_checkpoint(tmp.path / "ckpt", m, test::kLlama3.dir());
-  ExportOptions opt;
-  opt.hf = false;
-  opt.gguf = true;
+  const ExportOptions opt = ExportOptions::gguf_only();
   const ExportReport r = export_model(tmp.path / "ckpt", tmp.path / "out", opt);
   ASSERT_EQ(r.notes.size(), 1u);
   EXPECT_NE(r.notes[0].find(architecture), std::string::npos) << r.notes[0];

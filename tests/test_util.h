@@ -21,6 +21,7 @@
 #include "common/fs.h"
 #include "common/json_io.h"
 #include "data/dataset.h"
+#include "model/config.h"
 #include "test_paths.h"
 #include "test_support.h"
 
@@ -28,6 +29,22 @@ namespace ac::test {
 namespace fs = std::filesystem;
 
 /// Folder holding stories15M's model.bin and tokenizer.bin (scripts/fetch_stories15m.sh).
+/// Llama 3.1's RoPE scaling (factor 8, low / high frequency factors 1 and 4) with a short
+/// original context, so that every frequency band is hit at a few dozen positions; `raw` is the
+/// config.json object an export writes back.
+inline RopeScaling llama3_rope_scaling(int64_t original_max_position_embeddings = 16) {
+  RopeScaling s;
+  s.rope_type = "llama3";
+  s.factor = 8.0;
+  s.low_freq_factor = 1.0;
+  s.high_freq_factor = 4.0;
+  s.original_max_position_embeddings = original_max_position_embeddings;
+  s.raw = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+           {"high_freq_factor", 4.0},
+           {"original_max_position_embeddings", original_max_position_embeddings}};
+  return s;
+}
+
 inline fs::path stories15m_dir() {
   if (const char* d = std::getenv("AC_STORIES15M_DIR")) return d;
   if (const char* c = std::getenv("AC_CACHE_DIR")) return fs::path(c) / "stories15m";

@@ -45,6 +45,15 @@ struct ExportOptions {
                                    // loader cannot build ("structure"); empty = no engine check
   int64_t tensor_parallel = 1;     // GPUs the engine splits the model over (its "structure"
                                    // tensor_parallel_divides rules)
+
+  /// model.gguf alone, its 2-D weights in `dtype` (`export --format gguf --dtype D`).
+  static ExportOptions gguf_only(GgmlType dtype = GgmlType::F32) {
+    ExportOptions o;
+    o.hf = false;
+    o.gguf = true;
+    o.dtype = dtype;
+    return o;
+  }
 };
 
 struct ExportReport {

@@ -720,10 +720,8 @@ json stage_export(Run& run, const FinishedMethod& main) {
   if (run.llamacpp_engine) {
     // What `autocompress export --format gguf` writes from the saved checkpoint (with its reload
     // check); the engine's own check follows.
-    ExportOptions eo;
-    eo.hf = false;
-    eo.gguf = true;
-    eo.dtype = gguf_type_for(run.scenario.workload.weight_dtype);
+    const ExportOptions eo =
+        ExportOptions::gguf_only(gguf_type_for(run.scenario.workload.weight_dtype));
     export_model(dir / main.model_path, dir / "gguf", eo);
     gguf = {{"path", "gguf/model.gguf"}, {"type", ggml_type_name(eo.dtype)},
             {"bytes", int64_t(fs::file_size(dir / "gguf" / "model.gguf"))}};
