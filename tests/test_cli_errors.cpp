@@ -5,6 +5,7 @@
 //   ArchOfAnotherDepth: prune --arch with fewer layers than the parent;
 //   SeqLenZero: --seq-len 0 (and search's --search-seq-len 0) in every subcommand that has it;
 //   MissingProfile: --profile naming no file, and a CPU scenario searched without a profile;
+//   ProfilePasses: profile --passes outside 1..64, refused before anything is timed;
 //   SeqLenBeyondTheModelsContext: eval, importance, distill and search past
 //     max_position_embeddings, eval past a Mistral's sliding window;
 //   RefusedDistillLeavesNoState: a distill refused after its options were read leaves no
@@ -179,6 +180,15 @@ TEST(CliErrors, MissingProfile) {
                                  fx.path("searched.json")),
                  {"scenario 'cpu-local' targets a CPU", "--profile",
                   "expected a profile, found none"});
+}
+
+TEST(CliErrors, ProfilePasses) {
+  TempDir d;
+  const Fixture fx(d.path);
+  for (const char* passes : {"0", "-2", "65"})
+    expect_refused(fx, fmt::format("profile --scenario cpu-local --passes {} --out {}", passes,
+                                   fx.path("p.json")),
+                   {fmt::format("--passes: Value {} not in range 1 to 64", passes)});
 }
 
 TEST(CliErrors, SeqLenBeyondTheModelsContext) {

@@ -16,6 +16,7 @@ struct ProfileArgs {
   std::vector<std::string> models;
   bool calibrate = false;
   bool no_in_forward = false;
+  int passes = ac::ProfileOptions{}.passes;
   int min_repeats = 7, calibration_models = ac::ProfileOptions{}.calibration_models,
       calibration_repeats = 3;
   uint64_t calibration_seed = 0xCA1B;
@@ -40,6 +41,7 @@ void run(const ProfileArgs& a) {
   if (s.device_spec.kind == "cuda") opt.gpu = s.device_spec;  // throws there without CUDA / GPU
   opt.calibrate = a.calibrate;
   opt.in_forward = !a.no_in_forward;
+  opt.passes = a.passes;
   opt.min_repeats = a.min_repeats;
   opt.calibration_models = a.calibration_models;
   opt.calibration_repeats = a.calibration_repeats;
@@ -104,6 +106,11 @@ ac::cli::RegisterCommand reg(30, [](CLI::App& app) {
   s->add_option("--calibration-seed", a->calibration_seed, "their seed (validate's default is 1)")->capture_default_str();
   s->add_option("--calibration-repeats", a->calibration_repeats, "measured runs per calibration "
                                                                 "architecture")->capture_default_str();
+  s->add_option("--passes", a->passes, "passes over every shape, interleaved; each table entry "
+                                      "keeps the fastest call of all of them, and the passes "
+                                      "left out in turn say how repeatable the profile is")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   s->add_option("--min-repeats", a->min_repeats, "timed calls per shape and pass, at least")->capture_default_str();
   s->callback([a] { run(*a); });
 });
