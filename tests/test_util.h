@@ -28,7 +28,6 @@
 namespace ac::test {
 namespace fs = std::filesystem;
 
-/// Folder holding stories15M's model.bin and tokenizer.bin (scripts/fetch_stories15m.sh).
 /// Llama 3.1's RoPE scaling (factor 8, low / high frequency factors 1 and 4) with a short
 /// original context, so that every frequency band is hit at a few dozen positions; `raw` is the
 /// config.json object an export writes back.
@@ -45,6 +44,7 @@ inline RopeScaling llama3_rope_scaling(int64_t original_max_position_embeddings 
   return s;
 }
 
+/// Folder holding stories15M's model.bin and tokenizer.bin (scripts/fetch_stories15m.sh).
 inline fs::path stories15m_dir() {
   if (const char* d = std::getenv("AC_STORIES15M_DIR")) return d;
   if (const char* c = std::getenv("AC_CACHE_DIR")) return fs::path(c) / "stories15m";
