@@ -17,9 +17,10 @@ struct ProfileArgs {
   bool calibrate = false;
   bool no_in_forward = false;
   int passes = ac::ProfileOptions{}.passes;
-  int min_repeats = 7, calibration_models = ac::ProfileOptions{}.calibration_models,
-      calibration_repeats = 3;
-  uint64_t calibration_seed = 0xCA1B;
+  int min_repeats = ac::ProfileOptions{}.min_repeats,
+      calibration_models = ac::ProfileOptions{}.calibration_models,
+      calibration_repeats = ac::ProfileOptions{}.calibration_repeats;
+  uint64_t calibration_seed = ac::ProfileOptions{}.calibration_seed;
 };
 
 void run(const ProfileArgs& a) {

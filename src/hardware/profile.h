@@ -189,8 +189,12 @@ struct ProfileOptions {
                                   // between two synchronizations, divided by the count: the
                                   // forward queues its kernels, so an op costs its throughput
                                   // in the queue, not a synchronized round trip
-  int passes = 3;             // passes over every shape; each entry keeps the fastest call of
-                              // all of them (docs/design.md, "Profiling the device")
+  int passes = 6;             // passes over every shape; each entry keeps the fastest call of
+                              // all of them (docs/design.md, "Profiling the device"). With 6
+                              // (and 6 calibration repeats) profiles 10 minutes apart differed
+                              // by 3.9% after the machine's shared drift against 7.4% with 3
+                              // (10 pairs, 10 closer; docs/benchmarks.md, 2026-12-07), and were
+                              // as accurate against measured forwards; 50 s against 32 s
   int warmup = 2;             // untimed calls before timing, per pass
   int min_repeats = 7;        // timed calls per pass, at least (as `profile --min-repeats`;
                               // with 4, compress's profiles spread 11-15% between passes at
@@ -208,7 +212,8 @@ struct ProfileOptions {
   int calibration_models = 16;  // random calibration prunes of the first shape (plus the shapes):
                                 // 12 over the widths, 4 at its own (calibration_architectures)
   uint64_t calibration_seed = 0xCA1B;  // their seed (validate uses other seeds by default)
-  int calibration_repeats = 3;  // interleaved measured rounds per calibration architecture
+  int calibration_repeats = 6;  // interleaved measured rounds per calibration architecture
+                                // (6 with `passes`: see there)
   bool width_scan = true;       // time gemm_width_scan and derive the width granularity
   bool progress = true;        // progress bar on stderr
 };
