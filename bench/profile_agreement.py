@@ -80,36 +80,35 @@ def main():
         sys.exit(__doc__)
     out, rounds, pair, flags = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:6]
     summary = {"pair_rounds": pair}
-    meas_pairs = None
+    ms, pairs = None, [(i, i + pair) for i in range(rounds - pair)]
     for way, f in zip("ab", flags):
         a = json.load(open(os.path.join(out, f"agree_{way}.json")))
         archs = [row["architecture"] for row in a["rows"]]
         n = len(a["rows"][0]["tpot_ms"])
         if n != rounds:
             sys.exit(f"{out}/agree_{way}.json: expected {rounds} profiles, found {n}")
+        if ms is None:  # both kinds predicted the same architectures (agree's seed)
+            ms = [measured(out, r, archs) for r in range(1, rounds + 1)]
         pred = {m: [[row[m + "_ms"][i] for row in a["rows"]] for i in range(n)] for m in ("tpot", "ttft")}
         prof = [json.load(open(os.path.join(out, f"{way}_{r}.json"))) for r in range(1, rounds + 1)]
-        pairs = [(i, i + pair) for i in range(n - pair)]
         s = {"flags": f, "pairs": len(pairs),
              "seconds_per_profile": [round(p["elapsed_s"], 1) for p in prof]}
         for m in ("tpot", "ttft"):
             c = [compare(pred[m][i], pred[m][j]) for i, j in pairs]
             s[m] = {k: stats([x[k] for x in c]) for k in c[0]}
-        summary[way] = s
-        if meas_pairs is None:
-            ms = [measured(out, r, archs) for r in range(1, rounds + 1)]
         rounds_measured = [i for i in range(n) if ms[i]]
         if rounds_measured:
             s["validation"] = {}
             for m in ("tpot", "ttft"):
                 v = [validation(pred[m][i], ms[i][m]) for i in rounds_measured]
                 s["validation"][m] = {k: [round(x[k], 2) for x in v] for k in v[0]}
-            meas_pairs = [(i, j) for i, j in pairs if ms[i] and ms[j]]
-            if meas_pairs:
-                summary["measured"] = {"pairs": len(meas_pairs)}
-                for m in ("tpot", "ttft"):
-                    c = [compare(ms[i][m], ms[j][m]) for i, j in meas_pairs]
-                    summary["measured"][m] = {k: stats([x[k] for x in c]) for k in c[0]}
+        summary[way] = s
+    meas_pairs = [(i, j) for i, j in pairs if ms[i] and ms[j]]
+    if meas_pairs:
+        summary["measured"] = {"pairs": len(meas_pairs)}
+        for m in ("tpot", "ttft"):
+            c = [compare(ms[i][m], ms[j][m]) for i, j in meas_pairs]
+            summary["measured"][m] = {k: stats([x[k] for x in c]) for k in c[0]}
     tmp = os.path.join(out, "summary.json.tmp")
     with open(tmp, "w") as fh:
         json.dump(summary, fh, indent=1)
