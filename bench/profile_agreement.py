@@ -25,6 +25,8 @@ import json
 import os
 import sys
 
+from cost_model_widths import debiased, mape
+
 
 def compare(x, y):
     """The four figures (percent) of two equally ordered lists of positive latencies; x[0] and
@@ -59,12 +61,10 @@ def measured(out, r, archs):
 
 def validation(pred, meas):
     """MAPE of the prunes (every model but the teacher, x[0]), that MAPE once the mean signed
-    error is divided out, and the largest error; percent."""
+    error is divided out (as cost_model_widths.py and validate compute them), and the largest
+    error; percent."""
     e = [100 * (p / m - 1) for p, m in zip(pred[1:], meas[1:])]
-    b = sum(e) / len(e)
-    return {"mape": sum(abs(x) for x in e) / len(e),
-            "debiased": sum(abs(100 * ((1 + x / 100) / (1 + b / 100) - 1)) for x in e) / len(e),
-            "max": max(abs(x) for x in e)}
+    return {"mape": mape(e), "debiased": debiased(e), "max": max(abs(x) for x in e)}
 
 
 def stats(v):
