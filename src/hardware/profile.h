@@ -190,11 +190,8 @@ struct ProfileOptions {
                                   // forward queues its kernels, so an op costs its throughput
                                   // in the queue, not a synchronized round trip
   int passes = 6;             // passes over every shape; each entry keeps the fastest call of
-                              // all of them (docs/design.md, "Profiling the device"). With 6
-                              // (and 6 calibration repeats) profiles 10 minutes apart differed
-                              // by 3.9% after the machine's shared drift against 7.4% with 3
-                              // (10 pairs, 10 closer; docs/benchmarks.md, 2026-12-07), and were
-                              // as accurate against measured forwards; 50 s against 32 s
+                              // all of them (docs/design.md, "Profiling the device": why 6, not
+                              // 3: profiles minutes apart agree more closely, no less accurate)
   int warmup = 2;             // untimed calls before timing, per pass
   int min_repeats = 7;        // timed calls per pass, at least (as `profile --min-repeats`;
                               // with 4, compress's profiles spread 11-15% between passes at
