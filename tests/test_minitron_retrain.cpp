@@ -18,6 +18,7 @@
 #include "prune/prune.h"
 #include "search/minitron.h"
 #include "search/outcome.h"
+#include "search/placement.h"
 #include "search/repair.h"
 #include "search_fixture.h"
 #include "test_util.h"
@@ -505,7 +506,8 @@ TEST(MinitronRetrain, OneShapeWithOtherLayersRemovedIsAnotherCandidate) {
 
 // Restarts: the first cap's search again with other Gumbel seeds (restart_seed), each
 // restart's pick a finalist however small top_k is, every candidate pooled; restart 0 is the
-// search of the run's own seed.
+// search of the run's own seed. A restart that repeats a pick gives its place to a placement
+// variant of the picks.
 TEST(MinitronRetrain, EachRestartsPickIsAFinalist) {
   EXPECT_EQ(restart_seed(7, 0), 7u);
   EXPECT_EQ(restart_seed(7, 2), 2007u);
@@ -544,15 +546,48 @@ TEST(MinitronRetrain, EachRestartsPickIsAFinalist) {
   std::set<std::string> retrained;
   for (const auto& c : o.search["candidates"])
     if (c["loss_after_retrain"].get<double>() >= 0) retrained.insert(c["describe"].get<std::string>());
-  EXPECT_EQ(retrained, picks) << o.search["candidates"].dump();
+  // Three places, two distinct picks: the third place goes to the picks' attention-placement
+  // variant (search/placement.h) that meets the limits with the lowest KL after pruning on the
+  // ranking's batches, derived here independently of run_search_method.
+  SearchSpaceOptions so = st.autocompress.space;
+  so.structure = f.sc.engine_spec.structure;
+  const SearchSpace space = build_search_space(f.teacher.config, f.imp, so);
+  const std::vector<at::Tensor> rank_batches = calibration.sequential_batches(
+      st.autocompress_batch_size, st.autocompress_seq_len, st.autocompress.rank_batches);
+  const std::vector<at::Tensor> reference = teacher_logprobs(f.teacher, rank_batches);
+  std::string best_variant;
+  double best_kl = 1e300;
+  size_t variants = 0;
+  std::set<std::string> seen = picks;
+  for (const SearchOutcome& a : alone) {
+    for (const ModelConfig& v : attention_placement_variants(a.best.target, space)) {
+      const Candidate k = costed_candidate(v, cost, run.search_with_margin());
+      if (!k.violation.empty() || !seen.insert(describe(k.config)).second) continue;
+      ++variants;
+      const double kl = mean_kl(reference, drop_removed_blocks(prune_model(f.teacher, f.imp, v)),
+                                rank_batches);
+      if (kl < best_kl) best_kl = kl, best_variant = describe(k.config);
+    }
+  }
+  ASSERT_GT(variants, 0u) << "the picks must have a placement variant within the limits";
+  std::set<std::string> expected = picks;
+  expected.insert(best_variant);
+  EXPECT_EQ(retrained, expected) << o.search["candidates"].dump();
+  ASSERT_EQ(o.search["placement_variants"].size(), variants) << o.search["placement_variants"].dump();
+  for (const auto& v : o.search["placement_variants"]) {
+    EXPECT_EQ(v["finalist"].get<bool>(), v["describe"] == best_variant) << v.dump();
+    if (v["describe"] == best_variant) {
+      EXPECT_NEAR(v["loss_after_prune"].get<double>(), best_kl, 1e-6);
+    }
+  }
   size_t pooled = 0;
   int64_t tokens = 0;
   for (const SearchOutcome& a : alone) {
     pooled += a.search["candidates"].size();
     tokens += a.search_tokens;
   }
-  EXPECT_EQ(o.search["candidates"].size(), pooled);
-  EXPECT_GT(o.search_tokens, tokens);  // the three searches and the retrainings
+  EXPECT_EQ(o.search["candidates"].size(), pooled + 1);  // and the variant
+  EXPECT_GT(o.search_tokens, tokens);  // the three searches, the variants' KLs, the retrainings
   // The trajectory is restart 0's.
   EXPECT_EQ(o.trajectory.size(), alone[0].trajectory.size());
 
@@ -603,11 +638,15 @@ TEST(MinitronRetrain, EachCappedSearchsPickIsAFinalist) {
   std::set<std::string> retrained;
   for (const auto& c : o.search["candidates"])
     if (c["loss_after_retrain"].get<double>() >= 0) retrained.insert(c["describe"].get<std::string>());
-  // Both picks were finalists (were they one architecture, the best other proposal would fill
-  // the second place).
+  // Both picks were finalists (were they one architecture, as here, a placement variant of it
+  // takes the second place: search/placement.h).
   EXPECT_TRUE(retrained.count(describe(alone[0].best.config))) << o.search["candidates"].dump();
   EXPECT_TRUE(retrained.count(describe(alone[1].best.config))) << o.search["candidates"].dump();
   EXPECT_EQ(retrained.size(), 2u);
+  const bool repeated = describe(alone[0].best.target) == describe(alone[1].best.target);
   const int64_t pooled = int64_t(alone[0].search["candidates"].size() + alone[1].search["candidates"].size());
-  EXPECT_EQ(int64_t(o.search["candidates"].size()), pooled);
+  EXPECT_EQ(int64_t(o.search["candidates"].size()), pooled + (repeated ? 1 : 0));
+  size_t variant_finalists = 0;
+  for (const auto& v : o.search["placement_variants"]) variant_finalists += v["finalist"].get<bool>();
+  EXPECT_EQ(variant_finalists, repeated ? 1u : 0u);
 }

@@ -17,6 +17,12 @@ namespace ac {
 
 namespace {
 
+// The key of a KL after pruning in SharedSearchState::kl_after_prune: the batches it was
+// measured on (the first `batches` of the search's) and the target.
+std::string kl_key(size_t batches, const ModelConfig& target) {
+  return fmt::format("{}|{}", batches, describe(target));
+}
+
 // Every decision of ArchLogits in one list: hidden, then attention / FFN of each layer.
 std::vector<at::Tensor*> decisions(ArchLogits& a) {
   std::vector<at::Tensor*> out{&a.hidden};
@@ -161,7 +167,7 @@ void rank_and_refine(DifferentiableResult& r, const SearchSpace& s, const LlamaM
   for (const auto& b : batches) r.evaluation_tokens += b.numel();
   auto kl_of = [&](const ArchChoice& c) {  // in-sample KL after pruning (teacher cached)
     const ModelConfig target = target_of(s, c);
-    const std::string key = fmt::format("{}|{}", nb, describe(target));
+    const std::string key = kl_key(nb, target);
     if (shared) {  // measured by an earlier search on the same batches
       auto it = shared->kl_after_prune.find(key);
       if (it != shared->kl_after_prune.end()) return it->second;
@@ -556,6 +562,27 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
     r.search.seconds = now_s() - t0;
   }
   return r;
+}
+
+double ranking_kl(const LlamaModel& teacher, const Importance& imp, const ModelConfig& target,
+                  const std::vector<at::Tensor>& calibration, const DifferentiableOptions& opt,
+                  SharedSearchState& shared, int64_t* tokens) {
+  const size_t nb = std::min(size_t(std::max<int64_t>(opt.rank_batches, 1)), calibration.size());
+  const std::string key = kl_key(nb, target);
+  auto it = shared.kl_after_prune.find(key);
+  if (it != shared.kl_after_prune.end()) return it->second;
+  if (shared.teacher_reference.size() < nb)
+    throw InternalError(msg("search", "ranking_kl: the teacher's log-probabilities of {} batches "
+                            "are needed, {} are shared", nb, shared.teacher_reference.size()));
+  const std::vector<at::Tensor> batches(calibration.begin(), calibration.begin() + long(nb));
+  const std::vector<at::Tensor> reference(shared.teacher_reference.begin(),
+                                          shared.teacher_reference.begin() + long(nb));
+  LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, target));
+  const double kl = mean_kl(reference, student, batches);
+  if (tokens)
+    for (const auto& b : batches) *tokens += b.numel();
+  shared.kl_after_prune.emplace(key, kl);
+  return kl;
 }
 
 }  // namespace ac

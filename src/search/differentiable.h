@@ -218,4 +218,15 @@ DifferentiableResult differentiable_search(const LlamaModel& teacher, const Impo
                                            const DifferentiableOptions& opt,
                                            SharedSearchState* shared = nullptr);
 
+/// KL(teacher || `target` pruned, removed blocks dropped) per token on the first
+/// opt.rank_batches batches of `calibration` (the ranking's batches), against the teacher's
+/// log-probabilities shared->teacher_reference (which a differentiable_search with `shared` on
+/// the same `calibration` computed); looked up in shared->kl_after_prune first and stored there,
+/// so that a target is pruned and measured once. *tokens grows by the batches' tokens when the
+/// KL is computed (not when it is looked up). Nats per token. Throws InternalError when
+/// `shared` holds no teacher log-probabilities for those batches.
+double ranking_kl(const LlamaModel& teacher, const Importance& imp, const ModelConfig& target,
+                  const std::vector<at::Tensor>& calibration, const DifferentiableOptions& opt,
+                  SharedSearchState& shared, int64_t* tokens);
+
 }  // namespace ac

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <numeric>
 #include <set>
 
 #include "common/error.h"
@@ -11,6 +12,7 @@
 #include "prune/arch.h"
 #include "prune/depth.h"
 #include "prune/prune.h"
+#include "search/placement.h"
 #include "search/plots.h"
 
 namespace ac {
@@ -227,6 +229,53 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
     if (pick.loss_after_prune >= 0 && picked.insert(candidate_key(pick)).second)
       picks.push_back(r.search.candidates.size() - 1);
   }
+  // A search (a restart or a capped one) that returns an earlier search's pick leaves its
+  // finalist's place empty: the places go to the picks' attention-placement variants that meet
+  // the limits (search/placement.h), best first by the KL after pruning on the ranking's
+  // batches, at most max_ranked of them measured.
+  nlohmann::json variants = nlohmann::json::array();
+  size_t places = 0;
+  for (const auto& s : searches) places += s.contains("pick") ? 1 : 0;
+  if (st.autocompress_retrain && !r.parent_meets_limits && picks.size() < places) {
+    DifferentiableOptions d = dopt;
+    d.space.max_attention_removed = caps[0];
+    const SearchSpace space = build_search_space(teacher.config, imp, d.space);
+    CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, profile); };
+    std::vector<Candidate> offered;
+    std::set<std::string> seen = picked;
+    const std::vector<size_t> of = picks;
+    for (size_t p : of) {
+      for (const ModelConfig& v : attention_placement_variants(r.search.candidates[p].target, space)) {
+        if (int64_t(offered.size()) >= std::max<int64_t>(dopt.max_ranked, 1)) break;
+        Candidate k = costed_candidate(v, cost, search_limits);
+        if (!k.violation.empty() || !seen.insert(candidate_key(k)).second) continue;
+        const int64_t before = r.search.search_tokens;
+        k.loss_after_prune = ranking_kl(teacher, imp, k.target, batches, dopt, shared,
+                                        &r.search.search_tokens);
+        if (r.search.search_tokens > before) ++r.evaluations;
+        variants.push_back({{"of", describe(r.search.candidates[p].config)},
+                            {"describe", describe(k.config)},
+                            {"loss_after_prune", k.loss_after_prune}});
+        offered.push_back(std::move(k));
+      }
+    }
+    std::vector<size_t> order(offered.size());
+    std::iota(order.begin(), order.end(), size_t(0));
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return offered[a].loss_after_prune < offered[b].loss_after_prune;
+    });
+    for (size_t i : order) {
+      const bool finalist = picks.size() < places;
+      variants[i]["finalist"] = finalist;
+      if (!finalist) continue;
+      log_info(fmt::format("[search] autocompress: a search repeated an earlier pick; its place "
+                           "goes to the attention-placement variant {} (KL after pruning {:.4f})",
+                           describe(offered[i].config), offered[i].loss_after_prune));
+      picked.insert(candidate_key(offered[i]));
+      r.search.candidates.push_back(offered[i]);
+      picks.push_back(r.search.candidates.size() - 1);
+    }
+  }
   if (st.autocompress_retrain && !r.parent_meets_limits) {
     if (!retrain_data)
       throw ConfigError(msg("search", "autocompress retraining needs training data (none given)"));
@@ -257,6 +306,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
   o.probabilities = r.probabilities;
   o.search = r.to_json();
   o.search["searches"] = searches;
+  o.search["placement_variants"] = variants;
   o.search["judge"] = judge;
   return o;
 }

@@ -63,6 +63,11 @@ struct SearchSettings {
   /// one placement (docs/benchmarks.md, "The ranking of candidates": in two settings of three
   /// the best of three seeds' picks was the pool's best). Must be >= 1 (ConfigError). Without
   /// autocompress_retrain one search runs: the first pick is the result.
+  /// A search (restart or capped) whose pick an earlier search already returned gives its
+  /// finalist's place to an attention-placement variant of the picks (search/placement.h): of
+  /// those that meet the limits, the one with the lowest KL after pruning on the ranking's
+  /// batches (ranking_kl; at most autocompress.max_ranked measured, their tokens counted),
+  /// recorded in the search JSON's "placement_variants".
   int64_t autocompress_restarts = 1;
   int64_t autocompress_batch_size = 4;   // windows per search step
   int64_t autocompress_seq_len = 64;     // tokens per window of the search
