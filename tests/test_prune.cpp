@@ -14,6 +14,8 @@
 
 using namespace ac;
 using ac::test::TempDir;
+using ac::test::attention_removed;
+using ac::test::ffn_removed;
 using ac::test::random_tokens;
 
 namespace {
@@ -28,16 +30,6 @@ Importance importance_of(const LlamaModel& m) {
   return compute_importance(m, {random_tokens(3, 11, m.config.vocab_size, 7)}, opt);
 }
 
-LayerConfig attn_removed(LayerConfig l) {
-  l.attention_no_op = true;
-  l.num_attention_heads = l.num_key_value_heads = 0;
-  return l;
-}
-LayerConfig ffn_removed(LayerConfig l) {
-  l.ffn_no_op = true;
-  l.intermediate_size = 0;
-  return l;
-}
 
 struct Case {
   std::string name;
@@ -55,9 +47,9 @@ std::vector<Case> cases() {
     ModelConfig t = p;
     t.hidden_size = 21;
     t.layers[0] = LayerConfig{3, 1, 6, 100};     // one KV group, 3 of its 4 heads
-    t.layers[1] = attn_removed(LayerConfig{0, 0, 6, 257});
+    t.layers[1] = attention_removed(LayerConfig{0, 0, 6, 257});
     t.layers[2] = ffn_removed(LayerConfig{6, 2, 6, 0});
-    t.layers[3] = ffn_removed(attn_removed(p.layers[3]));  // whole block
+    t.layers[3] = ffn_removed(attention_removed(p.layers[3]));  // whole block
     out.push_back({"odd_gqa8x2_bias_untied", p, t});
   }
   {
@@ -68,14 +60,14 @@ std::vector<Case> cases() {
     t.hidden_size = 17;
     t.layers[0] = LayerConfig{6, 2, 4, 31};
     t.layers[1] = LayerConfig{8, 1, 4, 5};
-    t.layers[2] = attn_removed(LayerConfig{0, 0, 4, 1});
+    t.layers[2] = attention_removed(LayerConfig{0, 0, 4, 1});
     out.push_back({"gqa16x2_tied_qknorm", p, t});
   }
   {
     // A parent that is already heterogeneous (layer 1 without attention), no hidden cut.
     ModelConfig p = ModelConfig::uniform(41, 24, 2, LayerConfig{4, 4, 6, 50});
     p.attention_bias = true;
-    p.layers[1] = attn_removed(p.layers[1]);
+    p.layers[1] = attention_removed(p.layers[1]);
     ModelConfig t = p;
     t.layers[0] = LayerConfig{2, 2, 6, 49};
     t.layers[1].intermediate_size = 7;

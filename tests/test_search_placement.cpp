@@ -15,26 +15,12 @@
 #include "test_util.h"
 
 using namespace ac;
+using ac::test::attention_removed;
+using ac::test::ffn_removed;
 using ac::test::importance_of;
 using ac::test::random_tokens;
 using ac::test::small_model;
 using ac::test::space_options;
-
-namespace {
-
-LayerConfig without_attention(LayerConfig l) {
-  l.attention_no_op = true;
-  l.num_attention_heads = l.num_key_value_heads = 0;
-  return l;
-}
-
-LayerConfig without_ffn(LayerConfig l) {
-  l.ffn_no_op = true;
-  l.intermediate_size = 0;
-  return l;
-}
-
-}  // namespace
 
 TEST(SearchPlacement, EachVariantMovesOneLayersAttentionToTheNextKeptLayer) {
   LlamaModel m = small_model();  // 4 layers, H8/G2, F96
@@ -45,8 +31,8 @@ TEST(SearchPlacement, EachVariantMovesOneLayersAttentionToTheNextKeptLayer) {
   ModelConfig t = m.config;
   t.layers[0].num_attention_heads = 4;
   t.layers[0].num_key_value_heads = 1;
-  t.layers[1] = without_attention(t.layers[1]);
-  t.layers[3] = without_ffn(without_attention(t.layers[3]));
+  t.layers[1] = attention_removed(t.layers[1]);
+  t.layers[3] = ffn_removed(attention_removed(t.layers[3]));
   bool offered = false;
   for (const LayerConfig& o : s.attention[1])
     offered |= o.has_attention() && o.num_attention_heads == 4 && o.num_key_value_heads == 1;
@@ -57,12 +43,12 @@ TEST(SearchPlacement, EachVariantMovesOneLayersAttentionToTheNextKeptLayer) {
   a.layers[1].num_attention_heads = 4;
   a.layers[1].num_key_value_heads = 1;
   a.layers[1].attention_no_op = false;
-  a.layers[0] = without_attention(t.layers[0]);
+  a.layers[0] = attention_removed(t.layers[0]);
   ModelConfig b = t;  // (1, 2): layer 1 takes H8/G2, layer 2 loses its attention
   b.layers[1].num_attention_heads = 8;
   b.layers[1].num_key_value_heads = 2;
   b.layers[1].attention_no_op = false;
-  b.layers[2] = without_attention(t.layers[2]);
+  b.layers[2] = attention_removed(t.layers[2]);
   const std::vector<ModelConfig> v = attention_placement_variants(t, s);
   ASSERT_EQ(v.size(), 2u);
   EXPECT_EQ(describe(v[0]), describe(a));
@@ -85,8 +71,8 @@ TEST(SearchPlacement, EachVariantMovesOneLayersAttentionToTheNextKeptLayer) {
   // A layer with attention but no FFN next to one with FFN but no attention: the exchange
   // would leave a layer with neither, a removed block, another structure.
   ModelConfig f = m.config;
-  f.layers[0] = without_ffn(f.layers[0]);
-  f.layers[1] = without_attention(f.layers[1]);
+  f.layers[0] = ffn_removed(f.layers[0]);
+  f.layers[1] = attention_removed(f.layers[1]);
   const std::vector<ModelConfig> fv = attention_placement_variants(f, s);
   ASSERT_EQ(fv.size(), 1u);  // only (1, 2)
   EXPECT_TRUE(fv[0].layers[1].has_attention());
@@ -105,7 +91,7 @@ TEST(SearchPlacement, ACappedSpaceKeepsAttentionWhereItOffersNoRemoval) {
   o.max_attention_removed = 1;  // only layer 1 may lose its attention
   const SearchSpace capped = build_search_space(m.config, imp, o);
   ModelConfig t = m.config;
-  t.layers[1] = without_attention(t.layers[1]);
+  t.layers[1] = attention_removed(t.layers[1]);
   // Moving it to layer 0 or 2 would remove attention there, which this space does not offer.
   EXPECT_TRUE(attention_placement_variants(t, capped).empty());
   // The uncapped space offers both.
@@ -124,7 +110,7 @@ TEST(SearchPlacement, RankingKlIsTheKlOfThePrunedTargetOnTheRankingsBatches) {
   DifferentiableOptions opt;
   opt.rank_batches = 2;
   ModelConfig t = m.config;
-  t.layers[1] = without_attention(t.layers[1]);
+  t.layers[1] = attention_removed(t.layers[1]);
   t.layers[2].intermediate_size = 48;
   SharedSearchState shared;
   int64_t tokens = 0;

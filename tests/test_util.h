@@ -67,6 +67,20 @@ inline TokenDataset random_text(int64_t n, int64_t vocab, uint64_t seed) {
                       vocab);
 }
 
+/// `l` with its attention removed (attention_no_op, no heads), as a target marks it (model/config.h).
+inline LayerConfig attention_removed(LayerConfig l) {
+  l.attention_no_op = true;
+  l.num_attention_heads = l.num_key_value_heads = 0;
+  return l;
+}
+
+/// `l` with its FFN removed (ffn_no_op, width 0); with attention_removed too, a removed block.
+inline LayerConfig ffn_removed(LayerConfig l) {
+  l.ffn_no_op = true;
+  l.intermediate_size = 0;
+  return l;
+}
+
 /// Runs a shell command; fails the test (with the command) on a non-zero exit.
 inline void run_or_fail(const std::string& cmd) {
   int rc = std::system(cmd.c_str());

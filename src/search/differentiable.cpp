@@ -23,6 +23,14 @@ std::string kl_key(size_t batches, const ModelConfig& target) {
   return fmt::format("{}|{}", batches, describe(target));
 }
 
+// KL(teacher || `target` pruned, removed blocks dropped) per token on `batches`, the teacher's
+// log-probabilities of them in `reference`.
+double pruned_kl(const LlamaModel& teacher, const Importance& imp, const ModelConfig& target,
+                 const std::vector<at::Tensor>& reference, const std::vector<at::Tensor>& batches) {
+  const LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, target));
+  return mean_kl(reference, student, batches);
+}
+
 // Every decision of ArchLogits in one list: hidden, then attention / FFN of each layer.
 std::vector<at::Tensor*> decisions(ArchLogits& a) {
   std::vector<at::Tensor*> out{&a.hidden};
@@ -167,17 +175,15 @@ void rank_and_refine(DifferentiableResult& r, const SearchSpace& s, const LlamaM
   for (const auto& b : batches) r.evaluation_tokens += b.numel();
   auto kl_of = [&](const ArchChoice& c) {  // in-sample KL after pruning (teacher cached)
     const ModelConfig target = target_of(s, c);
-    const std::string key = kl_key(nb, target);
-    if (shared) {  // measured by an earlier search on the same batches
-      auto it = shared->kl_after_prune.find(key);
-      if (it != shared->kl_after_prune.end()) return it->second;
+    if (shared) {  // looked up when an earlier search measured it on the same batches
+      int64_t tokens = 0;
+      const double kl = ranking_kl(teacher, imp, target, calibration, opt, *shared, &tokens);
+      if (tokens > 0) ++r.evaluations, r.search.search_tokens += tokens;
+      return kl;
     }
-    LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, target));
     ++r.evaluations;
     r.search.search_tokens += r.evaluation_tokens;
-    const double kl = mean_kl(reference, student, batches);
-    if (shared) shared->kl_after_prune.emplace(key, kl);
-    return kl;
+    return pruned_kl(teacher, imp, target, reference, batches);
   };
   std::vector<ArchChoice> cands = proposals(s, r.argmax, logits, cost, strict);
   if (cands.empty()) return;  // nothing met the limits but the repaired argmax already kept
@@ -577,8 +583,7 @@ double ranking_kl(const LlamaModel& teacher, const Importance& imp, const ModelC
   const std::vector<at::Tensor> batches(calibration.begin(), calibration.begin() + long(nb));
   const std::vector<at::Tensor> reference(shared.teacher_reference.begin(),
                                           shared.teacher_reference.begin() + long(nb));
-  LlamaModel student = drop_removed_blocks(prune_model(teacher, imp, target));
-  const double kl = mean_kl(reference, student, batches);
+  const double kl = pruned_kl(teacher, imp, target, reference, batches);
   if (tokens)
     for (const auto& b : batches) *tokens += b.numel();
   shared.kl_after_prune.emplace(key, kl);

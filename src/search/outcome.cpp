@@ -194,6 +194,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
   nlohmann::json judge = nullptr;  // what judged the finalists (null: nothing retrained)
   std::vector<size_t> picks;
   std::set<std::string> picked;  // one finalist per architecture
+  size_t places = 0;  // searches whose pick was ranked: one finalist's place each
   nlohmann::json searches = nlohmann::json::array();
   for (size_t i = 0; i < runs.size(); ++i) {
     DifferentiableOptions d = dopt;
@@ -226,16 +227,15 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
       }
     }
     const Candidate& pick = r.search.candidates.back();
-    if (pick.loss_after_prune >= 0 && picked.insert(candidate_key(pick)).second)
-      picks.push_back(r.search.candidates.size() - 1);
+    if (pick.loss_after_prune < 0) continue;
+    ++places;
+    if (picked.insert(candidate_key(pick)).second) picks.push_back(r.search.candidates.size() - 1);
   }
   // A search (a restart or a capped one) that returns an earlier search's pick leaves its
   // finalist's place empty: the places go to the picks' attention-placement variants that meet
   // the limits (search/placement.h), best first by the KL after pruning on the ranking's
   // batches, at most max_ranked of them measured.
   nlohmann::json variants = nlohmann::json::array();
-  size_t places = 0;
-  for (const auto& s : searches) places += s.contains("pick") ? 1 : 0;
   if (st.autocompress_retrain && !r.parent_meets_limits && picks.size() < places) {
     DifferentiableOptions d = dopt;
     d.space.max_attention_removed = caps[0];
@@ -243,8 +243,7 @@ SearchOutcome run_search_method(const std::string& method, const LlamaModel& par
     CostFn cost = [&](const ModelConfig& c) { return predict(c, scenario, profile); };
     std::vector<Candidate> offered;
     std::set<std::string> seen = picked;
-    const std::vector<size_t> of = picks;
-    for (size_t p : of) {
+    for (size_t p : picks) {  // the places are filled below, after every variant is measured
       for (const ModelConfig& v : attention_placement_variants(r.search.candidates[p].target, space)) {
         if (int64_t(offered.size()) >= std::max<int64_t>(dopt.max_ranked, 1)) break;
         Candidate k = costed_candidate(v, cost, search_limits);

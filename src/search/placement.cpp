@@ -1,8 +1,6 @@
 #include "search/placement.h"
 
 #include <algorithm>
-#include <set>
-#include <string>
 
 #include "common/error.h"
 
@@ -35,8 +33,8 @@ std::vector<ModelConfig> attention_placement_variants(const ModelConfig& target,
   std::vector<size_t> kept;
   for (size_t l = 0; l < target.layers.size(); ++l)
     if (target.layers[l].is_present()) kept.push_back(l);
+  // Each variant differs from `target` in exactly its pair's two layers, so no two are alike.
   std::vector<ModelConfig> out;
-  std::set<std::string> seen;
   for (size_t k = 0; k + 1 < kept.size(); ++k) {
     const size_t i = kept[k], j = kept[k + 1];
     if (target.layers[i].has_attention() == target.layers[j].has_attention()) continue;
@@ -46,7 +44,7 @@ std::vector<ModelConfig> attention_placement_variants(const ModelConfig& target,
     if (!v.layers[i].is_present() || !v.layers[j].is_present()) continue;
     if (!offered(v.layers[i], space.attention[i]) || !offered(v.layers[j], space.attention[j]))
       continue;
-    if (seen.insert(describe(v)).second) out.push_back(std::move(v));
+    out.push_back(std::move(v));
   }
   return out;
 }

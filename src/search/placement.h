@@ -23,7 +23,7 @@ namespace ac {
 /// variant that would leave a layer with neither attention nor FFN is not one). Only
 /// variants whose moved attention is an option of its new layer in `space` (SearchSpace::
 /// attention: a capped space offers "removed" in few layers) are returned, in layer order
-/// (the pair's first layer), each once. Costs nothing; the caller checks the limits. Throws
+/// (the pair's first layer), all distinct. Costs nothing; the caller checks the limits. Throws
 /// ConfigError when `target`'s layer count is not the space's.
 std::vector<ModelConfig> attention_placement_variants(const ModelConfig& target,
                                                       const SearchSpace& space);
