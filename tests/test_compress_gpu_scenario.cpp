@@ -223,8 +223,8 @@ TEST(CompressData, Stories15mOnMobyDickNamesTheDataInTheReport) {
   ac::test::run_or_fail(fmt::format(
       "AC_QUIET=1 {} compress --model {} --scenario stories15m-rtx5070 --method autocompress "
       "--out {} --data-text {} --seq-len 64 --calibration-sequences 8 --distill-tokens 1024 "
-      "--distill-batch-size 4 --task-items 20 > {} 2>&1", ac::test::cli_bin(), model.string(),
-      run.string(), book.string(), (tmp.path / "compress.log").string()));
+      "--distill-batch-size 4 --task-items 20 {} > {} 2>&1", ac::test::cli_bin(), model.string(),
+      run.string(), book.string(), ac::test::kOneSearch, (tmp.path / "compress.log").string()));
   const json r = parse_json_text(slurp(run / "report.json"), "report.json");
   const json& src = r["data"]["source"];
   EXPECT_EQ(src["source"], "text");
@@ -312,14 +312,16 @@ TEST(CompressSignal, SigtermDuringDistillationStopsCompressAndKeepsItResumable) 
   ASSERT_FALSE(testing::Test::HasFailure());
   const fs::path log = tmp.path / "compress.log", pid_file = tmp.path / "pid",
                  rc_file = tmp.path / "rc";
-  // Far more distillation steps than the test waits for.
+  // Far more distillation steps than the test waits for, after a blockwise start of one step
+  // (its default, 1/16 of the distillation, would be 6 250 steps before the loop).
   const std::string cmd = fmt::format(
       "(sh -c 'echo $$ > {}; exec {} compress --model {} --scenario stories15m-rtx5070 "
       "--method autocompress --autocompress-retrain-top-k 0 --out {} --seq-len 32 "
       "--calibration-sequences 8 --train-sequences 8 --heldout-sequences 8 "
-      "--distill-tokens 6400000 --distill-batch-size 2 --task-items 0' > {} 2>&1; echo $? > {}) &",
-      pid_file.string(), ac::test::cli_bin(), model.string(), run.string(), log.string(),
-      rc_file.string());
+      "--distill-tokens 6400000 --distill-bld-tokens 64 --distill-batch-size 2 --task-items 0 {}' "
+      "> {} 2>&1; echo $? > {}) &",
+      pid_file.string(), ac::test::cli_bin(), model.string(), run.string(), ac::test::kOneSearch,
+      log.string(), rc_file.string());
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   const KillOnExit guard{pid_file, rc_file};
   bool distilling = false;
@@ -365,7 +367,7 @@ TEST(CompressResume, AKilledRunResumesToTheSameReport) {
       "compress --model {} --scenario stories15m-rtx5070 --method autocompress "
       "--autocompress-retrain-top-k 2 --seq-len 32 --calibration-sequences 8 "
       "--train-sequences 8 --heldout-sequences 8 --distill-tokens 512 --distill-batch-size 2 "
-      "--task-items 5", model.string());
+      "--task-items 5 {}", model.string(), ac::test::kOneSearch);
   const fs::path whole = tmp.path / "whole", killed = tmp.path / "killed";
   ac::test::run_or_fail(fmt::format("AC_QUIET=1 {} {} --out {} > {} 2>&1", ac::test::cli_bin(),
                                     args, whole.string(), (tmp.path / "whole.log").string()));

@@ -104,8 +104,8 @@ TEST(HubCheckpoint, CompressOnAGpuScenarioWithText) {
   const int rc = std::system(fmt::format(
       "AC_QUIET=1 {} compress --model {} --scenario {} --method autocompress --out {} "
       "--data-text {} --seq-len 64 --calibration-sequences 8 --distill-tokens 2048 "
-      "--distill-batch-size 4 --task-items 20 > {} 2>&1", ac::test::cli_bin(), dir.string(),
-      scenario.string(), run.string(), text.string(),
+      "--distill-batch-size 4 --task-items 20 {} > {} 2>&1", ac::test::cli_bin(), dir.string(),
+      scenario.string(), run.string(), text.string(), ac::test::kOneSearch,
       (tmp.path / "compress.log").string()).c_str());
   ASSERT_EQ(rc, 0) << slurp(tmp.path / "compress.log");
   const json r = parse_json_text(slurp(run / "report.json"), "report.json");
@@ -148,10 +148,11 @@ TEST(HubCheckpoint, CompressOnTheCpuThenItsGgufRunsInLlamaCpp) {
   const int rc = std::system(fmt::format(
       "AC_QUIET=1 {0} compress --model {1} --scenario {6} --method autocompress --out {2} "
       "--data-text {3} --seq-len 32 --calibration-sequences 8 --distill-tokens 512 "
-      "--distill-batch-size 2 --task-items 0 --fit-attempts 1 > {4} 2>&1 && "
+      "--distill-batch-size 2 --task-items 0 --fit-attempts 1 {7} > {4} 2>&1 && "
       "AC_QUIET=1 {0} export --model {2}/model --out {5} --format gguf >> {4} 2>&1",
       ac::test::cli_bin(), dir.string(), run.string(), text.string(),
-      (tmp.path / "compress.log").string(), out.string(), scenario.string()).c_str());
+      (tmp.path / "compress.log").string(), out.string(), scenario.string(),
+      ac::test::kOneSearch).c_str());
   ASSERT_EQ(rc, 0) << slurp(tmp.path / "compress.log");
   const json r = parse_json_text(slurp(run / "report.json"), "report.json");
   EXPECT_EQ(r["data"]["source"]["source"], "text");

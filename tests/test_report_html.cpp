@@ -363,8 +363,8 @@ TEST(ReportHtml, CompressOnTheCpuScenarioWritesAReportChromiumRenders) {
   ac::test::run_or_fail(fmt::format(
       "AC_QUIET=1 {} compress --model {} --scenario cpu-local --out {} --seq-len 32 "
       "--calibration-sequences 8 --train-sequences 8 --heldout-sequences 8 --distill-tokens 512 "
-      "--distill-batch-size 2 --task-items 0 > {} 2>&1", bin, model.string(), run.string(),
-      (tmp.path / "compress.log").string()));
+      "--distill-batch-size 2 --task-items 0 {} > {} 2>&1", bin, model.string(), run.string(),
+      ac::test::kOneSearch, (tmp.path / "compress.log").string()));
   ASSERT_TRUE(fs::exists(run / "report.md"));
   // The measured verdict on paired rounds, with its interval, in report.json and report.md.
   const nlohmann::json report = nlohmann::json::parse(read_file(run / "report.json"));

@@ -134,6 +134,13 @@ inline std::set<std::string> names_in(const fs::path& dir) {
   return out;
 }
 
+/// compress's flags for one AutoCompress search (no restarts, no capped search): for the end-to-end
+/// tests whose subject is not the search (data, resume, signals, reports, exports), which keep
+/// the rest of the pipeline as it is at a quarter of the search's time. The default searches
+/// (three restarts and a capped one) are run end to end by CompressGpuScenario and checked by
+/// MinitronRetrain and SearchPlacement.
+inline constexpr const char* kOneSearch = "--autocompress-restarts 1 --max-attention-free-layers -1";
+
 /// stories15M (stories15m_dir()) imported with `autocompress import llama2c` into DIR/stories15m;
 /// returns that folder. Fails the test when stories15M is not fetched or the import fails.
 inline fs::path import_stories15m(const fs::path& dir) {

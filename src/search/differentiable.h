@@ -54,14 +54,17 @@
 //                saved) and then given its slack back (fill_slack); the distinct ones are ranked
 //                by KL(teacher || pruned) on the first rank_batches calibration batches (the
 //                teacher's log-probabilities are already cached), and the best is refined by
-//                refine_choice (swap moves tried in order of learned log-probability). Every
-//                evaluation's tokens count as search tokens.
+//                refine_choice (swap moves tried in order of learned log-probability), then
+//                given the slack the refinement left back (fill_slack by importance: a strict
+//                subset of an architecture that fits is never the pick). Every evaluation's
+//                tokens count as search tokens.
 // If the parent already meets every limit (with the margin), it is returned without search.
 #pragma once
 #include <ATen/ATen.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -185,9 +188,18 @@ struct DifferentiableResult {
   int64_t evaluation_tokens = 0;   // tokens of one evaluation (rank_batches batches)
   std::vector<Candidate> ranked;   // ranked candidates with loss_after_prune (in-sample KL)
   RefineResult refine;             // the local search from the best ranked candidate
+  /// The refined architecture grown by fill_slack (importance regained per slack) into the
+  /// slack the refinement left; the grown one is the result, its KL after pruning measured
+  /// (one more evaluation). Absent when no larger option fitted.
+  struct Fill {
+    ArchChoice choice;     // the grown architecture (search.best's target)
+    std::string from, to;  // describe() of the refined and the grown targets
+    double kl = 0;         // in-sample KL after pruning of `to`
+  };
+  std::optional<Fill> fill;
   /// SearchResult's JSON plus "trajectory", "probabilities", "argmax_before_repair", "repair",
   /// "slack", "budgets", "steps_run", "parent_meets_limits", "evaluations", "ranked",
-  /// "refine".
+  /// "refine", "fill" ({"from", "to", "kl"} or null).
   nlohmann::json to_json() const;
 };
 
