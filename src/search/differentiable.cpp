@@ -211,9 +211,9 @@ void rank_and_refine(DifferentiableResult& r, const SearchSpace& s, const LlamaM
   const ArchChoice filled = fill_slack(s, pick, cost, strict);
   if (!(filled == pick)) {
     pick_kl = kl_of(filled);
-    r.fill = {filled, describe(target_of(s, pick)), describe(target_of(s, filled)), pick_kl};
+    r.fill = {filled, describe(target_of(s, pick))};
     log_info(fmt::format("[search] autocompress: {} filled to {} (KL {:.4f})", r.fill->from,
-                         r.fill->to, pick_kl));
+                         describe(target_of(s, filled)), pick_kl));
     pick = filled;
   }
   Candidate chosen = costed(s, pick, cost, strict);
@@ -535,7 +535,9 @@ nlohmann::json DifferentiableResult::to_json() const {
   for (const auto& st : refine.steps) refine_json.push_back(st.to_json());
   j["ranked"] = ranked_json;
   j["refine"] = {{"evaluations", refine.evaluations}, {"loss", refine.loss}, {"steps", refine_json}};
-  j["fill"] = fill ? nlohmann::json{{"from", fill->from}, {"to", fill->to}, {"kl", fill->kl}}
+  j["fill"] = fill ? nlohmann::json{{"from", fill->from},
+                                    {"to", describe(search.best.target)},
+                                    {"kl", search.best.loss_after_prune}}
                    : nlohmann::json();
   return j;
 }

@@ -192,14 +192,13 @@ struct DifferentiableResult {
   /// slack the refinement left; the grown one is the result, its KL after pruning measured
   /// (one more evaluation). Absent when no larger option fitted.
   struct Fill {
-    ArchChoice choice;     // the grown architecture (search.best's target)
-    std::string from, to;  // describe() of the refined and the grown targets
-    double kl = 0;         // in-sample KL after pruning of `to`
+    ArchChoice choice;  // the grown architecture (search.best's target and KL after pruning)
+    std::string from;   // describe() of the refined target
   };
   std::optional<Fill> fill;
   /// SearchResult's JSON plus "trajectory", "probabilities", "argmax_before_repair", "repair",
   /// "slack", "budgets", "steps_run", "parent_meets_limits", "evaluations", "ranked",
-  /// "refine", "fill" ({"from", "to", "kl"} or null).
+  /// "refine", "fill" ({"from", "to", "kl"}: the refined target, search.best's and its KL; or null).
   nlohmann::json to_json() const;
 };
 
