@@ -32,7 +32,9 @@
 # Resumable: every output is written atomically and skipped when present.
 # Environment: OUT (out/ranking), SETTINGS, SEEDS, POOL, SHORT_TOKENS, FINAL_TOKENS, HELDOUT (64),
 # TASK_ITEMS (1000), DISTILL_SEED (1), BLD_TOKENS, FINAL_BLD, BIN, JSON and SVG (where the report
-# goes; default docs/ranking.json, .svg).
+# goes; default docs/ranking.json, .svg), SHARD=I/N (this process distills only the candidates whose
+# number is I modulo N and writes no report: start N of them once OUT/SETTING/pool.json exists, then
+# run once more without SHARD for the report).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out/ranking}
@@ -46,6 +48,10 @@ task_items=${TASK_ITEMS:-1000}
 distill_seed=${DISTILL_SEED:-1}
 bld_tokens=(${BLD_TOKENS:-8192 32768})
 final_bld=${FINAL_BLD:-}
+shard=${SHARD:-}
+if [ -n "$shard" ] && ! [[ "$shard" =~ ^([0-9]+)/([1-9][0-9]*)$ && ${shard%/*} -lt ${shard#*/} ]]; then
+  echo "bench/ranking.sh: SHARD must be I/N with 0 <= I < N (e.g. 0/2), found '$shard'" >&2; exit 2
+fi
 curve=2048,4096,8192,16384,32768,65536
 
 scripts/setup.sh >/dev/null
@@ -108,6 +114,7 @@ for setting in "${settings[@]}"; do
   [ -f "$dir/pool.json" ] || python3 bench/ranking.py pool "$dir" --size "$pool"
   for arch in "$dir"/cand-*/arch.json; do
     c=$(dirname "$arch")
+    if [ -n "$shard" ]; then n=${c##*cand-}; ((10#$n % ${shard#*/} == ${shard%/*})) || continue; fi
     [ -d "$c/pruned" ] || $bin prune --model "$ckpt" --importance "$data/importance.safetensors" --arch "$arch" --out "$c/pruned" >/dev/null
     # Blockwise local distillation alone (distill --tokens 0 --bld-tokens B), then held-out KL.
     for b in "${bld_tokens[@]}"; do
@@ -150,4 +157,5 @@ for setting in "${settings[@]}"; do
     [ -f "$c/tasks.json" ] || atomic "$c/tasks.json" $bin eval --model "$c/final" "${tasks[@]}" --out >/dev/null
   done
 done
+[ -z "$shard" ] || { log "shard $shard done: run again without SHARD for the report"; exit 0; }
 python3 bench/ranking.py report "$out" --json "${JSON:-docs/ranking.json}" --svg "${SVG:-docs/ranking.svg}"
