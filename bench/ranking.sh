@@ -4,7 +4,8 @@
 # feasible candidates from every source a search has, each distilled with the final recipe while
 # its held-out KL is recorded along the way; bench/ranking.py then scores each proxy by its
 # Kendall tau and Spearman rho against the final KL and the final task accuracy, its top-1 hit
-# and its regret, and writes docs/ranking.json and docs/ranking.svg.
+# and its regret, and writes OUT/ranking.json and OUT/ranking.svg (JSON, SVG: e.g. the committed
+# docs/ranking*.json, .svg).
 #
 #   bench/ranking.sh                  (settings: SETTINGS, default "stories15m-game stories15m-serving")
 #
@@ -32,7 +33,7 @@
 # Resumable: every output is written atomically and skipped when present.
 # Environment: OUT (out/ranking), SETTINGS, SEEDS, POOL, SHORT_TOKENS, FINAL_TOKENS, HELDOUT (64),
 # TASK_ITEMS (1000), DISTILL_SEED (1), BLD_TOKENS, FINAL_BLD, BIN, JSON and SVG (where the report
-# goes; default docs/ranking.json, .svg), SHARD=I/N (this process distills only the candidates whose
+# goes; default OUT/ranking.json, .svg), SHARD=I/N (this process distills only the candidates whose
 # number is I modulo N and writes no report: start N of them once OUT/SETTING/pool.json exists, then
 # run once more without SHARD for the report).
 set -euo pipefail
@@ -158,4 +159,4 @@ for setting in "${settings[@]}"; do
   done
 done
 [ -z "$shard" ] || { log "shard $shard done: run again without SHARD for the report"; exit 0; }
-python3 bench/ranking.py report "$out" --json "${JSON:-docs/ranking.json}" --svg "${SVG:-docs/ranking.svg}"
+python3 bench/ranking.py report "$out" --json "${JSON:-$out/ranking.json}" --svg "${SVG:-$out/ranking.svg}"

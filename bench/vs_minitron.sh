@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # AutoCompress against Minitron on stories15M: `compress --method both` on four deployment
 # settings that bind differently, over several seeds, with the same data, distillation budget and
-# held-out sets for both methods. Writes the table (markdown) and docs/vs-minitron.json, and the
-# plot docs/vs-minitron.svg (bench/vs_minitron.py).
+# held-out sets for both methods. Prints the table (markdown) and writes OUT/vs-minitron.json and
+# the plot OUT/vs-minitron.svg (bench/vs_minitron.py). The committed figures (docs/vs-minitron.json,
+# .svg) change only when asked: JSON=docs/vs-minitron.json SVG=docs/vs-minitron.svg, or
+# `python3 bench/vs_minitron.py OUT --json docs/vs-minitron.json --svg docs/vs-minitron.svg`, so
+# that rerunning one setting or seed does not replace the study's table with a partial one.
 #
 #   bench/vs_minitron.sh [SEEDS...]          (default: 1 2 3)
 #
@@ -30,7 +33,7 @@
 # any accuracy), TASK_STORIES (stories the tasks are built from, default 512), HELDOUT (held-out
 # stories, default 160), BLD_TOKENS (the blockwise start of every final distillation and of
 # AutoCompress's finalists, default 8192: the figures in docs/benchmarks.md were measured with it
-# at DISTILL_TOKENS=65536, where compress's own default would now give 4096), BIN, JSON and SVG (where the table's JSON and plot go; default docs/vs-minitron.json, .svg).
+# at DISTILL_TOKENS=65536, where compress's own default would now give 4096), BIN, JSON and SVG (where the table's JSON and plot go; default OUT/vs-minitron.json, .svg).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=("$@")
@@ -113,4 +116,4 @@ for seed in "${seeds[@]}"; do
     [ -f "$scored" ] || { log "  scoring both models on the tasks"; atomic "$scored" $bin eval --model "$run/model" --model "$run/model-minitron" "${tasks[@]}" --out >/dev/null; }
   done
 done
-python3 bench/vs_minitron.py "$out" --json "${JSON:-docs/vs-minitron.json}" --svg "${SVG:-docs/vs-minitron.svg}"
+python3 bench/vs_minitron.py "$out" --json "${JSON:-$out/vs-minitron.json}" --svg "${SVG:-$out/vs-minitron.svg}"
