@@ -50,7 +50,7 @@ distill_seed=${DISTILL_SEED:-1}
 bld_tokens=(${BLD_TOKENS:-8192 32768})
 final_bld=${FINAL_BLD:-}
 shard=${SHARD:-}
-if [ -n "$shard" ] && ! [[ "$shard" =~ ^([0-9]+)/([1-9][0-9]*)$ && ${shard%/*} -lt ${shard#*/} ]]; then
+if [ -n "$shard" ] && ! [[ "$shard" =~ ^[0-9]+/[1-9][0-9]*$ && ${shard%/*} -lt ${shard#*/} ]]; then
   echo "bench/ranking.sh: SHARD must be I/N with 0 <= I < N (e.g. 0/2), found '$shard'" >&2; exit 2
 fi
 curve=2048,4096,8192,16384,32768,65536
@@ -115,7 +115,7 @@ for setting in "${settings[@]}"; do
   [ -f "$dir/pool.json" ] || python3 bench/ranking.py pool "$dir" --size "$pool"
   for arch in "$dir"/cand-*/arch.json; do
     c=$(dirname "$arch")
-    if [ -n "$shard" ]; then n=${c##*cand-}; ((10#$n % ${shard#*/} == ${shard%/*})) || continue; fi
+    if [ -n "$shard" ]; then ((10#${c##*cand-} % ${shard#*/} == ${shard%/*})) || continue; fi
     [ -d "$c/pruned" ] || $bin prune --model "$ckpt" --importance "$data/importance.safetensors" --arch "$arch" --out "$c/pruned" >/dev/null
     # Blockwise local distillation alone (distill --tokens 0 --bld-tokens B), then held-out KL.
     for b in "${bld_tokens[@]}"; do
