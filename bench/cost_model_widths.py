@@ -8,7 +8,9 @@ Per run: MAPE and worst error of TTFT, TPOT and peak memory; the mean signed err
 every row shares: the machine faster or slower than when profiled); the TPOT MAPE once that bias
 is divided out; the TPOT errors per hidden size; the profile's fitted decode correction; the
 errors as fractions of the base (the teacher) measured in the same rounds, when validate measured
-it (its "relative_to_base").
+it (its "relative_to_base"); the measurement against itself inside the run (its
+"measurement_repeatability"). Over the runs: the same architectures' measured TPOT run against
+run, the machine against itself minutes apart.
 Standard library only.
 """
 import json
@@ -65,7 +67,37 @@ def run_summary(validate_path, profile_path):
         # As fractions of the base measured in the same rounds (validate's relative_to_base):
         # the error a relative limit meets, with the machine's drift cancelled.
         "relative": relative(v),
+        # The measurement against itself inside the run (validate's measurement_repeatability:
+        # odd rounds against even ones): the noise floor under tpot_mape_debiased.
+        "tpot_noise": noise(v),
     }
+
+
+def noise(v):
+    r = v.get("measurement_repeatability")
+    if not r or not r.get("rows"):
+        return None
+    return {"apart": r["apart_percent"]["tpot_ms"], "max_apart": r["max_apart_percent"]["tpot_ms"],
+            "drift": r["drift_percent"]["tpot_ms"]}
+
+
+def machine_between_runs(paths):
+    """The machine against itself between runs: the same architectures' measured TPOT in run a
+    and run b (percent): the drift every one shares (mean of a/b - 1), the mean and largest
+    |.| left once it is divided out. None for a pair whose rows differ."""
+    vs = [json.load(open(p)) for p in paths]
+    out = []
+    for i in range(len(vs)):
+        for j in range(i + 1, len(vs)):
+            a, b = vs[i]["rows"], vs[j]["rows"]
+            if [r["architecture"] for r in a] != [r["architecture"] for r in b]:
+                continue
+            d = [100 * (x["measured"]["tpot_ms"] / y["measured"]["tpot_ms"] - 1) for x, y in zip(a, b)]
+            drift = sum(d) / len(d)
+            left = [abs(100 * ((1 + x / 100) / (1 + drift / 100) - 1)) for x in d]
+            out.append({"a": i + 1, "b": j + 1, "drift": drift, "apart": sum(left) / len(left),
+                        "max_apart": max(left)})
+    return out
 
 
 def relative(v):
@@ -98,6 +130,16 @@ def main():
             print(f"{i:>3} | {r['ttft_mape']:>8.2f}% {r['ttft_max']:>5.1f}% | {r['tpot_mape']:>8.2f}% "
                   f"{r['tpot_max']:>5.1f}% {r['tpot_bias']:>+5.1f}% {r['tpot_mape_debiased']:>7.2f}% "
                   f"{r['tpot_max_reduced_width']:>8.1f}% | {r['memory_mape']:>5.2f}%{tail}")
+        for r in rs:
+            n = r["tpot_noise"]
+            if n:
+                print(f"run {rs.index(r) + 1}: the measurement against itself (odd rounds against even): "
+                      f"TPOT {n['apart']:.2f}% apart (max {n['max_apart']:.2f}%) beyond a shared "
+                      f"{n['drift']:+.2f}%")
+        between = machine_between_runs([r["validate"] for r in rs])
+        for m in between:
+            print(f"the machine, run {m['a']} against run {m['b']} (the same models measured): TPOT "
+                  f"drift {m['drift']:+.2f}%, beyond it {m['apart']:.2f}% apart (max {m['max_apart']:.2f}%)")
         if agree:
             for p in agree["pairs"]:
                 print(f"profiles {os.path.basename(p['a'])} vs {os.path.basename(p['b'])}: largest TPOT "
@@ -107,7 +149,7 @@ def main():
                       f"TTFT {p.get('max_relative_ttft_diff_percent', float('nan')):.2f}%")
         tmp = os.path.join(out, "summary.json.tmp")
         with open(tmp, "w") as f:
-            json.dump({"runs": rs, "agree": agree}, f, indent=1)
+            json.dump({"runs": rs, "agree": agree, "machine_between_runs": between}, f, indent=1)
         os.replace(tmp, os.path.join(out, "summary.json"))
         return
     sys.exit(__doc__)

@@ -9,7 +9,10 @@
 //              class: gemm (projections), attention, elementwise (norms, SwiGLU, residual adds,
 //              embedding), lm_head, and what no op's timer saw (rest);
 //   tables     the profile's table sums of the same classes (calibration.h correction_features),
-//              and its prediction with the fitted correction.
+//              and its prediction with the fitted correction;
+//   self       the measurement against itself: the width's even rounds over its odd ones - 1,
+//              percent (validate.h measurement_repeatability of that width alone), how far
+//              this machine repeats the same step within the same minutes.
 // Prints one JSON line per width and a table. The rows are docs/benchmarks.md's per-width table.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -73,23 +76,25 @@ int width_probe(int argc, char** argv) {
   Profile bare = profile;
   bare.in_forward.clear();
 
-  fmt::print("{:>4} | {:>8} {:>8} | {:>8} {:>8} | {:>6} {:>6} | {:>6} {:>6} | {:>6} {:>6} | {:>6} {:>6} | {:>6}\n",
-             "D", "measured", "in fwd", "tables", "pred", "gemm", "table", "attn", "table",
+  fmt::print("{:>4} | {:>8} {:>6} {:>8} | {:>8} {:>8} | {:>6} {:>6} | {:>6} {:>6} | {:>6} {:>6} | {:>6} {:>6} | {:>6}\n",
+             "D", "measured", "self%", "in fwd", "tables", "pred", "gemm", "table", "attn", "table",
              "elem", "table", "head", "table", "rest");
   for (size_t i = 0; i < archs.size(); ++i) {
     const PhaseFeatures dec = correction_features(bare, archs[i], wl).second;  // the tables as timed
     const CostEstimate e = predict(archs[i], scen, &profile);
     const InForwardRatio& f = split[i];
     const double table_sum = dec.x[0] + dec.x[1] + dec.x[2] + dec.x[3] + dec.offset;
+    const double self = measurement_repeatability({measured[i]}).drift_tpot;
     nlohmann::json j = {{"hidden_size", archs[i].hidden_size},
                         {"measured_tpot_ms", measured[i].tpot_ms},
+                        {"measured_self_percent", self},
                         {"in_forward", f.to_json()},
                         {"tables_ms", {{"total", table_sum}, {"step", dec.offset}}},
                         {"predicted_tpot_ms", e.tpot_ms}};
     std::cerr << j.dump() << "\n";
-    fmt::print("{:>4} | {:>8.3f} {:>8.3f} | {:>8.3f} {:>8.3f} | {:>6.3f} {:>6.3f} | {:>6.3f} {:>6.3f} | "
+    fmt::print("{:>4} | {:>8.3f} {:>+6.1f} {:>8.3f} | {:>8.3f} {:>8.3f} | {:>6.3f} {:>6.3f} | {:>6.3f} {:>6.3f} | "
                "{:>6.3f} {:>6.3f} | {:>6.3f} {:>6.3f} | {:>6.3f}\n",
-               archs[i].hidden_size, measured[i].tpot_ms, f.total_ms, table_sum, e.tpot_ms,
+               archs[i].hidden_size, measured[i].tpot_ms, self, f.total_ms, table_sum, e.tpot_ms,
                f.in_forward_ms[0], f.table_ms[0], f.in_forward_ms[1], f.table_ms[1],
                f.in_forward_ms[2], f.table_ms[2], f.in_forward_ms[3], f.table_ms[3], f.rest_ms);
   }

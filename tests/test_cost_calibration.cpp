@@ -632,6 +632,46 @@ TEST(CostCalibration, ErrorsRelativeToTheBaseCancelTheMachinesDrift) {
   EXPECT_THROW(add_relative_errors(first, c, zero, s, p), ConfigError);
 }
 
+TEST(CostCalibration, ValidationMeasuresTheMeasurementAgainstItself) {
+  // Per-round decode steps: round r of a row is Samples::step_ms[r] (measure_interleaved).
+  auto steps = [](double from, double by) {
+    std::vector<double> v;
+    for (int k = 0; k < 10; ++k) v.push_back(from + by * k);
+    return v;
+  };
+  Measurement a, b, one_round, none;
+  // Rounds 1 and 3 pooled: 20 steps, p10 = the 3rd smallest (index lround(0.1 x 19) = 2) = 1.1;
+  // round 2: 10 steps from 1.2, p10 = index lround(0.9) = 1 -> 1.3. d = 1.3 / 1.1 - 1.
+  a.samples.step_ms = {steps(1.0, 0.1), steps(1.2, 0.1), steps(1.0, 0.1)};
+  b.samples.step_ms = {steps(2.0, 0.0), steps(2.0, 0.0), steps(2.0, 0.0)};  // d = 0
+  one_round.samples.step_ms = {steps(3.0, 0.1)};                          // skipped
+  const MeasurementRepeatability r = measurement_repeatability({a, b, one_round, none});
+  EXPECT_EQ(r.rows, 2);
+  const double d = 100 * (1.3 / 1.1 - 1);
+  EXPECT_NEAR(r.drift_tpot, d / 2, 1e-9);
+  // Beyond the drift: 2 x 1.3 / (1.3 + 1.1) - 1 = +8.333% and 2 x 1.1 / 2.4 - 1 = -8.333%.
+  EXPECT_NEAR(r.apart_tpot, 100.0 / 12, 1e-9);
+  EXPECT_NEAR(r.max_apart_tpot, 100.0 / 12, 1e-9);
+  EXPECT_EQ(measurement_repeatability({one_round, none}).rows, 0);
+
+  // validate's report carries it, in JSON and in its summary; without samples it says nothing.
+  const ValidationSetting v = validation_setting();
+  std::vector<Measurement> measured{missed_by(v, v.c, 0.0), missed_by(v, v.narrow, 0.0)};
+  measured[0].samples.step_ms = a.samples.step_ms;
+  measured[1].samples.step_ms = b.samples.step_ms;
+  const ValidationReport rep = validation_report({v.c, v.narrow}, measured, v.s, v.p);
+  EXPECT_EQ(rep.repeatability.rows, 2);
+  EXPECT_NEAR(rep.repeatability.apart_tpot, 100.0 / 12, 1e-9);
+  const json j = rep.to_json().at("measurement_repeatability");
+  EXPECT_EQ(j.at("rows").get<int>(), 2);
+  EXPECT_NEAR(j.at("drift_percent").at("tpot_ms").get<double>(), d / 2, 1e-9);
+  EXPECT_NE(rep.table().find("The measurement against itself"), std::string::npos);
+  const ValidationReport bare = validation_report(
+      {v.c, v.narrow}, {missed_by(v, v.c, 0.0), missed_by(v, v.narrow, 0.0)}, v.s, v.p);
+  EXPECT_EQ(bare.repeatability.rows, 0);
+  EXPECT_EQ(bare.table().find("The measurement against itself"), std::string::npos);
+}
+
 TEST(CostCalibration, LastLevelCacheFromSysfs) {
   EXPECT_EQ(parse_cache_size("32768K"), int64_t(32) << 20);
   EXPECT_EQ(parse_cache_size("2M"), int64_t(2) << 20);

@@ -130,7 +130,7 @@ ac::cli::RegisterCommand reg(90, [](CLI::App& app) {
   s->add_option("--base", a->base, "architecture the random prunes start from (default: stories15M's shape); measured in the same rounds as the others, and each error also given as a fraction of its own (how a relative limit reads the model)");
   s->add_option("--count", a->count, "random architectures")->capture_default_str();
   s->add_option("--seed", a->seed, "seed of the random architectures")->capture_default_str();
-  s->add_option("--repeats", a->repeats, "measured runs per architecture")->capture_default_str();
+  s->add_option("--repeats", a->repeats, "measured runs per architecture, in interleaved rounds (with 2 or more, the summary also gives each architecture's odd rounds against its even ones: the measurement against itself, the floor under the model's error here)")->capture_default_str();
   s->add_option("--out", a->out, "validation JSON to write");
   s->add_option("--engine", a->engine,
                 "engine to measure in (default: the scenario's): native, or llama.cpp (needs the "

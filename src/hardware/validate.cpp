@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -193,6 +194,29 @@ void check_profile_is_this_machine(const Profile& p) {
 
 static double ape(double pred, double meas) { return std::fabs(pred - meas) / meas * 100.0; }
 
+MeasurementRepeatability measurement_repeatability(const std::vector<Measurement>& measured) {
+  std::vector<double> d;  // per row: 100 (even half / odd half - 1)
+  for (const Measurement& m : measured) {
+    std::vector<double> half[2];  // rounds 1, 3, ... and 2, 4, ... (0-based: even, odd index)
+    for (size_t r = 0; r < m.samples.step_ms.size(); ++r)
+      half[r % 2].insert(half[r % 2].end(), m.samples.step_ms[r].begin(),
+                         m.samples.step_ms[r].end());
+    if (half[0].empty() || half[1].empty()) continue;
+    d.push_back(100.0 * (sample_quantile(half[1], kLatencyQuantile) /
+                             sample_quantile(half[0], kLatencyQuantile) - 1));
+  }
+  MeasurementRepeatability out;
+  if (d.empty()) return out;
+  out.rows = int(d.size());
+  for (double x : d) out.drift_tpot += x / double(d.size());
+  for (double x : d) {
+    const double left = 100.0 * ((1 + x / 100) / (1 + out.drift_tpot / 100) - 1);
+    out.apart_tpot += std::fabs(left) / double(d.size());
+    out.max_apart_tpot = std::max(out.max_apart_tpot, std::fabs(left));
+  }
+  return out;
+}
+
 ValidationReport validation_report(const std::vector<ModelConfig>& archs,
                                      const std::vector<Measurement>& measured, const Scenario& s,
                                      const Profile& profile) {
@@ -220,6 +244,7 @@ ValidationReport validation_report(const std::vector<ModelConfig>& archs,
     rep.interference_ttft += 100.0 * (r.measured.ttft_median_ms / r.measured.ttft_ms - 1) / n;
     rep.interference_tpot += 100.0 * (r.measured.tpot_median_ms / r.measured.tpot_ms - 1) / n;
   }
+  rep.repeatability = measurement_repeatability(measured);
   std::map<int64_t, WidthErrors> widths;
   for (const auto& r : rep.rows) {
     const double t = 100.0 * (r.predicted.ttft_ms / r.measured.ttft_ms - 1),
@@ -401,6 +426,11 @@ json ValidationReport::to_json() const {
           {"debiased_mape_percent", {{"ttft_ms", debiased_mape_ttft}, {"tpot_ms", debiased_mape_tpot}}},
           {"spread_percent", {{"ttft_ms", spread_ttft}, {"tpot_ms", spread_tpot}}},
           {"machine_load", machine_load.to_json()},
+          {"measurement_repeatability",
+           {{"rows", repeatability.rows},
+            {"drift_percent", {{"tpot_ms", repeatability.drift_tpot}}},
+            {"apart_percent", {{"tpot_ms", repeatability.apart_tpot}}},
+            {"max_apart_percent", {{"tpot_ms", repeatability.max_apart_tpot}}}}},
           {"by_hidden_size", widths}};
 }
 
@@ -426,6 +456,13 @@ std::string ValidationReport::table() const {
   out += fmt::format("Without that shared bias (the model's own error): TTFT MAPE {:.2f}%, TPOT "
                      "MAPE {:.2f}%; signed errors spread (std) {:.2f}% / {:.2f}% around it\n",
                      debiased_mape_ttft, debiased_mape_tpot, spread_ttft, spread_tpot);
+  if (repeatability.rows > 0)
+    out += fmt::format("The measurement against itself (each row's odd rounds against its even "
+                       "ones, the same minutes): TPOT {:.2f}% apart on average (max {:.2f}%) "
+                       "beyond a shared {:+.2f}%; a model error after the bias no larger than "
+                       "that is this machine's noise, not the model's\n",
+                       repeatability.apart_tpot, repeatability.max_apart_tpot,
+                       repeatability.drift_tpot);
   if (relative)
     out += fmt::format("As fractions of the base {} measured in the same rounds (how a relative "
                        "limit reads the model; the machine's drift cancels): TTFT MAPE {:.2f}% "

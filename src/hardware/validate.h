@@ -78,6 +78,29 @@ struct RelativeErrors {
   double bias_ttft = 0, bias_tpot = 0;        // mean signed error
 };
 
+/// How far the measurement repeats itself while it is taken: the noise floor under the model's
+/// error on this machine. Each row's samples are split by round into two interleaved halves
+/// (rounds 1, 3, 5, ... and 2, 4, 6, ...; Measurement::Samples::step_ms holds one run per round,
+/// measure_interleaved), both spanning the same minutes, and each half's TPOT is the p10 of its
+/// decode steps (kLatencyQuantile), as the measurement's own. d_i = 100 (even / odd - 1) per row;
+/// the drift is their mean (what every row shares); what is left is
+/// 100 ((1 + d_i/100) / (1 + drift/100) - 1), its mean |.| and max |.| over the rows (percent).
+/// A model error after the shared bias (ValidationReport::debiased_mape_tpot) no larger than
+/// `apart_tpot` cannot be told from the machine measuring the same model twice. Neighbours that
+/// share the last-level cache or the memory bus slow a step without showing as steal or as other
+/// processes (MachineLoad), and this sees them. Rows with fewer than two rounds (or a round
+/// without decode steps) are skipped; `rows` counts the others (0: nothing to compare, every
+/// field 0).
+struct MeasurementRepeatability {
+  int rows = 0;
+  double drift_tpot = 0;       // mean d_i, percent
+  double apart_tpot = 0;       // mean |d_i beyond the drift|, percent
+  double max_apart_tpot = 0;   // largest |d_i beyond the drift|, percent
+};
+
+/// MeasurementRepeatability of `measured` (each with its per-round samples). Never throws.
+MeasurementRepeatability measurement_repeatability(const std::vector<Measurement>& measured);
+
 struct ValidationReport {
   std::vector<ValidationRow> rows;
   double mape_ttft = 0, mape_tpot = 0, mape_memory = 0;  // mean |pred - meas| / meas, percent
@@ -95,6 +118,7 @@ struct ValidationReport {
   double spread_ttft = 0, spread_tpot = 0;
   std::vector<WidthErrors> by_width;  // one per hidden size measured, ascending
   std::optional<RelativeErrors> relative;  // when the base was measured with the rows
+  MeasurementRepeatability repeatability;  // the rows' measurement against itself
   MachineLoad machine_load;  // what else ran while the rows were measured (validate_native)
   int cores = 0;             // the machine's cores (for that line)
   json to_json() const;
