@@ -84,7 +84,7 @@ def noise(v):
 def machine_between_runs(paths):
     """The machine against itself between runs: the same architectures' measured TPOT in run a
     and run b (percent): the drift every one shares (mean of a/b - 1), the mean and largest
-    |.| left once it is divided out. None for a pair whose rows differ."""
+    |.| left once it is divided out. A pair whose rows differ is left out."""
     vs = [json.load(open(p)) for p in paths]
     out = []
     for i in range(len(vs)):
@@ -94,9 +94,8 @@ def machine_between_runs(paths):
                 continue
             d = [100 * (x["measured"]["tpot_ms"] / y["measured"]["tpot_ms"] - 1) for x, y in zip(a, b)]
             drift = sum(d) / len(d)
-            left = [abs(100 * ((1 + x / 100) / (1 + drift / 100) - 1)) for x in d]
-            out.append({"a": i + 1, "b": j + 1, "drift": drift, "apart": sum(left) / len(left),
-                        "max_apart": max(left)})
+            out.append({"a": i + 1, "b": j + 1, "drift": drift, "apart": debiased(d),
+                        "max_apart": max(abs(100 * ((1 + x / 100) / (1 + drift / 100) - 1)) for x in d)})
     return out
 
 
@@ -130,10 +129,10 @@ def main():
             print(f"{i:>3} | {r['ttft_mape']:>8.2f}% {r['ttft_max']:>5.1f}% | {r['tpot_mape']:>8.2f}% "
                   f"{r['tpot_max']:>5.1f}% {r['tpot_bias']:>+5.1f}% {r['tpot_mape_debiased']:>7.2f}% "
                   f"{r['tpot_max_reduced_width']:>8.1f}% | {r['memory_mape']:>5.2f}%{tail}")
-        for r in rs:
+        for i, r in enumerate(rs, 1):
             n = r["tpot_noise"]
             if n:
-                print(f"run {rs.index(r) + 1}: the measurement against itself (odd rounds against even): "
+                print(f"run {i}: the measurement against itself (odd rounds against even): "
                       f"TPOT {n['apart']:.2f}% apart (max {n['max_apart']:.2f}%) beyond a shared "
                       f"{n['drift']:+.2f}%")
         between = machine_between_runs([r["validate"] for r in rs])
